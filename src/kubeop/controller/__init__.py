@@ -1,0 +1,1 @@
+"""kubeop.controller."""

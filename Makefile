@@ -1,0 +1,31 @@
+# The two commands of the README. Both work on a fresh machine: they create .venv, install
+# kubeop, and build the control-plane binaries from pinned Go modules into ~/.cache/kubeop
+# (first time ~10 min on 2 cores, then cached).
+.PHONY: demo test lint unit e2e bootstrap binaries bench
+
+PY := .venv/bin/python
+
+bootstrap:
+	@./scripts/bootstrap.sh
+
+binaries: bootstrap
+	@./scripts/ensure-go.sh
+	@$(PY) -m kubeop cluster build
+
+demo: binaries
+	@$(PY) -m kubeop demo
+
+lint: bootstrap
+	.venv/bin/ruff check src tests bench
+	.venv/bin/ruff format --check src tests bench
+	.venv/bin/mypy
+	.venv/bin/lint-imports
+
+unit: bootstrap
+	.venv/bin/pytest tests/unit -q
+
+e2e: binaries
+	.venv/bin/pytest tests/e2e -q
+
+test: binaries lint
+	.venv/bin/pytest -q

@@ -1,0 +1,3 @@
+from kubeop.cli import main
+
+main()

@@ -8,7 +8,9 @@
 - :class:`MetricsProvider` hooks for depth, adds, latency, work duration, unfinished work,
   longest running processor and retries.
 
-Everything runs on one asyncio event loop; see :class:`WorkQueue` for the contract.
+Everything runs on one asyncio event loop; see :class:`WorkQueue` for the contract. Time comes
+from an injectable :class:`Clock` (queues) or time function (limiters); :class:`FakeClock` makes
+tests deterministic.
 """
 
 from kubeop.queue.clock import Clock, FakeClock, LoopClock, TimerHandle

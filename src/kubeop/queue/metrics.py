@@ -5,17 +5,16 @@ for one metric object per series and then only calls ``inc`` / ``dec`` / ``set``
 them. The controller runtime maps them onto the Prometheus series controller-runtime exports, with
 the queue name as the ``name`` label:
 
-=====================================  =============================================
-provider method                        Prometheus series
-=====================================  =============================================
-``new_depth_metric``                   ``workqueue_depth``
-``new_adds_metric``                    ``workqueue_adds_total``
-``new_latency_metric``                 ``workqueue_queue_duration_seconds``
-``new_work_duration_metric``           ``workqueue_work_duration_seconds``
-``new_unfinished_work_seconds_metric`` ``workqueue_unfinished_work_seconds``
-``new_longest_running_processor_…``    ``workqueue_longest_running_processor_seconds``
-``new_retries_metric``                 ``workqueue_retries_total``
-=====================================  =============================================
+- ``new_depth_metric`` -> ``workqueue_depth``
+- ``new_adds_metric`` -> ``workqueue_adds_total``
+- ``new_latency_metric`` -> ``workqueue_queue_duration_seconds`` (add to get)
+- ``new_work_duration_metric`` -> ``workqueue_work_duration_seconds`` (get to done)
+- ``new_unfinished_work_seconds_metric`` -> ``workqueue_unfinished_work_seconds``
+- ``new_longest_running_processor_seconds_metric`` -> ``workqueue_longest_running_processor_seconds``
+- ``new_retries_metric`` -> ``workqueue_retries_total`` (every ``add_after``, so every rate-limited add)
+
+The two unfinished-work gauges are refreshed every 0.5 s by one timer on the queue's clock, armed
+at the first ``get`` and stopped at shutdown.
 
 Without a name or a provider the queue keeps no metric state at all (no per-item timestamps), as
 client-go does, so the default costs one ``is None`` test per operation.

@@ -51,8 +51,9 @@ class WorkQueue(Generic[T]):
         - An item is handed to at most one worker at a time.
         - An item added while queued is not queued twice; added while being processed, it is
           handed out exactly once more, after ``done``.
-        - Items are handed out in the order they became dirty (FIFO); waiting workers are served
-          in the order they started waiting.
+        - Items are handed out in the order they were queued (FIFO); an item re-added while being
+          processed is queued when it is ``done``. Waiting workers are served in the order they
+          started waiting.
         - ``add``, ``get`` (when an item is ready) and ``done`` are O(1) and start no tasks.
 
     Assumptions:

@@ -1,0 +1,121 @@
+"""Typed models: how a model class plugs into the same verbs as plain dicts.
+
+Plain dicts are the default everywhere (decoded once, no conversion cost). A class becomes usable
+as a typed model by declaring its type and offering a conversion, with no base class to inherit:
+
+- type: class attributes ``api_version`` and ``kind`` (``ClassVar[str]``), or pydantic fields
+  ``apiVersion``/``kind`` with defaults; optionally ``resource: ClassVar[ApiResource]`` so the
+  client never needs discovery for it;
+- conversion: a pydantic v2 model (``model_validate`` / ``model_dump``), or any class with a
+  ``from_dict`` classmethod and a ``to_dict`` method (the shape generated model packages use).
+
+Conversion happens only at the edge, when the caller passed a model class or instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+from kubeop.core.gvk import GroupVersionKind
+from kubeop.core.resource import ApiResource
+
+__all__ = [
+    "Model",
+    "from_dict",
+    "is_model_class",
+    "model_gvk",
+    "model_resource",
+    "to_dict",
+]
+
+M = TypeVar("M")
+
+
+@runtime_checkable
+class Model(Protocol):
+    """The structural type of a model class (see the module docstring for the accepted forms)."""
+
+    api_version: ClassVar[str]
+    kind: ClassVar[str]
+
+
+def _class_value(cls: type, attr: str, field: str) -> str | None:
+    value = cls.__dict__.get(attr)
+    if value is None:
+        for base in cls.__mro__[1:]:
+            if attr in base.__dict__:
+                value = base.__dict__[attr]
+                break
+    if isinstance(value, str) and value:
+        return value
+    fields = getattr(cls, "model_fields", None)  # pydantic v2 keeps field defaults here
+    if isinstance(fields, Mapping) and field in fields:
+        default = getattr(fields[field], "default", None)
+        if isinstance(default, str) and default:
+            return default
+    return None
+
+
+def is_model_class(obj: object) -> bool:
+    """True for a class that declares its apiVersion and kind and can convert from a dict."""
+    if not isinstance(obj, type):
+        return False
+    convertible = hasattr(obj, "model_validate") or hasattr(obj, "from_dict")
+    return (
+        convertible
+        and _class_value(obj, "kind", "kind") is not None
+        and (_class_value(obj, "api_version", "apiVersion") is not None)
+    )
+
+
+def model_gvk(cls: type) -> GroupVersionKind:
+    api_version = _class_value(cls, "api_version", "apiVersion")
+    kind = _class_value(cls, "kind", "kind")
+    if not api_version or not kind:
+        raise TypeError(
+            f"{cls.__qualname__} is not a model class: it needs class attributes api_version and kind "
+            "(or pydantic fields apiVersion/kind with defaults)"
+        )
+    return GroupVersionKind.from_api_version(api_version, kind)
+
+
+def model_resource(cls: type) -> ApiResource | None:
+    """The explicit ApiResource a model class declares, if any (then no discovery is needed)."""
+    res = getattr(cls, "resource", None)
+    return res if isinstance(res, ApiResource) else None
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """An object dict for the wire: dicts pass through unchanged, models are dumped.
+
+    apiVersion/kind are filled from the model class when the dump lacks them (a ClassVar is
+    not a pydantic field, so it is not dumped).
+    """
+    if isinstance(obj, dict):
+        return obj
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    dump = getattr(obj, "model_dump", None)
+    if dump is not None:
+        data: dict[str, Any] = dump(mode="json", by_alias=True, exclude_none=True)
+    else:
+        to = getattr(obj, "to_dict", None)
+        if to is None:
+            raise TypeError(f"cannot send a {type(obj).__qualname__}: expected a dict or a model instance")
+        data = to()
+    if "apiVersion" not in data or "kind" not in data:
+        gvk = model_gvk(type(obj))
+        data = {"apiVersion": gvk.api_version, "kind": gvk.kind, **data}
+    return data
+
+
+def from_dict(cls: type[M], data: dict[str, Any]) -> M:
+    """Build a model instance from an object dict (validation is the model's business)."""
+    validate = getattr(cls, "model_validate", None)
+    if validate is not None:
+        return validate(data)  # type: ignore[no-any-return]
+    build = getattr(cls, "from_dict", None)
+    if build is None:
+        raise TypeError(f"{cls.__qualname__} has neither model_validate nor from_dict")
+    return build(data)  # type: ignore[no-any-return]

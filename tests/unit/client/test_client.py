@@ -1,0 +1,348 @@
+"""Client and transport against a fake API server on loopback: verbs, errors, retries, auth refresh."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any, ClassVar
+
+import orjson
+import pydantic
+import pytest
+from aiohttp import web
+
+from kubeop.client.auth import Credentials
+from kubeop.client.client import Client
+from kubeop.client.config import ClientConfig
+from kubeop.client.transport import ApiConnectionError, Transport
+from kubeop.core.errors import Conflict, Expired, Gone, Invalid, NotFound, ServiceUnavailable, TooManyRequests
+from kubeop.core.patch import PatchType
+from kubeop.core.resource import ApiResource
+
+from .fakeapi import FakeApi, json, status
+
+CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+CM_PATH = "/api/v1/namespaces/default/configmaps"
+
+
+class ConfigMap(pydantic.BaseModel):
+    api_version: ClassVar[str] = "v1"
+    kind: ClassVar[str] = "ConfigMap"
+    resource: ClassVar[ApiResource] = CM
+    metadata: dict[str, Any]
+    data: dict[str, str] = {}
+
+
+def cm(name: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": data,
+    }
+
+
+async def test_get_and_not_found(api: FakeApi) -> None:
+    api.reply("GET", f"{CM_PATH}/a", cm("a", k="v"))
+    async with api.client() as client:
+        assert await client.get(CM, "a") == cm("a", k="v")
+        with pytest.raises(NotFound) as info:
+            await client.get(CM, "missing")
+        assert f"GET {CM_PATH}/missing" in str(info.value)
+        assert await client.get_or_none(CM, "missing") is None
+        typed = await client.get(ConfigMap, "a")
+        assert isinstance(typed, ConfigMap) and typed.data == {"k": "v"}
+
+
+async def test_list_fills_kind_and_pages(api: FakeApi) -> None:
+    async def handler(request: web.Request) -> web.Response:
+        token = request.query.get("continue")
+        assert request.query["limit"] == "2"
+        if not token:
+            return json(
+                {
+                    "kind": "ConfigMapList",
+                    "metadata": {"resourceVersion": "10", "continue": "p2", "remainingItemCount": 1},
+                    "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}],
+                }
+            )
+        return json(
+            {
+                "kind": "ConfigMapList",
+                "metadata": {"resourceVersion": "10"},
+                "items": [{"metadata": {"name": "c"}}],
+            }
+        )
+
+    api.route("GET", CM_PATH, handler)
+    async with api.client() as client:
+        page = await client.list(CM, limit=2)
+        assert (page.resource_version, page.continue_, page.remaining_item_count) == ("10", "p2", 1)
+        assert page.items[0] == {"metadata": {"name": "a"}, "apiVersion": "v1", "kind": "ConfigMap"}
+        everything = await client.list_all(CM, page_size=2)
+        assert [i["metadata"]["name"] for i in everything] == ["a", "b", "c"]
+        assert everything.resource_version == "10"
+        typed = await client.list(ConfigMap, limit=2)
+        assert isinstance(typed.items[0], ConfigMap)
+
+
+async def test_writes_send_the_right_requests(api: FakeApi) -> None:
+    seen: list[tuple[str, str, str, dict[str, Any] | list[Any]]] = []
+
+    async def echo(request: web.Request) -> web.Response:
+        body = orjson.loads(await request.read())
+        seen.append((request.method, request.path_qs, request.content_type, body))
+        return json(body if request.method != "DELETE" else {"kind": "Status", "status": "Success"})
+
+    for method, path in [
+        ("POST", CM_PATH),
+        ("PUT", f"{CM_PATH}/a"),
+        ("PUT", f"{CM_PATH}/a/status"),
+        ("PATCH", f"{CM_PATH}/a"),
+        ("DELETE", f"{CM_PATH}/a"),
+        ("DELETE", CM_PATH),
+    ]:
+        api.route(method, path, echo)
+    async with api.client() as client:
+        created = await client.create(cm("a"), resource=CM, dry_run=True)
+        assert created == cm("a")
+        model = await client.create(ConfigMap(metadata={"name": "a"}))
+        assert isinstance(model, ConfigMap)
+        await client.update(cm("a"), resource=CM)
+        await client.update_status(cm("a"), resource=CM)
+        await client.patch(CM, "a", [{"op": "add", "path": "/data/x", "value": "1"}], type=PatchType.JSON)
+        await client.apply(cm("a"), field_manager="me", force=True, resource=CM)
+        await client.delete(CM, "a", propagation_policy="Foreground", precondition_resource_version="5")
+        await client.delete_collection(CM, label_selector={"app": "x"})
+    assert [(m, p, t) for m, p, t, _ in seen] == [
+        ("POST", f"{CM_PATH}?dryRun=All", "application/json"),
+        ("POST", CM_PATH, "application/json"),
+        ("PUT", f"{CM_PATH}/a", "application/json"),
+        ("PUT", f"{CM_PATH}/a/status", "application/json"),
+        ("PATCH", f"{CM_PATH}/a", "application/json-patch+json"),
+        ("PATCH", f"{CM_PATH}/a?fieldManager=me&force=true", "application/apply-patch+yaml"),
+        ("DELETE", f"{CM_PATH}/a", "application/json"),
+        ("DELETE", f"{CM_PATH}?labelSelector=app%3Dx", "application/json"),
+    ]
+    assert seen[1][3] == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {}}
+    assert seen[6][3]["preconditions"] == {"resourceVersion": "5"}  # type: ignore[call-overload]
+
+
+async def test_conflict_and_invalid_are_typed(api: FakeApi) -> None:
+    api.route(
+        "PUT",
+        f"{CM_PATH}/a",
+        lambda _: _async(
+            status(
+                409,
+                "Conflict",
+                'Operation cannot be fulfilled on configmaps "a": the object has been modified',
+            )
+        ),
+    )
+    api.route(
+        "POST",
+        CM_PATH,
+        lambda _: _async(
+            status(
+                422,
+                "Invalid",
+                'ConfigMap "a" is invalid',
+                causes=[{"field": "data", "reason": "FieldValueInvalid", "message": "bad"}],
+            )
+        ),
+    )
+    async with api.client() as client:
+        with pytest.raises(Conflict, match='configmaps "a": the object has been modified'):
+            await client.update(cm("a"), resource=CM)
+        with pytest.raises(Invalid) as info:
+            await client.create(cm("a"), resource=CM)
+        assert info.value.causes[0].field == "data"
+
+
+async def _async(value: web.Response) -> web.Response:
+    return value
+
+
+async def test_retries_429_for_any_method_but_5xx_only_for_reads(api: FakeApi) -> None:
+    attempts = {"n": 0}
+
+    async def busy_then_ok(request: web.Request) -> web.Response:
+        attempts["n"] += 1
+        if attempts["n"] < 3:
+            return json(
+                {"kind": "Status", "code": 429, "reason": "TooManyRequests", "message": "slow down"},
+                429,
+                {"Retry-After": "0"},
+            )
+        return json(cm("a"))
+
+    api.route("POST", CM_PATH, busy_then_ok)
+    api.route("GET", f"{CM_PATH}/flaky", lambda _: _async(status(503, "ServiceUnavailable", "try later")))
+    api.route("PUT", f"{CM_PATH}/flaky", lambda _: _async(status(503, "ServiceUnavailable", "try later")))
+    api.route(
+        "GET",
+        f"{CM_PATH}/busy",
+        lambda _: _async(
+            json(
+                {
+                    "kind": "Status",
+                    "code": 429,
+                    "reason": "TooManyRequests",
+                    "details": {"retryAfterSeconds": 0},
+                },
+                429,
+                {"Retry-After": "0"},
+            )
+        ),
+    )
+    async with api.client() as client:
+        assert await client.create(cm("a"), resource=CM) == cm("a")
+        assert attempts["n"] == 3
+        with pytest.raises(ServiceUnavailable):
+            await client.get(CM, "flaky")
+        assert len(api.calls("GET", f"{CM_PATH}/flaky")) == 3  # bounded: max_attempts
+        with pytest.raises(ServiceUnavailable):
+            await client.update(cm("flaky"), resource=CM)
+        assert len(api.calls("PUT", f"{CM_PATH}/flaky")) == 1  # a write is never replayed on 5xx
+        with pytest.raises(TooManyRequests) as info:
+            await client.get(CM, "busy")
+        assert info.value.retry_after == 0
+
+
+class RotatingAuth:
+    def __init__(self) -> None:
+        self.token = "old"
+        self.refreshes = 0
+
+    async def credentials(self) -> Credentials:
+        return Credentials({"Authorization": f"Bearer {self.token}"})
+
+    async def refresh(self) -> bool:
+        self.refreshes += 1
+        self.token = "new"
+        return True
+
+
+async def test_refreshes_credentials_once_on_401(api: FakeApi) -> None:
+    async def needs_new_token(request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != "Bearer new":
+            return status(401, "Unauthorized", "Unauthorized")
+        return json(cm("a"))
+
+    api.route("GET", f"{CM_PATH}/a", needs_new_token)
+    auth = RotatingAuth()
+    transport = Transport(ClientConfig(server=api.url, qps=None), auth=auth)
+    async with Client(transport=transport) as client:
+        assert await client.get(CM, "a") == cm("a")
+        assert auth.refreshes == 1
+
+
+async def test_unreachable_server_is_one_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = ClientConfig(
+        server=f"http://127.0.0.1:{port}", qps=None, max_retries=0, source="kubeconfig /x (context 'c')"
+    )
+    async with Client(config) as client:
+        with pytest.raises(ApiConnectionError) as info:
+            await client.get(CM, "a")
+    text = str(info.value)
+    assert f"cannot connect to API server http://127.0.0.1:{port} (kubeconfig /x (context 'c'))" in text
+    assert "GET /api/v1/namespaces/default/configmaps/a" in text
+
+
+async def test_watch_parses_split_and_long_lines(api: FakeApi) -> None:
+    big = "x" * 3_000_000
+    events = [
+        {"type": "ADDED", "object": cm("a", v=big)},
+        {"type": "MODIFIED", "object": cm("a", v="2")},
+        {"type": "BOOKMARK", "object": {"kind": "ConfigMap", "metadata": {"resourceVersion": "12"}}},
+        {"type": "DELETED", "object": cm("a")},
+    ]
+    payload = b"".join(orjson.dumps(e) + b"\n" for e in events)
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        assert request.query["watch"] == "true" and request.query["allowWatchBookmarks"] == "true"
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for i in range(0, len(payload), 7777):  # chunks that cut lines anywhere
+            await resp.write(payload[i : i + 7777])
+        await resp.write_eof()
+        return resp
+
+    api.route("GET", CM_PATH, stream)
+    async with api.client() as client:
+        got = [e async for e in client.watch(CM, resource_version="10", timeout_seconds=5)]
+    assert [e.type for e in got] == ["ADDED", "MODIFIED", "BOOKMARK", "DELETED"]
+    assert got[0].object["data"]["v"] == big
+    assert got[2].resource_version == "12"
+
+
+async def test_watch_error_event_raises_gone(api: FakeApi) -> None:
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(orjson.dumps({"type": "ADDED", "object": cm("a")}) + b"\n")
+        error = {
+            "kind": "Status",
+            "status": "Failure",
+            "code": 410,
+            "reason": "Expired",
+            "message": "too old resource version: 1 (50)",
+        }
+        await resp.write(orjson.dumps({"type": "ERROR", "object": error}) + b"\n")
+        await resp.write_eof()
+        return resp
+
+    api.route("GET", CM_PATH, stream)
+    async with api.client() as client:
+        seen = []
+        with pytest.raises(Expired, match="too old resource version"):
+            async for event in client.watch(CM, resource_version="1"):
+                seen.append(event.type)
+        assert seen == ["ADDED"]
+        api.route("GET", CM_PATH, lambda _: _async(status(410, "Gone", "gone")))
+        with pytest.raises(Gone):
+            async for _ in client.watch(CM, resource_version="1"):
+                pass
+
+
+async def test_watch_break_closes_the_stream(api: FakeApi) -> None:
+    closed = asyncio.Event()
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        try:
+            while True:
+                await resp.write(orjson.dumps({"type": "ADDED", "object": cm("a")}) + b"\n")
+                await asyncio.sleep(0.01)
+        except (ConnectionError, asyncio.CancelledError):
+            closed.set()
+            raise
+
+    api.route("GET", CM_PATH, endless)
+    async with api.client() as client:
+        async for _ in client.watch(CM):
+            break
+        await asyncio.wait_for(closed.wait(), 5)
+
+
+async def test_typed_watch(api: FakeApi) -> None:
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(orjson.dumps({"type": "ADDED", "object": cm("a", k="v")}) + b"\n")
+        await resp.write(
+            orjson.dumps({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}}) + b"\n"
+        )
+        await resp.write_eof()
+        return resp
+
+    api.route("GET", CM_PATH, stream)
+    async with api.client() as client:
+        got = [e async for e in client.watch(ConfigMap)]
+    assert isinstance(got[0].object, ConfigMap) and got[0].object.data == {"k": "v"}
+    assert got[1].type == "BOOKMARK" and got[1].resource_version == "3"

@@ -261,6 +261,7 @@ def build_component(
         go = _go()
         source = resources.files("kubeop.testing") / "gomod" / component.name
         staging = Path(tempfile.mkdtemp(prefix=f".{component.key}-", dir=directory.parent))
+        staging.chmod(0o755)
         try:
             module = staging / "module"
             module.mkdir()

@@ -59,7 +59,10 @@ def free_port() -> int:
 
 
 def port_in_use(port: int) -> bool:
+    """True when something listens on ``HOST:port`` (TIME_WAIT leftovers do not count: the
+    components set SO_REUSEADDR, as this check does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:
@@ -719,7 +722,7 @@ class ControlPlane:
         for name in names:
             while True:
                 crd = self.api.call("GET", f"{base}/{name}")
-                conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+                conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
                 if conds.get("Established") == "True":
                     break
                 if time.monotonic() > deadline:

@@ -14,18 +14,14 @@ from pathlib import Path
 import pytest
 
 from kubeop.testing import ControlPlane, ControlPlaneError
+from kubeop.testing.controlplane import port_in_use
 from kubeop.testing.process import pid_alive
 
 pytestmark = pytest.mark.controlplane
 
 
 def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return not port_in_use(port)
 
 
 def _wait_gone(pids: list[int], ports: list[int], timeout: float = 20.0) -> None:
@@ -90,7 +86,9 @@ def test_port_in_use_is_a_clear_error() -> None:
 
 
 def _kubeop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kubeop", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kubeop", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cluster_cli_up_is_idempotent_recovers_a_killed_run_and_down_cleans(tmp_path: Path) -> None:

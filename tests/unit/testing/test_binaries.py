@@ -18,7 +18,10 @@ def _fake_build(root: Path, component: bins.Component) -> Path:
         path = directory / "bin" / bins._RENAME.get(cmd, cmd)
         path.write_bytes(b"\x7fELF" + b"x" * 100)
         path.chmod(0o755)
-        files[path.relative_to(directory).as_posix()] = {"size": path.stat().st_size, "sha256": bins._sha256(path)}
+        files[path.relative_to(directory).as_posix()] = {
+            "size": path.stat().st_size,
+            "sha256": bins._sha256(path),
+        }
     (directory / "manifest.json").write_text(json.dumps({"files": files}))
     return directory
 
@@ -104,5 +107,9 @@ def test_wrapper_modules_are_shipped() -> None:
 
     for name in bins.COMPONENTS:
         module = resources.files("kubeop.testing") / "gomod" / name
-        assert (module / "go.mod").is_file() and (module / "go.sum").is_file() and (module / "tools.go").is_file()
+        assert (
+            (module / "go.mod").is_file()
+            and (module / "go.sum").is_file()
+            and (module / "tools.go").is_file()
+        )
         assert bins.COMPONENTS[name].version in (module / "go.mod").read_text()

@@ -32,7 +32,10 @@ def test_no_default_route(tmp_path: Path) -> None:
 
 def _args(default_route: bool, sa: bool = True) -> list[str]:
     return apiserver_args(
-        etcd_url="http://127.0.0.1:1", port=2, pki=Path("/pki"), default_route=default_route,
+        etcd_url="http://127.0.0.1:1",
+        port=2,
+        pki=Path("/pki"),
+        default_route=default_route,
         service_account_admission=sa,
     )
 

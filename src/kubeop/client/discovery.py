@@ -3,8 +3,10 @@
 One round trip per refresh when the server supports aggregated discovery (``/api`` and ``/apis``
 with ``Accept: ...;as=APIGroupDiscoveryList``, GA since Kubernetes 1.30); older servers get the
 legacy walk (``/api``, ``/api/v1``, ``/apis``, then one request per group version). A lookup that
-misses refreshes once (at most every ``min_refresh_interval`` seconds, shared by concurrent
-callers), so a CRD installed after the client started is found without a restart.
+misses refreshes once (concurrent misses share one refresh), so a CRD installed after the client
+started is found without a restart. Refreshes caused by misses are rate limited by a token bucket
+(burst 5, 5 per second, as controller-runtime's dynamic REST mapper) so a loop asking for a kind
+that does not exist cannot hammer the server, while an occasional miss is always re-checked.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubeop.client.ratelimit import TokenBucket
 from kubeop.client.restmapper import RESTMapper
 from kubeop.client.transport import Transport
 from kubeop.core.errors import ApiError
@@ -44,13 +47,14 @@ class Discovery:
         self,
         transport: Transport,
         *,
-        min_refresh_interval: float = 1.0,
+        miss_refresh_qps: float = 5.0,
+        miss_refresh_burst: int = 5,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._transport = transport
         self._mapper: RESTMapper | None = None
         self._refreshed_at: float | None = None
-        self._min_interval = min_refresh_interval
+        self._miss_limiter = TokenBucket(miss_refresh_qps, miss_refresh_burst, clock=clock)
         self._clock = clock
         self._lock = asyncio.Lock()
         self.refreshes = 0
@@ -62,19 +66,11 @@ class Discovery:
         assert self._mapper is not None
         return self._mapper
 
-    async def refresh(self, *, if_older_than: float | None = None) -> RESTMapper:
-        """Reload discovery; with ``if_older_than`` skip it when the data is fresher than that."""
+    async def refresh(self) -> RESTMapper:
+        """Reload discovery now (a refresh that finished while we waited for the lock counts)."""
         started = self._clock()
         async with self._lock:
-            # Someone else refreshed while we waited for the lock: use theirs.
-            if self._mapper is not None and self._refreshed_at is not None and self._refreshed_at >= started:
-                return self._mapper
-            if (
-                if_older_than is not None
-                and self._mapper is not None
-                and self._refreshed_at is not None
-                and self._clock() - self._refreshed_at < if_older_than
-            ):
+            if self._mapper is not None and self._refreshed_at is not None and self._refreshed_at > started:
                 return self._mapper
             resources, preferred = await self._load()
             self._mapper = RESTMapper(resources, preferred)
@@ -86,8 +82,8 @@ class Discovery:
         """The resource serving ``gvk``; an empty version means the group's preferred one."""
         mapper = await self.mapper()
         found = mapper.for_kind(gvk.group, gvk.kind, gvk.version or None)
-        if found is None:
-            mapper = await self.refresh(if_older_than=self._min_interval)
+        if found is None and self._miss_limiter.try_acquire():
+            mapper = await self.refresh()
             found = mapper.for_kind(gvk.group, gvk.kind, gvk.version or None)
         if found is None:
             known = ", ".join(mapper.kinds_in_group(gvk.group)) or "none"
@@ -103,8 +99,8 @@ class Discovery:
         """kubectl-style lookup by plural, singular, short name or kind (``deploy``, ``cm.v1.``...)."""
         mapper = await self.mapper()
         found = mapper.find(name)
-        if found is None:
-            mapper = await self.refresh(if_older_than=self._min_interval)
+        if found is None and self._miss_limiter.try_acquire():
+            mapper = await self.refresh()
             found = mapper.find(name)
         if found is None:
             raise UnknownResource(

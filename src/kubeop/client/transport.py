@@ -73,7 +73,11 @@ class Transport:
         self._session_cert: tuple[bytes, bytes] | None = None
         self._retired: list[aiohttp.ClientSession] = []
         self._closed = False
-        self._headers = {"Accept": "application/json", "User-Agent": config.user_agent}
+        self._headers = {
+            "Accept": "application/json",
+            "User-Agent": config.user_agent,
+            "Accept-Encoding": "gzip" if config.compression else "identity",
+        }
         self._headers.update(dict(config.extra_headers))
 
     # -- session --------------------------------------------------------------------------------
@@ -93,7 +97,6 @@ class Transport:
             headers=self._headers,
             read_bufsize=1 << 20,
             auto_decompress=True,
-            skip_auto_headers=(),
         )
 
     async def _prepare(self) -> tuple[aiohttp.ClientSession, Credentials]:
@@ -220,6 +223,26 @@ class Transport:
         if not body:
             return None
         return orjson.loads(body)
+
+    async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int:
+        """One GET of ``path`` and its HTTP status: no retries, no client-side rate limit.
+
+        For health checks, such as the informers asking "is the server back?" while they back off:
+        a retried request would hide exactly the moment the server returns, and the rate limiter
+        would queue a probe behind the traffic it is meant to precede. Raises
+        :class:`ApiConnectionError` when no answer came within ``time_limit`` seconds.
+        """
+        session, creds = await self._prepare()
+        req = Request("GET", path, target=f"health check {path}")
+        url = URL(self._base + path, encoded=True)
+        try:
+            async with session.get(
+                url, headers=creds.headers, timeout=aiohttp.ClientTimeout(total=time_limit)
+            ) as resp:
+                await resp.read()
+                return resp.status
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise self._connection_error(e, req) from None
 
     async def stream(self, req: Request) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
         """Send a watch request and yield its events as they arrive.

@@ -1,1 +1,69 @@
-"""kubeop.crd."""
+"""kubeop.crd: CustomResourceDefinitions and RBAC from Python code.
+
+- :class:`CustomResource` (a pydantic model declared with group, version and names) and
+  :class:`CamelModel` for spec and status models with camelCase wire names;
+- schema markers (:class:`ValidationRule`, :class:`ListType`, :class:`MapType`,
+  :class:`PreserveUnknownFields`, :class:`Schemaless`, :class:`EmbeddedResource`,
+  :class:`Format`, :class:`Schema`, :data:`IntOrString`, :data:`Quantity`);
+- :func:`crd_manifest` / :func:`crd_manifests` (structural apiextensions.k8s.io/v1 CRDs,
+  several versions per kind), :func:`openapi_schema`, :func:`render_yaml`;
+- :mod:`kubeop.crd.rbac`: RBAC rules declared next to controllers, and the roles built from them.
+
+Everything is checked when the class is defined or the manifest generated: a model or name the
+API server would reject raises a :class:`CRDError` naming it and the fix.
+"""
+
+from kubeop.crd import rbac
+from kubeop.crd.declaration import Declaration, PrinterColumn, Scale
+from kubeop.crd.errors import CRDError, DeclarationError, SchemaError, VersionError
+from kubeop.crd.manifest import crd_manifest, crd_manifests, render_yaml
+from kubeop.crd.markers import (
+    EmbeddedResource,
+    Format,
+    IntOrString,
+    ListType,
+    MapType,
+    PreserveUnknownFields,
+    Quantity,
+    Schema,
+    Schemaless,
+    ValidationRule,
+)
+from kubeop.crd.rbac import Permissions, PolicyRule, rbac_rule
+from kubeop.crd.resource import CamelModel, CustomResource, ObjectMeta
+from kubeop.crd.schema import openapi_schema, resource_schema
+from kubeop.crd.structural import check_structural, structural_violations
+
+__all__ = [
+    "CRDError",
+    "CamelModel",
+    "CustomResource",
+    "Declaration",
+    "DeclarationError",
+    "EmbeddedResource",
+    "Format",
+    "IntOrString",
+    "ListType",
+    "MapType",
+    "ObjectMeta",
+    "Permissions",
+    "PolicyRule",
+    "PreserveUnknownFields",
+    "PrinterColumn",
+    "Quantity",
+    "Scale",
+    "Schema",
+    "SchemaError",
+    "Schemaless",
+    "ValidationRule",
+    "VersionError",
+    "check_structural",
+    "crd_manifest",
+    "crd_manifests",
+    "openapi_schema",
+    "rbac",
+    "rbac_rule",
+    "render_yaml",
+    "resource_schema",
+    "structural_violations",
+]

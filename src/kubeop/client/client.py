@@ -18,7 +18,7 @@ to span the cluster. For writes the object's own ``metadata.namespace`` wins ove
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
@@ -64,7 +64,7 @@ class ObjectList(Generic[T]):
     remaining_item_count: int | None = None
     kind: str = field(default="")
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[T]:
         return iter(self.items)
 
     def __len__(self) -> int:

@@ -45,8 +45,11 @@ class ClientConfig:
     over ``exec``; client certificates can be combined with any of them.
 
     ``qps``/``burst`` configure the client-side token bucket; ``qps=None`` disables it and leaves
-    throttling to the server's priority and fairness. ``source`` describes where the config came
-    from (file and context) for error messages.
+    throttling to the server's priority and fairness. ``compression`` lets the server gzip large
+    responses (it only does so above 128 KB). It is on by default, as in client-go, because it
+    was measured to win even on loopback: a 10,000-object list arrives in fewer, larger chunks and
+    costs the client less CPU than the uncompressed stream (bench/client/RESULTS.md).
+    ``source`` describes where the config came from (file and context) for error messages.
     """
 
     server: str
@@ -70,6 +73,7 @@ class ClientConfig:
     request_timeout: float = 60.0
     connect_timeout: float = 10.0
     max_connections: int = 100
+    compression: bool = True
     user_agent: str = "kubeop"
     source: str = "explicit configuration"
     extra_headers: Sequence[tuple[str, str]] = ()

@@ -14,8 +14,6 @@ import os
 import ssl
 import tempfile
 
-from cryptography import x509
-
 from kubeop.client.config import ClientConfig, ConfigError
 
 __all__ = ["ssl_context"]
@@ -30,6 +28,9 @@ def _read(path: str, what: str, source: str) -> bytes:
 
 
 def _check_not_expired(cert_pem: bytes, source: str) -> None:
+    # Imported here: cryptography costs ~10 MB of RSS, paid only by clients with certificates.
+    from cryptography import x509
+
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError:

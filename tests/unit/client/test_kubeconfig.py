@@ -233,3 +233,27 @@ def test_in_cluster(tmp_path: Path) -> None:
     assert cfg.ca_file == str(sa / "ca.crt") and cfg.namespace == "ops"
     with pytest.raises(ConfigError, match="not running in a cluster"):
         in_cluster_config(env={}, sa_dir=str(sa))
+
+
+def test_load_config_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubeop.client.config import load_config
+
+    path = write(
+        tmp_path / "config",
+        kubeconfig(
+            clusters={"c": {"server": "https://h:1"}},
+            users={"u": {"token": "t"}},
+            contexts={
+                "ctx": {"cluster": "c", "user": "u"},
+                "other": {"cluster": "c", "user": "u", "namespace": "o"},
+            },
+            current="ctx",
+        ),
+    )
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    with pytest.raises(ConfigError, match="no Kubernetes configuration found"):
+        load_config()
+    assert load_config(kubeconfig=path).server == "https://h:1"
+    monkeypatch.setenv("KUBECONFIG", path)
+    assert load_config(context="other").namespace == "o"

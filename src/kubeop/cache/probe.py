@@ -1,0 +1,159 @@
+"""ServerProbe: notice quickly that an API server which was down is back.
+
+A watcher that fails backs off (0.8 s doubling to 30 s, see :mod:`kubeop.cache.backoff`), so
+after an outage of a few seconds client-go's informers are still asleep when the server returns
+and converge ~9 s later. Shortening the backoff would hammer a server that is struggling;
+instead, while at least one watcher waits out a delay caused by an unreachable or failing server,
+one probe per client asks ``/readyz`` every ``interval`` seconds (one cheap request, whatever
+the number of informers). A waiter is released early only when the probe saw the server *down*
+during its wait and *ready* afterwards: the down-to-up transition is the news. A server that
+answers ``/readyz`` but fails the watch anyway (a broken proxy, an RBAC problem) releases nobody
+early, and a server that flaps releases each waiter at most once per backoff step, while the
+backoff keeps growing, so it is never hit harder than the backoff allows plus one probe per
+interval.
+
+Released waiters are spread over ``spread`` seconds so that a hundred informers do not re-watch
+in the same millisecond.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+__all__ = ["ServerProbe", "probe_for"]
+
+log = logging.getLogger("kubeop.cache")
+
+#: ``True`` when the server is ready; ``False`` or an exception when it is not.
+ReadyCheck = Callable[[], Awaitable[bool]]
+
+
+class _Waiter:
+    __slots__ = ("future", "seen_down")
+
+    def __init__(self, future: asyncio.Future[bool]) -> None:
+        self.future = future
+        self.seen_down = False
+
+
+class ServerProbe:
+    """Shared "is the server back?" signal for everything that watches one API server.
+
+    Args:
+        check: one readiness check (``/readyz`` through the client's transport, by default).
+        interval: seconds between checks while someone waits (each check also waits for the
+            previous one to finish).
+        spread: released waiters wake up at random within this many seconds.
+    """
+
+    def __init__(
+        self,
+        check: ReadyCheck,
+        *,
+        interval: float = 0.5,
+        spread: float = 0.1,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._check = check
+        self.interval = interval
+        self.spread = spread
+        self._rng = rng or random.Random()
+        self._waiters: set[_Waiter] = set()
+        self._task: asyncio.Task[None] | None = None
+        self.checks = 0  # how many checks were made (for tests and metrics)
+
+    async def wait(self, delay: float) -> bool:
+        """Sleep ``delay`` seconds, or less when the server comes back meanwhile.
+
+        Returns True when released early because the server was seen down and then ready.
+        """
+        if delay <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(loop.create_future())
+        self._waiters.add(waiter)
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run(), name="kubeop-server-probe")
+        try:
+            async with asyncio.timeout(delay):
+                return await waiter.future
+        except TimeoutError:
+            return False
+        finally:
+            self._waiters.discard(waiter)
+            if not waiter.future.done():
+                waiter.future.cancel()
+
+    async def _run(self) -> None:
+        try:
+            while self._waiters:
+                ready = await self._ready()
+                self.checks += 1
+                for waiter in list(self._waiters):
+                    if not ready:
+                        waiter.seen_down = True
+                    elif waiter.seen_down and not waiter.future.done():
+                        self._waiters.discard(waiter)
+                        self._release(waiter)
+                if not self._waiters:
+                    break
+                await asyncio.sleep(self.interval)
+        finally:
+            self._task = None
+
+    async def _ready(self) -> bool:
+        try:
+            return await self._check()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return False
+
+    def _release(self, waiter: _Waiter) -> None:
+        delay = self._rng.uniform(0, self.spread) if self.spread > 0 else 0.0
+        if delay <= 0:
+            waiter.future.set_result(True)
+            return
+
+        def fire() -> None:
+            if not waiter.future.done():
+                waiter.future.set_result(True)
+
+        asyncio.get_running_loop().call_later(delay, fire)
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+# The one registry of shared probes: a client's probe lives as long as the client does.
+_PROBES: weakref.WeakKeyDictionary[Any, ServerProbe] = weakref.WeakKeyDictionary()
+
+
+def probe_for(client: Any, *, path: str = "/readyz") -> ServerProbe:
+    """The probe shared by every watcher of ``client`` (a :class:`~kubeop.client.Client`).
+
+    Ready means ``/readyz`` answered 200; 401/403 also count (the server is serving, we just may
+    not read its health: anonymous access is often disabled), every other answer or no answer
+    means not ready.
+    """
+    probe = _PROBES.get(client)
+    if probe is None:
+        transport = client.transport
+
+        async def check() -> bool:
+            status = await transport.probe(path)
+            return status == 200 or status in (401, 403)
+
+        probe = ServerProbe(check)
+        _PROBES[client] = probe
+    return probe

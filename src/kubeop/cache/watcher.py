@@ -1,0 +1,516 @@
+"""watcher: list and watch one collection forever, as a stream of events a cache can apply.
+
+``async for event in watcher(client, "configmaps", namespace="x"):`` yields
+
+- :class:`Init`, then :class:`InitApply` for every object that exists, then
+  :class:`InitDone` with the list's resourceVersion: a complete, consistent snapshot. A consumer
+  that keeps state buffers between ``Init`` and ``InitDone`` and then swaps atomically; objects it
+  held that are not in the snapshot were deleted while the watcher was not looking;
+- :class:`Apply` (an object was added or modified) and :class:`Delete` as they happen;
+- a new ``Init`` ... ``InitDone`` whenever the watcher had to relist (410 Gone / too large
+  resourceVersion).
+
+It never raises (except on cancellation): every failure is logged and retried. The state
+machine, with the values of client-go's reflector (k8s.io/client-go/tools/cache/reflector.go):
+
+- **initial list**: a streaming list (a watch with ``sendInitialEvents=true``, ending at the
+  bookmark annotated ``k8s.io/initial-events-end``) when the server supports it, as client-go
+  1.35+ does by default; otherwise (the server rejects the parameters) a paged list, 500 per page,
+  at resourceVersion "0" the first time (served from the API server's watch cache), and
+  resourceVersion "" (a consistent read) after the previous version became unavailable;
+- **watch** from the last resourceVersion seen (list, event or bookmark), with bookmarks and a
+  random server-side timeout of 5-10 minutes to spread reconnects; a stream that ends normally is
+  re-opened from where it stopped, without a relist;
+- **410 Gone / Expired / too large resourceVersion**: relist (immediately the first time);
+- **other failures**: the first one after progress is retried at once (a stream that worked and
+  broke), later ones wait 0.8 s doubling to 30 s with jitter, reset after 2 minutes without
+  failures; while the wait is caused by an unreachable or failing server, a shared
+  :class:`~kubeop.cache.probe.ServerProbe` cuts it short as soon as the server is back;
+- **stall detection**: a stream that delivers nothing (no event, no bookmark) for
+  ``stall_timeout`` seconds while the watcher waits on it is abandoned and re-opened: the API
+  server sends a bookmark at least every minute, so silence means a dead connection (a frozen
+  proxy or NAT entry) that TCP alone would not notice for many minutes;
+- a watch that ends within 1 s without any event is a failure (client-go's "very short watch").
+
+Differences from client-go, on purpose: after a broken stream (connection reset, apiserver
+restart) client-go backs off and relists everything; here the watch is re-opened from the last
+resourceVersion, and a relist happens only when the server says that version is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeop.cache.backoff import Backoff, BackoffConfig
+from kubeop.cache.listwatch import ListerWatcher, ListWatch
+from kubeop.cache.transform import Transform
+from kubeop.client.client import Client, ResourceLike
+from kubeop.client.transport import ApiConnectionError
+from kubeop.core.errors import ApiError, Gone, TooManyRequests, is_resource_version_too_large
+from kubeop.core.request import FieldSelectorLike, LabelSelectorLike
+
+__all__ = [
+    "Apply",
+    "Config",
+    "Delete",
+    "Error",
+    "Event",
+    "Init",
+    "InitApply",
+    "InitDone",
+    "VeryShortWatch",
+    "WatchStalled",
+    "Watcher",
+    "WatcherStats",
+    "watcher",
+]
+
+log = logging.getLogger("kubeop.cache")
+
+Obj = dict[str, Any]
+
+# Answers that mean "this server does not understand a streaming list request" (an old server,
+# or the WatchList feature switched off): fall back to paged lists for good.
+_STREAMING_REJECTED = frozenset({400, 405, 406, 415, 422, 501})
+
+
+# -- events ---------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Init:
+    """A (re)list starts: the ``InitApply`` events up to ``InitDone`` form the complete state."""
+
+
+@dataclass(slots=True)
+class InitApply:
+    """An object of the (re)list in progress."""
+
+    object: Obj
+
+
+@dataclass(slots=True)
+class InitDone:
+    """The (re)list is complete; ``resource_version`` is the snapshot's."""
+
+    resource_version: str
+
+
+@dataclass(slots=True)
+class Apply:
+    """An object was added (``added=True``: a watch ADDED event) or modified."""
+
+    object: Obj
+    added: bool = False
+
+
+@dataclass(slots=True)
+class Delete:
+    """An object was deleted; ``object`` is its last state."""
+
+    object: Obj
+
+
+Event = Init | InitApply | InitDone | Apply | Delete
+
+
+# -- configuration, errors, statistics ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """How a watcher lists and watches. The defaults are client-go's."""
+
+    #: Objects per list page (None: no paging). Only used when streaming lists are not.
+    page_size: int | None = 500
+    #: True: always stream the initial list; False: always page; None: stream, fall back to pages.
+    streaming_list: bool | None = None
+    #: Server-side watch timeout, random in [min, max] seconds, to spread reconnects.
+    min_watch_timeout: int = 300
+    max_watch_timeout: int = 600
+    #: Seconds without any event or bookmark after which a stream is considered dead (0: never).
+    stall_timeout: float = 90.0
+    backoff: BackoffConfig = field(default_factory=BackoffConfig)
+    #: Applied to every object as soon as it is decoded (see :mod:`kubeop.cache.transform`).
+    transform: Transform | None = None
+    #: Ask for bookmarks (keeps the resume point fresh; also what stall detection relies on).
+    bookmarks: bool = True
+
+    def __post_init__(self) -> None:
+        if self.page_size is not None and self.page_size <= 0:
+            raise ValueError("page_size must be positive or None")
+        if not 0 < self.min_watch_timeout <= self.max_watch_timeout:
+            raise ValueError("need 0 < min_watch_timeout <= max_watch_timeout")
+
+
+class Error(Exception):
+    """Failures the watcher detects itself (all are retried; seen in logs and ``last_error``)."""
+
+
+class WatchStalled(Error):
+    """No event and no bookmark for ``stall_timeout`` seconds: the connection is presumed dead."""
+
+
+class VeryShortWatch(Error):
+    """The server closed a watch within a second, without sending anything."""
+
+
+@dataclass(slots=True)
+class WatcherStats:
+    """Counters, for tests and metrics: requests made and how the watcher recovered."""
+
+    list_requests: int = 0
+    watch_requests: int = 0
+    #: Completed initial lists (the first one included).
+    lists_completed: int = 0
+    errors: int = 0
+    stalls: int = 0
+    #: Backoff waits cut short by the server probe.
+    probe_releases: int = 0
+
+
+# -- the watcher ----------------------------------------------------------------------------------
+
+
+class Watcher:
+    """The list/watch state machine over a :class:`~kubeop.cache.listwatch.ListerWatcher`.
+
+    Iterate it (``async for event in w``) from one task at a time. The state (resume point,
+    backoff) lives on the object, so iterating again after an interruption resumes: with a
+    relist if the previous iteration stopped in the middle of one. ``resource_version`` is the
+    last version seen (client-go's ``LastSyncResourceVersion``).
+    """
+
+    def __init__(
+        self, source: ListerWatcher, config: Config | None = None, *, rng: random.Random | None = None
+    ) -> None:
+        self.source = source
+        self.config = config if config is not None else Config()
+        self.resource_version = ""
+        self.last_error: BaseException | None = None
+        self.stats = WatcherStats()
+        self._rng = rng or random.Random()
+        self._backoff = Backoff(self.config.backoff, self._rng)
+        self._streaming = self.config.streaming_list
+        self._need_list = True
+        # The version to resume from is gone (410 during a list, or "too large"): the next list
+        # must be a consistent read at the latest version ("") instead of "not older than".
+        self._rv_unavailable = False
+        self._failures = 0  # consecutive failures without progress
+        self._gone_streak = 0  # consecutive relists forced by 410 without a watch event between
+        self._stream_events = 0
+
+    @property
+    def description(self) -> str:
+        return self.source.description
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[Event]:
+        while True:
+            streaming = False
+            try:
+                if self._need_list and self._streaming is not False:
+                    streaming = True
+                    rv = "" if self._rv_unavailable else self.resource_version
+                    stream = await self._open_watch(rv, send_initial_events=True)
+                    async for event in self._consume(stream, initial=True):
+                        yield event
+                elif self._need_list:
+                    async for event in self._paged_list():
+                        yield event
+                    continue
+                else:
+                    stream = await self._open_watch(self.resource_version)
+                    async for event in self._consume(stream, initial=False):
+                        yield event
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                if streaming and self._streaming is None and _rejects_streaming(err, self._stream_events):
+                    log.info(
+                        "%s: the server does not support streaming lists (%s); using paged lists",
+                        self.description,
+                        err,
+                    )
+                    self._streaming = False
+                    continue
+                await self._recover(err)
+
+    # -- phases -----------------------------------------------------------------------------------
+
+    async def _open_watch(self, rv: str, *, send_initial_events: bool = False) -> AsyncIterator[Any]:
+        cfg = self.config
+        timeout = int(
+            cfg.min_watch_timeout + self._rng.random() * (cfg.max_watch_timeout - cfg.min_watch_timeout)
+        )
+        self.stats.watch_requests += 1
+        self._stream_events = 0
+        return await self.source.watch(
+            resource_version=rv or None,
+            timeout_seconds=timeout,
+            send_initial_events=send_initial_events,
+            allow_bookmarks=cfg.bookmarks or send_initial_events,
+        )
+
+    async def _paged_list(self) -> AsyncIterator[Event]:
+        # client-go's relistResourceVersion: "" after the version became unavailable (a
+        # consistent read), "0" the first time (any version: served from the watch cache), and
+        # otherwise "not older than what we saw". Only "" and "0" are paged: a list at a specific
+        # version without a limit is served from the watch cache instead of etcd.
+        rv = "" if self._rv_unavailable else self.resource_version or "0"
+        limit = self.config.page_size if rv in ("", "0") else None
+        transform = self.config.transform
+        token: str | None = None
+        snapshot_rv = ""
+        first = True
+        while True:
+            self.stats.list_requests += 1
+            page = await self.source.list(
+                limit=limit, continue_=token, resource_version=None if token or rv == "" else rv
+            )
+            self._failures = 0
+            if first:
+                first = False
+                snapshot_rv = page.resource_version
+                yield Init()
+            for obj in page.items:
+                yield InitApply(transform(obj) if transform is not None else obj)
+            token = page.continue_
+            if not token:
+                break
+        if not snapshot_rv:
+            raise Error(f"{self.description}: the list has no resourceVersion; cannot watch from it")
+        self._list_done(snapshot_rv)
+        yield InitDone(snapshot_rv)
+
+    def _list_done(self, rv: str) -> None:
+        self.resource_version = rv
+        self._need_list = False
+        self._rv_unavailable = False
+        self._failures = 0
+        self.stats.lists_completed += 1
+
+    async def _consume(self, stream: AsyncIterator[Any], *, initial: bool) -> AsyncIterator[Event]:
+        """Events of one watch stream; ``initial``: it starts with a streaming list."""
+        transform = self.config.transform
+        loop = asyncio.get_running_loop()
+        guard = _StallGuard(loop, self.config.stall_timeout)
+        started = loop.time()
+        announced = False
+        next_event = stream.__anext__
+        current_task = asyncio.current_task
+        try:
+            while True:
+                guard.waiting_since = loop.time()
+                guard.task = current_task()
+                try:
+                    event = await next_event()
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError:
+                    if guard.stalled():
+                        self.stats.stalls += 1
+                        raise WatchStalled(
+                            f"{self.description}: no event or bookmark for "
+                            f"{self.config.stall_timeout:g} s; restarting the watch"
+                        ) from None
+                    raise
+                guard.waiting_since = None
+                self._stream_events += 1
+                etype = event.type
+                obj = event.object
+                if etype == "BOOKMARK":
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
+                    if not initial:
+                        if rv:
+                            self.resource_version = rv
+                        self._failures = 0
+                    elif event.is_initial_events_end:
+                        if not rv:
+                            raise Error(
+                                f"{self.description}: initial-events-end bookmark without a resourceVersion"
+                            )
+                        if not announced:
+                            yield Init()
+                        initial = False
+                        self._list_done(rv)
+                        yield InitDone(rv)
+                    continue
+                if transform is not None:
+                    obj = transform(obj)
+                if initial:
+                    self._failures = 0
+                    if etype == "DELETED":  # impossible per the API docs; never part of a snapshot
+                        continue
+                    if not announced:
+                        announced = True
+                        yield Init()
+                    yield InitApply(obj)
+                    continue
+                self.resource_version = obj["metadata"]["resourceVersion"]
+                self._failures = 0
+                self._gone_streak = 0
+                if etype == "MODIFIED":
+                    yield Apply(obj)
+                elif etype == "ADDED":
+                    yield Apply(obj, added=True)
+                elif etype == "DELETED":
+                    yield Delete(obj)
+                else:
+                    log.warning("%s: ignoring watch event of unknown type %r", self.description, etype)
+        finally:
+            guard.stop()
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if self._stream_events == 0 and loop.time() - started < 1.0:
+            raise VeryShortWatch(f"{self.description}: watch closed within 1 s without any event")
+
+    # -- recovery ---------------------------------------------------------------------------------
+
+    async def _recover(self, err: Exception) -> None:
+        self.last_error = err
+        self.stats.errors += 1
+        if isinstance(err, Gone) or (isinstance(err, ApiError) and is_resource_version_too_large(err)):
+            # The resume point is gone from the server's history (compaction, an apiserver restart
+            # with a fresh watch cache): relist. After a 410 from a watch, "not older than the
+            # last version" may still be listable from the watch cache (client-go does the same);
+            # after a 410 from a list, or a "too large" version, only a consistent read works.
+            if self._need_list or not isinstance(err, Gone):
+                self._rv_unavailable = True
+            self._need_list = True
+            self._gone_streak += 1
+            log.info("%s: %s; relisting", self.description, err)
+            if self._gone_streak == 1:
+                return
+            await self._sleep(err, self._backoff.next_delay(), use_probe=False)
+            return
+        self._failures += 1
+        if self._failures == 1:
+            # The first failure after progress is a stream that worked and broke (or a fresh
+            # start): retry at once; the backoff is for requests that keep failing.
+            log.info("%s: %s; retrying", self.description, _describe(err))
+            return
+        delay = self._backoff.next_delay()
+        if isinstance(err, TooManyRequests) and err.retry_after:
+            delay = max(delay, err.retry_after)
+        level = logging.WARNING if _expected(err) else logging.ERROR
+        log.log(
+            level,
+            "%s: %s; retrying in %.1f s",
+            self.description,
+            _describe(err),
+            delay,
+            exc_info=level >= logging.ERROR,
+        )
+        await self._sleep(err, delay, use_probe=_server_unavailable(err))
+
+    async def _sleep(self, err: Exception, delay: float, *, use_probe: bool) -> None:
+        probe = self.source.probe
+        if use_probe and probe is not None:
+            if await probe.wait(delay):
+                self.stats.probe_releases += 1
+                log.info("%s: the API server is back; retrying now", self.description)
+        else:
+            await asyncio.sleep(delay)
+
+
+class _StallGuard:
+    """Cancels the waiting task when it has waited on a stream for ``timeout`` seconds.
+
+    The consumer sets ``waiting_since`` and ``task`` before each wait and clears
+    ``waiting_since`` after it, so time spent by whoever iterates the watcher never counts as a
+    stall (and a consumer that moves between tasks, as ``asyncio.wait_for`` does, is fine).
+    Checks run every ``timeout / 4``: a stall is noticed after 1 to 1.25 times the timeout, for a
+    few timer callbacks per minute instead of a timer per event.
+    """
+
+    __slots__ = ("_cancelling", "_fired", "_handle", "_loop", "_period", "_timeout", "task", "waiting_since")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        self._loop = loop
+        self._timeout = timeout
+        self._period = timeout / 4
+        self._fired: asyncio.Task[Any] | None = None
+        self._cancelling = 0
+        self.task: asyncio.Task[Any] | None = None
+        self.waiting_since: float | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        if timeout > 0:
+            self._handle = loop.call_later(self._period, self._check)
+
+    def _check(self) -> None:
+        since = self.waiting_since
+        task = self.task
+        if since is not None and task is not None and self._loop.time() - since >= self._timeout:
+            self._fired = task
+            self._cancelling = task.cancelling()
+            self._handle = None
+            task.cancel()
+            return
+        self._handle = self._loop.call_later(self._period, self._check)
+
+    def stalled(self) -> bool:
+        """On CancelledError: True when the cancellation was this guard's (and no one else's)."""
+        task = self._fired
+        if task is None or task is not asyncio.current_task():
+            return False
+        self._fired = None
+        return task.uncancel() <= self._cancelling
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+def _rejects_streaming(err: Exception, events_seen: int) -> bool:
+    return events_seen == 0 and isinstance(err, ApiError) and err.code in _STREAMING_REJECTED
+
+
+def _server_unavailable(err: Exception) -> bool:
+    """Failures that mean the server is unreachable or unwell: the probe may end the wait early."""
+    if isinstance(err, (ApiConnectionError, WatchStalled, VeryShortWatch)):
+        return True
+    return isinstance(err, ApiError) and err.code >= 500
+
+
+def _expected(err: Exception) -> bool:
+    return isinstance(err, (ApiConnectionError, ApiError, Error))
+
+
+def _describe(err: Exception) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def watcher(
+    client: Client,
+    resource: ResourceLike,
+    *,
+    namespace: str | None = None,
+    label_selector: LabelSelectorLike | None = None,
+    field_selector: FieldSelectorLike | None = None,
+    metadata_only: bool = False,
+    config: Config | None = None,
+) -> Watcher:
+    """Watch ``resource`` (all namespaces unless ``namespace``) forever; see the module docs.
+
+    ``resource`` is anything the client accepts: an ApiResource, a GVK, a model class or a name.
+    """
+    source = ListWatch(
+        client,
+        resource,
+        namespace=namespace,
+        label_selector=label_selector,
+        field_selector=field_selector,
+        metadata_only=metadata_only,
+    )
+    return Watcher(source, config)

@@ -1,0 +1,140 @@
+"""Backoff values (client-go's reflector) and the shared server probe that ends waits early."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from kubeop.cache import Backoff, BackoffConfig, ServerProbe, probe_for
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_delays_double_from_800ms_to_30s() -> None:
+    backoff = Backoff(BackoffConfig(jitter=0.0), clock=Clock())
+    assert [backoff.next_delay() for _ in range(8)] == [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
+
+
+def test_jitter_stretches_each_delay_by_up_to_double() -> None:
+    backoff = Backoff(rng=random.Random(7), clock=Clock())
+    for base in (0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0):
+        assert base <= backoff.next_delay() < 2 * base
+
+
+def test_reset_after_two_healthy_minutes_only() -> None:
+    clock = Clock()
+    backoff = Backoff(BackoffConfig(jitter=0.0), clock=clock)
+    backoff.next_delay()
+    backoff.next_delay()
+    clock.now += 119
+    assert backoff.next_delay() == 3.2  # failures kept coming: no reset
+    clock.now += 121
+    assert backoff.next_delay() == 0.8
+    backoff.next_delay()
+    backoff.reset()
+    assert backoff.next_delay() == 0.8
+
+
+def test_bad_config_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        BackoffConfig(initial=0)
+    with pytest.raises(ValueError):
+        BackoffConfig(initial=5, cap=1)
+
+
+class Server:
+    def __init__(self) -> None:
+        self.up = True
+        self.checks = 0
+
+    async def check(self) -> bool:
+        self.checks += 1
+        return self.up
+
+
+async def test_a_server_that_comes_back_releases_every_waiter_at_once() -> None:
+    server = Server()
+    server.up = False
+    probe = ServerProbe(server.check, interval=0.01, spread=0.0)
+    waits = [asyncio.create_task(probe.wait(30)) for _ in range(20)]
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    server.up = True
+    assert await asyncio.wait_for(asyncio.gather(*waits), 1) == [True] * 20
+    assert time.monotonic() - started < 0.2
+    checks = server.checks
+    assert checks < 40  # one probe for all waiters, every 10 ms
+    await asyncio.sleep(0.05)
+    assert server.checks == checks  # nobody waits: no probing
+
+
+async def test_a_server_that_never_went_down_releases_nobody_early() -> None:
+    server = Server()
+    probe = ServerProbe(server.check, interval=0.01, spread=0.0)
+    started = time.monotonic()
+    assert await probe.wait(0.1) is False
+    assert time.monotonic() - started >= 0.1
+    assert await probe.wait(0) is False
+
+
+async def test_a_failing_check_counts_as_down() -> None:
+    calls = 0
+
+    async def check() -> bool:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise ConnectionError("refused")
+        return True
+
+    probe = ServerProbe(check, interval=0.01, spread=0.0)
+    assert await asyncio.wait_for(probe.wait(30), 1) is True
+    await probe.close()
+
+
+async def test_released_waiters_are_spread_out() -> None:
+    server = Server()
+    server.up = False
+    probe = ServerProbe(server.check, interval=0.01, spread=0.05, rng=random.Random(1))
+    released: list[float] = []
+
+    async def wait() -> None:
+        await probe.wait(30)
+        released.append(time.monotonic())
+
+    waits = [asyncio.create_task(wait()) for _ in range(10)]
+    await asyncio.sleep(0.03)
+    server.up = True
+    await asyncio.wait_for(asyncio.gather(*waits), 1)
+    assert max(released) - min(released) > 0.005
+
+
+async def test_one_probe_per_client() -> None:
+    class Transport:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def probe(self, path: str) -> int:
+            self.calls += 1
+            return 200 if self.calls > 1 else 503
+
+    class FakeClient:
+        def __init__(self) -> None:
+            self.transport = Transport()
+
+    a, b = FakeClient(), FakeClient()
+    assert probe_for(a) is probe_for(a)
+    assert probe_for(a) is not probe_for(b)
+    probe = probe_for(a)
+    probe.interval = 0.01
+    assert await asyncio.wait_for(probe.wait(30), 1) is True
+    assert a.transport.calls == 2

@@ -27,7 +27,7 @@ import yaml
 
 from kubeop.crd.declaration import Declaration, PrinterColumn
 from kubeop.crd.errors import DeclarationError, VersionError
-from kubeop.crd.names import version_priority
+from kubeop.crd.names import class_name, version_priority
 from kubeop.crd.resource import CustomResource
 from kubeop.crd.schema import resource_schema
 
@@ -105,7 +105,7 @@ def crd_manifests(
         if name in seen:
             raise VersionError(
                 f"two kinds, {seen[name]} and {kind}, would both be CRD {name}; give one of them "
-                f"another plural (declared by {', '.join(c.__qualname__ for c in group)})"
+                f"another plural (declared by {', '.join(class_name(c) for c in group)})"
             )
         seen[name] = kind
     return sorted(crds, key=lambda c: str(c["metadata"]["name"]))
@@ -146,19 +146,19 @@ def _declaration(cls: Any) -> Declaration:
         raise DeclarationError(f"{cls!r} is not a CustomResource class")
     if not cls.is_declared():
         raise DeclarationError(
-            f"{cls.__qualname__} declares no kind: subclass CustomResource with group= and version= "
-            f"(class {cls.__qualname__}(CustomResource, group='example.com', version='v1'))"
+            f"{class_name(cls)} declares no kind: subclass CustomResource with group= and version= "
+            f"(class {class_name(cls)}(CustomResource, group='example.com', version='v1'))"
         )
     return cls.__crd__
 
 
 def _check_same_kind(classes: list[ModelClass], decls: list[Declaration]) -> None:
-    first, owner = decls[0], classes[0].__qualname__
+    first, owner = decls[0], class_name(classes[0])
     for cls, decl in zip(classes[1:], decls[1:], strict=True):
         for attr in _SHARED:
             if getattr(decl, attr) != getattr(first, attr):
                 raise VersionError(
-                    f"{cls.__qualname__} and {owner} are versions of one CRD but differ in {attr} "
+                    f"{class_name(cls)} and {owner} are versions of one CRD but differ in {attr} "
                     f"({getattr(decl, attr)!r} vs {getattr(first, attr)!r}); versions share group, kind, "
                     "names, scope, short names and categories"
                 )
@@ -166,24 +166,24 @@ def _check_same_kind(classes: list[ModelClass], decls: list[Declaration]) -> Non
     for cls, decl in zip(classes, decls, strict=True):
         if decl.version in seen:
             raise VersionError(
-                f"{cls.__qualname__} and {seen[decl.version]} both declare {decl.api_version} {decl.kind}; "
+                f"{class_name(cls)} and {seen[decl.version]} both declare {decl.api_version} {decl.kind}; "
                 "give each class its own version="
             )
-        seen[decl.version] = cls.__qualname__
+        seen[decl.version] = class_name(cls)
 
 
 def _storage_flags(classes: list[ModelClass], decls: list[Declaration]) -> list[bool]:
     if len(decls) == 1:
         if decls[0].storage is False:
             raise VersionError(
-                f"{classes[0].__qualname__} is the only version of {decls[0].kind} and must be the storage "
+                f"{class_name(classes[0])} is the only version of {decls[0].kind} and must be the storage "
                 "version; drop storage=False"
             )
         return [True]
     flags = [d.storage is True for d in decls]
-    marked = [c.__qualname__ for c, f in zip(classes, flags, strict=True) if f]
+    marked = [class_name(c) for c, f in zip(classes, flags, strict=True) if f]
     if len(marked) != 1:
-        versions = ", ".join(f"{c.__qualname__} ({d.version})" for c, d in zip(classes, decls, strict=True))
+        versions = ", ".join(f"{class_name(c)} ({d.version})" for c, d in zip(classes, decls, strict=True))
         problem = "none is marked" if not marked else f"{', '.join(marked)} are all marked"
         raise VersionError(
             f"{decls[0].kind} has versions {versions} and needs exactly one storage version, but {problem}; "
@@ -205,7 +205,7 @@ def _version(cls: ModelClass, decl: Declaration, storage: bool) -> Obj:
     if decl.status_subresource:
         if "status" not in props:
             raise DeclarationError(
-                f"{cls.__qualname__} declares the status subresource but has no status field; "
+                f"{class_name(cls)} declares the status subresource but has no status field; "
                 "add one (status: MyStatus | None = None) or drop 'status' from subresources"
             )
         subresources["status"] = {}
@@ -244,10 +244,10 @@ def _need_field(cls: ModelClass, schema: Obj, path: str, types: tuple[str, ...],
     if node is None and open_ended:
         return {}
     if node is None:
-        raise DeclarationError(f"{cls.__qualname__}: {what} {path!r} names no field of the schema")
+        raise DeclarationError(f"{class_name(cls)}: {what} {path!r} names no field of the schema")
     if node.get("type") not in types:
         raise DeclarationError(
-            f"{cls.__qualname__}: {what} {path!r} must be a field of type {' or '.join(types)}, "
+            f"{class_name(cls)}: {what} {path!r} must be a field of type {' or '.join(types)}, "
             f"not {node.get('type', 'untyped')}"
         )
     return node
@@ -263,7 +263,7 @@ def _column(cls: ModelClass, schema: Obj, col: PrinterColumn) -> Obj:
         node, open_ended = _resolve(schema, col.json_path)
         if node is None and not open_ended:
             raise DeclarationError(
-                f"{cls.__qualname__}: printer column {col.name!r} path {col.json_path!r} names no field "
+                f"{class_name(cls)}: printer column {col.name!r} path {col.json_path!r} names no field "
                 "of the schema (paths use the JSON names, e.g. .spec.cronSpec)"
             )
         if type_ is None and node is not None:
@@ -289,17 +289,17 @@ def _column_type(node: Obj) -> str:
 
 def _selectable(cls: ModelClass, schema: Obj, paths: Sequence[str]) -> list[Obj]:
     if len(set(paths)) != len(paths):
-        raise DeclarationError(f"{cls.__qualname__}: selectable_fields repeat a path: {list(paths)}")
+        raise DeclarationError(f"{class_name(cls)}: selectable_fields repeat a path: {list(paths)}")
     if len(paths) > _MAX_SELECTABLE_FIELDS:
         raise DeclarationError(
-            f"{cls.__qualname__}: at most {_MAX_SELECTABLE_FIELDS} selectable_fields are allowed, "
+            f"{class_name(cls)}: at most {_MAX_SELECTABLE_FIELDS} selectable_fields are allowed, "
             f"got {len(paths)}"
         )
     for path in paths:
         node, _ = _resolve(schema, path)
         if node is None or node.get("type") not in ("string", "boolean", "integer"):
             raise DeclarationError(
-                f"{cls.__qualname__}: selectable field {path!r} must name a string, boolean or integer "
+                f"{class_name(cls)}: selectable field {path!r} must name a string, boolean or integer "
                 "field of the schema"
             )
     return [{"jsonPath": p} for p in paths]

@@ -29,9 +29,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar, cast
 
-from pydantic import GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic_core import CoreSchema
 
 from kubeop.crd.errors import DeclarationError
@@ -72,12 +72,23 @@ NUMBER_FORMATS = frozenset({"float", "double"})
 _REASONS = ("FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate")
 
 
+class _Marker:
+    """Base of the markers: they change the JSON schema of what they annotate, never validation."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        # pydantic records an annotation's JSON-schema hook in the metadata of the schema it
+        # annotates. For a recursive model that schema is shared (a definition-ref), so without
+        # this copy a marker on one field would leak into every other use of the model.
+        schema = handler(source)
+        return cast(CoreSchema, {**schema, "metadata": dict(schema.get("metadata") or {})})
+
+
 def _add_rule(js: JsonSchema, rule: Mapping[str, Any]) -> None:
     js["x-kubernetes-validations"] = [*js.get("x-kubernetes-validations", ()), dict(rule)]
 
 
 @dataclass(frozen=True)
-class ValidationRule:
+class ValidationRule(_Marker):
     """A CEL rule the API server evaluates (``x-kubernetes-validations``).
 
     ``self`` is the value of the annotated field (or model). ``message`` is shown when the rule
@@ -156,7 +167,7 @@ def class_validation_rules(cls: type) -> list[ValidationRule]:
 
 
 @dataclass(frozen=True)
-class ListType:
+class ListType(_Marker):
     """``x-kubernetes-list-type``: how server-side apply merges a list.
 
     ``atomic`` (the default) replaces the whole list; ``set`` treats scalar items as a set;
@@ -188,7 +199,7 @@ class ListType:
 
 
 @dataclass(frozen=True)
-class MapType:
+class MapType(_Marker):
     """``x-kubernetes-map-type``: ``granular`` (merge per key, the default) or ``atomic``."""
 
     kind: Literal["granular", "atomic"]
@@ -204,7 +215,7 @@ class MapType:
 
 
 @dataclass(frozen=True)
-class PreserveUnknownFields:
+class PreserveUnknownFields(_Marker):
     """Keep fields the schema does not list (``x-kubernetes-preserve-unknown-fields``).
 
     Known fields are still validated. Models with ``extra="allow"`` and ``dict[str, Any]``
@@ -218,7 +229,7 @@ class PreserveUnknownFields:
 
 
 @dataclass(frozen=True)
-class Schemaless:
+class Schemaless(_Marker):
     """Store the field as-is: no schema below it, the server neither validates nor prunes it.
 
     The way to keep a recursive model (a tree) or a union the schema cannot express; pydantic
@@ -238,7 +249,7 @@ class Schemaless:
 
 
 @dataclass(frozen=True)
-class EmbeddedResource:
+class EmbeddedResource(_Marker):
     """The field holds a whole Kubernetes object (apiVersion, kind, metadata are validated).
 
     Use on ``dict[str, Any]`` (any object, for example a pod template) or on a model with
@@ -252,7 +263,7 @@ class EmbeddedResource:
 
 
 @dataclass(frozen=True)
-class Format:
+class Format(_Marker):
     """A string format the server validates (``hostname``, ``cidr``, ``date-time``, ``duration`` ...)."""
 
     name: str
@@ -284,7 +295,7 @@ RAW_KEYS = frozenset(
 
 
 @dataclass(frozen=True)
-class Schema:
+class Schema(_Marker):
     """Raw OpenAPI keys merged into a field's schema, for what no other marker covers.
 
     ``Annotated[dict[str, str], Schema({"maxProperties": 16})]``. Only value validations and

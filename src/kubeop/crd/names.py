@@ -21,6 +21,7 @@ __all__ = [
     "check_short_name",
     "check_singular",
     "check_version",
+    "class_name",
     "guess_plural",
     "version_priority",
 ]
@@ -127,3 +128,8 @@ def version_priority(version: str) -> tuple[int, int, int]:
     major, stage, minor = int(m.group(1)), m.group(2), m.group(3)
     level = {"alpha": 0, "beta": 1, None: 2}[stage]
     return (level, major, int(minor) if minor else 0)
+
+
+def class_name(cls: type) -> str:
+    """A class's name for messages: its qualified name without ``<locals>`` noise."""
+    return cls.__qualname__.rsplit("<locals>.", 1)[-1]

@@ -47,6 +47,7 @@ from pydantic.alias_generators import to_camel
 from kubeop.core.resource import ApiResource
 from kubeop.crd.declaration import Declaration, PrinterColumn, Scale, declare, with_owner
 from kubeop.crd.markers import ValidationRule
+from kubeop.crd.names import class_name
 
 __all__ = ["CamelModel", "CustomResource", "ObjectMeta"]
 
@@ -143,10 +144,10 @@ class CustomResource(CamelModel):
         explicit = any(v is not None for v in given.values()) or not served or deprecated
         if not explicit:
             if base is not None:
-                cls.__crd__ = with_owner(base, cls.__qualname__)
+                cls.__crd__ = with_owner(base, class_name(cls))
             return
         decl = declare(
-            cls.__qualname__,
+            class_name(cls),
             base=base,
             group=group,
             version=version,
@@ -182,10 +183,10 @@ class CustomResource(CamelModel):
         if isinstance(data, dict) and cls.is_declared():
             kind, api_version = data.get("kind"), data.get("apiVersion")
             if kind is not None and kind != cls.kind:
-                raise ValueError(f"kind is {kind!r}, but {cls.__qualname__} is a {cls.kind}")
+                raise ValueError(f"kind is {kind!r}, but {class_name(cls)} is a {cls.kind}")
             if api_version is not None and api_version != cls.api_version:
                 raise ValueError(
-                    f"apiVersion is {api_version!r}, but {cls.__qualname__} is {cls.api_version}; "
+                    f"apiVersion is {api_version!r}, but {class_name(cls)} is {cls.api_version}; "
                     "read the object through the class of that version"
                 )
         return data

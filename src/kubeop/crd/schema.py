@@ -35,6 +35,7 @@ from pydantic_core import core_schema
 
 from kubeop.crd.errors import SchemaError
 from kubeop.crd.markers import INTEGER_FORMATS, NUMBER_FORMATS, STRING_FORMATS, class_validation_rules
+from kubeop.crd.names import class_name
 from kubeop.crd.structural import check_structural, pattern_problem
 
 __all__ = ["openapi_schema", "resource_schema"]
@@ -108,9 +109,9 @@ def _pydantic_schema(model: type[BaseModel]) -> Node:
     try:
         return model.model_json_schema(by_alias=True, mode="validation", schema_generator=_Generator)
     except PydanticInvalidForJsonSchema as e:
-        raise SchemaError(f"cannot generate a schema for {model.__qualname__}: {e}") from None
+        raise SchemaError(f"cannot generate a schema for {class_name(model)}: {e}") from None
     except PydanticUserError as e:
-        raise SchemaError(f"cannot generate a schema for {model.__qualname__}: {e}") from None
+        raise SchemaError(f"cannot generate a schema for {class_name(model)}: {e}") from None
 
 
 def openapi_schema(model: type[BaseModel]) -> Node:
@@ -119,8 +120,9 @@ def openapi_schema(model: type[BaseModel]) -> Node:
     Raises :class:`~kubeop.crd.errors.SchemaError` for constructs a CRD cannot express.
     """
     raw = _pydantic_schema(model)
-    schema = _Converter(model.__qualname__, raw.pop("$defs", {})).convert(raw, model.__qualname__)
-    check_structural(schema, model.__qualname__, root=False)
+    name = class_name(model)
+    schema = _Converter(name, raw.pop("$defs", {})).convert(raw, name)
+    check_structural(schema, name, root=False)
     return schema
 
 
@@ -130,7 +132,7 @@ def resource_schema(model: type[BaseModel], validations: list[dict[str, Any]] | 
     ``metadata`` is always the bare ``{type: object}`` the server requires at the root (it
     validates ObjectMeta itself); ``validations`` are extra root-level CEL rules.
     """
-    name = model.__qualname__
+    name = class_name(model)
     raw = _pydantic_schema(model)
     defs = raw.pop("$defs", {})
     props = dict(raw.get("properties", {}))
@@ -282,6 +284,11 @@ class _Converter:
                 )
             if key == "patternProperties":
                 raise self.fail(path, "patternProperties is not supported; use dict[str, X]")
+            fits = [name for name, keys in _BY_TYPE.items() if key in keys]
+            if fits:
+                raise self.fail(
+                    path, f"{key} applies to {' or '.join(fits)} fields, not to {t or 'untyped'} ones"
+                )
             raise self.fail(path, f"the JSON schema keyword {key!r} has no CRD equivalent")
         out: Node = {k: v for k, v in node.items() if k in allowed}
         if t is not None:

@@ -13,11 +13,11 @@ binaries: bootstrap
 	@$(PY) -m kubeop cluster build
 
 demo: binaries
-	@$(PY) -m kubeop demo
+	@$(PY) -m examples.application.demo
 
 lint: bootstrap
-	.venv/bin/ruff check src tests bench
-	.venv/bin/ruff format --check src tests bench
+	.venv/bin/ruff check src tests bench examples
+	.venv/bin/ruff format --check src tests bench examples
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 

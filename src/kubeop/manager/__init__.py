@@ -1,1 +1,7 @@
-"""kubeop.manager."""
+"""kubeop.manager: run controllers with shared caches, leader election, probes and metrics."""
+
+from kubeop.manager.leader import LeaderElector, LeadershipLost
+from kubeop.manager.manager import Manager
+from kubeop.manager.server import ProbeServer
+
+__all__ = ["LeaderElector", "LeadershipLost", "Manager", "ProbeServer"]

@@ -1,0 +1,247 @@
+"""Benchmark: the same small operator (each Widget owns a ConfigMap and gets a status) written with
+kubeop, without a framework (lean), and with kopf, against one real local control plane.
+
+For each operator, in its own namespace and process: create N Widgets and time until every one
+has its ConfigMap and status.observedGeneration; then change every Widget's spec and time again;
+then stay idle (with a resync period, so every object is reconciled again) and count writes.
+API writes are counted by the API server itself (apiserver_request_total, write verbs on
+configmaps and widgets), minus the driver's own writes. CPU and RSS come from /proc of the
+operator process.
+
+    python bench/operator/run.py [--n 1000] [--operators kubeop,lean,kopf] [--workers 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kubeop.client import Client
+from kubeop.core.resource import ApiResource
+from kubeop.testing import ControlPlane
+
+HERE = Path(__file__).parent
+WIDGETS = ApiResource("bench.kubeop.dev", "v1", "widgets", kind="Widget")
+CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.bench.kubeop.dev"},
+    "spec": {
+        "group": "bench.kubeop.dev",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "properties": {"value": {"type": "string"}}},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"}
+KOPF_VENV = HERE / ".venv-kopf"
+
+
+def api_writes(cp: ControlPlane) -> int:
+    status, body = cp.api.raw("GET", "/metrics")
+    assert status == 200
+    total = 0
+    for line in body.decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        if labels.get("verb") in WRITE_VERBS and labels.get("resource") in ("configmaps", "widgets"):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def proc_stats(pid: int) -> tuple[float, float, float]:
+    """(cpu seconds, rss MB, peak rss MB) of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = int(re.search(r"VmRSS:\s+(\d+)", status)[1]) / 1024  # type: ignore[index]
+    hwm = int(re.search(r"VmHWM:\s+(\d+)", status)[1]) / 1024  # type: ignore[index]
+    return cpu, rss, hwm
+
+
+def ensure_kopf() -> Path:
+    py = KOPF_VENV / "bin" / "python"
+    if not py.exists():
+        print("==> installing kopf into bench/operator/.venv-kopf", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(KOPF_VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "kopf", "kubernetes"], check=True)
+    return py
+
+
+def command(name: str, workers: int) -> list[str]:
+    if name == "kubeop":
+        return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
+    if name == "lean":
+        return [sys.executable, str(HERE / "lean_operator.py"), str(workers)]
+    if name == "kopf":
+        py = ensure_kopf()
+        return [
+            str(py),
+            "-m",
+            "kopf",
+            "run",
+            "--standalone",
+            "--all-namespaces",
+            "--quiet",
+            str(HERE / "kopf_operator.py"),
+        ]
+    raise ValueError(name)
+
+
+async def converged(client: Client, ns: str, n: int, value: str) -> bool:
+    widgets = await client.list(WIDGETS, namespace=ns)
+    if len(widgets.items) < n:
+        return False
+    for w in widgets.items:
+        if (w.get("status") or {}).get("observedGeneration") != w["metadata"]["generation"]:
+            return False
+    cms = await client.list(CONFIGMAPS, namespace=ns, label_selector=None)
+    values = {c["metadata"]["name"]: (c.get("data") or {}).get("value") for c in cms.items}
+    return sum(1 for w in widgets.items if values.get(w["metadata"]["name"]) == value) == n
+
+
+async def wait_converged(client: Client, ns: str, n: int, value: str, timeout: float = 600) -> float:
+    t0 = time.monotonic()
+    while not await converged(client, ns, n, value):
+        if time.monotonic() - t0 > timeout:
+            raise TimeoutError("did not converge")
+        await asyncio.sleep(0.1)
+    return time.monotonic()
+
+
+async def run_one(
+    cp: ControlPlane, name: str, n: int, workers: int, idle: float, resync: float
+) -> dict[str, Any]:
+    ns = f"bench-{name}"
+    cp.create_namespace(ns)
+    env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        command(name, workers),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=HERE,
+    )
+    try:
+        if name != "kopf":
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+        else:
+            time.sleep(5)
+        time.sleep(1)
+        async with Client.from_kubeconfig(cp.kubeconfig_path, qps=None) as client:
+            sem = asyncio.Semaphore(32)
+
+            async def create(i: int) -> None:
+                async with sem:
+                    await client.create(
+                        {
+                            "apiVersion": "bench.kubeop.dev/v1",
+                            "kind": "Widget",
+                            "metadata": {"name": f"w{i:05d}", "namespace": ns},
+                            "spec": {"value": "one"},
+                        },
+                        resource=WIDGETS,
+                    )
+
+            async def update(i: int) -> None:
+                async with sem:
+                    await client.patch(WIDGETS, f"w{i:05d}", {"spec": {"value": "two"}}, namespace=ns)
+
+            results: dict[str, Any] = {"operator": name, "n": n}
+            for phase, fn, value in (("create", create, "one"), ("update", update, "two")):
+                w0 = api_writes(cp)
+                c0, _, _ = proc_stats(proc.pid)
+                t0 = time.monotonic()
+                await asyncio.gather(*(fn(i) for i in range(n)))
+                t1 = await wait_converged(client, ns, n, value)
+                await asyncio.sleep(1.0)  # let trailing writes land before counting
+                c1, rss, _ = proc_stats(proc.pid)
+                writes = api_writes(cp) - w0 - n
+                results[phase] = {
+                    "seconds": round(t1 - t0, 2),
+                    "writes_per_object": round(writes / n, 3),
+                    "cpu_ms_per_object": round((c1 - c0) * 1000 / n, 3),
+                    "rss_mb": round(rss, 1),
+                }
+                print(f"  {name} {phase}: {results[phase]}", file=sys.stderr)
+            w0 = api_writes(cp)
+            c0, _, _ = proc_stats(proc.pid)
+            await asyncio.sleep(idle)
+            c1, rss, hwm = proc_stats(proc.pid)
+            results["idle"] = {
+                "seconds": idle,
+                "resync_period": resync,
+                "writes": api_writes(cp) - w0,
+                "cpu_ms": round((c1 - c0) * 1000, 1),
+                "rss_mb": round(rss, 1),
+                "peak_rss_mb": round(hwm, 1),
+            }
+            print(f"  {name} idle: {results['idle']}", file=sys.stderr)
+            return results
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--operators", default="kubeop,lean,kopf")
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--idle", type=float, default=12.0)
+    parser.add_argument("--resync", type=float, default=5.0)
+    parser.add_argument("--out", default=str(HERE / "results.json"))
+    args = parser.parse_args()
+    with ControlPlane(full=False, progress=lambda m: print(m, file=sys.stderr)) as cp:
+        cp.install_crds([CRD])
+        runs = []
+        for name in args.operators.split(","):
+            runs.append(await run_one(cp, name, args.n, args.workers, args.idle, args.resync))
+    report = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "args": vars(args),
+        "runs": runs,
+    }
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

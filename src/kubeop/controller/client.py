@@ -1,0 +1,391 @@
+"""The client a reconciler gets: reads from the shared cache, writes to the API server.
+
+Reads (``get``, ``list``) are answered from the informers' stores: no API call, no copy. The dicts
+handed out are the cached objects themselves and must not be mutated (set
+``KUBEOP_CACHE_MUTATION_DETECTOR=1`` in tests to catch it); build desired objects as new dicts,
+or ask for a typed model, which is always a fresh instance.
+
+Writes go to the API server, and their results are remembered until the cache has caught up
+(read-your-writes): a reconcile that runs right after a create or a status write sees what it
+wrote, instead of writing again or meeting a conflict. The write helpers compare first and skip
+the request when nothing would change, so a steady-state resync costs no API writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from kubeop.cache import SharedInformerFactory
+from kubeop.client import Client, ResourceLike
+from kubeop.core import meta as m
+from kubeop.core.errors import AlreadyExists, Conflict, NotFound
+from kubeop.core.model import from_dict, is_model_class, to_dict
+from kubeop.core.patch import PatchType
+from kubeop.core.resource import ApiResource
+from kubeop.core.selectors import LabelSelector
+
+__all__ = ["ReconcilerClient", "contains", "merge_desired"]
+
+Obj = dict[str, Any]
+
+
+def contains(current: Any, desired: Any) -> bool:
+    """True when every field set in ``desired`` has the same value in ``current``.
+
+    Dicts are compared key by key (extra keys in ``current``, such as server defaults, are
+    fine); lists must have the same length and contain the desired elements in order (so
+    defaulted fields inside containers do not count as a difference).
+    """
+    if isinstance(desired, Mapping):
+        if not isinstance(current, Mapping):
+            return False
+        for key, value in desired.items():
+            if key in current:
+                if not contains(current[key], value):
+                    return False
+            elif isinstance(value, Mapping):
+                if not contains({}, value):  # an absent map equals an empty one
+                    return False
+            elif value is not None and value != []:
+                return False
+        return True
+    if isinstance(desired, list):
+        if not isinstance(current, list) or len(current) != len(desired):
+            return False
+        return all(contains(c, d) for c, d in zip(current, desired, strict=True))
+    return bool(current == desired)
+
+
+def merge_desired(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj:
+    """``current`` with the fields of ``desired`` written over it (dicts merged, lists replaced).
+
+    Metadata that others own (uid, resourceVersion, managedFields, other labels) is kept.
+    """
+    out: Obj = dict(current)
+    for key, value in desired.items():
+        if key == "status":
+            continue
+        cur = out.get(key)
+        if isinstance(value, Mapping) and isinstance(cur, Mapping):
+            out[key] = merge_desired(cur, value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _newer(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
+    """Is ``a`` a newer version than ``b``? resourceVersions are compared as integers when both
+    are (etcd revisions); otherwise the cached one wins."""
+    if b is None:
+        return True
+    ra = (a.get("metadata") or {}).get("resourceVersion") or ""
+    rb = (b.get("metadata") or {}).get("resourceVersion") or ""
+    if ra.isdigit() and rb.isdigit():
+        return int(ra) > int(rb)
+    return False
+
+
+def _caught_up(cache_rv: str, written: Mapping[str, Any]) -> bool:
+    """Has the cache's watch reached the resourceVersion of our write?"""
+    rv = (written.get("metadata") or {}).get("resourceVersion") or ""
+    return bool(cache_rv.isdigit() and rv.isdigit() and int(cache_rv) >= int(rv))
+
+
+class ReconcilerClient:
+    """Cache-backed reads, API writes, and compare-before-write helpers (see module docstring)."""
+
+    def __init__(self, api: Client, cache: SharedInformerFactory, *, field_manager: str = "kubeop") -> None:
+        self.api = api
+        """The underlying API client, for uncached reads (``await client.api.get(...)``)."""
+        self.cache = cache
+        self.field_manager = field_manager
+        self._resources: dict[Any, ApiResource] = {}
+        self._recent: dict[tuple[ApiResource, str], Obj] = {}
+
+    # -- resolving -----------------------------------------------------------------------------
+    async def resource(self, what: ResourceLike | Mapping[str, Any]) -> ApiResource:
+        if isinstance(what, ApiResource):
+            return what
+        if isinstance(what, Mapping):
+            key: Any = (what.get("apiVersion"), what.get("kind"))
+        elif isinstance(what, (type, str)):
+            key = what
+        elif is_model_class(type(what)):
+            key = type(what)
+        else:
+            key = what
+        res = self._resources.get(key)
+        if res is None:
+            if isinstance(key, tuple):
+                from kubeop.core.gvk import GroupVersionKind
+
+                if not key[0] or not key[1]:
+                    raise ValueError("the object has no apiVersion/kind: set them before writing it")
+                res = await self.api.resource(GroupVersionKind.from_api_version(key[0], key[1]))
+            else:
+                res = await self.api.resource(key)
+            self._resources[key] = res
+        return res
+
+    async def _informer(self, res: ApiResource) -> Any:
+        informer = self.cache.informer(res)
+        if not informer.has_synced():
+            await informer.wait_for_sync()
+        return informer
+
+    async def _store(self, res: ApiResource) -> Any:
+        return (await self._informer(res)).store
+
+    # -- reads (cache) -------------------------------------------------------------------------
+    async def get(self, what: ResourceLike, name: str, *, namespace: str | None = None) -> Any:
+        """The cached object (a dict, or a fresh model instance for a model class), or None.
+
+        The first read of a kind nobody watches yet starts an informer for it and waits for its
+        first list, as controller-runtime's cache does.
+        """
+        res = await self.resource(what)
+        key = f"{namespace}/{name}" if (res.namespaced and namespace) else name
+        informer = await self._informer(res)
+        obj = informer.store.get_by_key(key)
+        recent = self._recent.get((res, key))
+        if recent is not None:
+            if _newer(recent, obj) and not _caught_up(informer.last_sync_resource_version, recent):
+                obj = recent
+            else:
+                # The cache has seen our write (or something after it, such as a delete): it is
+                # the truth again.
+                del self._recent[(res, key)]
+        if obj is None:
+            return None
+        if isinstance(what, type) and is_model_class(what):
+            return from_dict(what, obj)
+        return obj
+
+    async def list(
+        self,
+        what: ResourceLike,
+        *,
+        namespace: str | None = None,
+        labels: str | Mapping[str, str] | LabelSelector | None = None,
+    ) -> list[Any]:
+        """Cached objects of a kind, optionally in one namespace and matching a label selector."""
+        res = await self.resource(what)
+        store = await self._store(res)
+        items = store.by_index("namespace", namespace) if (namespace and res.namespaced) else store.list()
+        if labels is not None:
+            if isinstance(labels, LabelSelector):
+                sel = labels
+            elif isinstance(labels, str):
+                sel = LabelSelector.parse(labels)
+            else:
+                sel = LabelSelector.from_labels(labels)
+            items = [o for o in items if sel.matches((o.get("metadata") or {}).get("labels") or {})]
+        if isinstance(what, type) and is_model_class(what):
+            return [from_dict(what, o) for o in items]
+        return list(items)
+
+    def _remember(self, res: ApiResource, obj: Obj) -> None:
+        md = obj.get("metadata") or {}
+        key = (
+            f"{md.get('namespace')}/{md.get('name')}"
+            if (res.namespaced and md.get("namespace"))
+            else md.get("name")
+        )
+        if key:
+            self._recent[(res, key)] = obj
+            if len(self._recent) > 50_000:
+                self._recent.clear()
+
+    # -- writes (API) --------------------------------------------------------------------------
+    async def create(self, obj: Any, **kwargs: Any) -> Any:
+        res = await self.resource(obj)
+        out = await self.api.create(obj, resource=res, **kwargs)
+        if not kwargs.get("dry_run"):
+            self._remember(res, to_dict(out))
+        return out
+
+    async def update(self, obj: Any, **kwargs: Any) -> Any:
+        res = await self.resource(obj)
+        out = await self.api.update(obj, resource=res, **kwargs)
+        if not kwargs.get("dry_run"):
+            self._remember(res, to_dict(out))
+        return out
+
+    async def update_status(self, obj: Any) -> Any:
+        """PUT the status subresource (optimistic concurrency: Conflict on a stale object)."""
+        res = await self.resource(obj)
+        out = await self.api.update_status(obj, resource=res)
+        self._remember(res, to_dict(out))
+        return out
+
+    async def patch(self, what: ResourceLike, name: str, patch: Any, **kwargs: Any) -> Any:
+        res = await self.resource(what)
+        out = await self.api.patch(res, name, patch, **kwargs)
+        self._remember(res, to_dict(out))
+        return out
+
+    async def apply(self, obj: Any, *, force: bool = True, field_manager: str | None = None) -> Any:
+        """Server-side apply ``obj`` (always one request; prefer :meth:`create_or_patch` in hot paths)."""
+        res = await self.resource(obj)
+        out = await self.api.apply(
+            obj, field_manager=field_manager or self.field_manager, force=force, resource=res
+        )
+        self._remember(res, to_dict(out))
+        return out
+
+    async def delete(
+        self, what: Any, name: str | None = None, *, namespace: str | None = None, **kwargs: Any
+    ) -> bool:
+        """Delete; returns False when it was already gone."""
+        if name is None:
+            d = to_dict(what)
+            name, namespace = m.name(d), m.namespace(d) or namespace
+        res = await self.resource(what)
+        try:
+            await self.api.delete(res, name, namespace=namespace, **kwargs)
+        except NotFound:
+            return False
+        return True
+
+    # -- compare-before-write helpers ----------------------------------------------------------
+    async def create_or_update(self, desired: Any) -> tuple[str, Obj]:
+        """Make the object match ``desired``: create it, update it, or do nothing.
+
+        Returns ``("created" | "updated" | "unchanged", object)``. Only the fields ``desired``
+        sets are compared (server defaults are not a difference). A create that meets
+        AlreadyExists (the cache had not seen the object yet) reads it from the server and
+        continues as an update instead of failing.
+        """
+        return await self._ensure(desired, patch=False)
+
+    async def create_or_patch(self, desired: Any) -> tuple[str, Obj]:
+        """Like :meth:`create_or_update`, but sends a JSON merge patch (no resourceVersion
+        conflicts; lists in ``desired`` replace the server's)."""
+        return await self._ensure(desired, patch=True)
+
+    async def _ensure(self, desired: Any, *, patch: bool) -> tuple[str, Obj]:
+        want = to_dict(desired)
+        res = await self.resource(want)
+        md = want.get("metadata") or {}
+        name, namespace = md.get("name"), md.get("namespace")
+        if not name:
+            raise ValueError(f"{want.get('kind') or 'object'} has no metadata.name")
+        current = await self.get(res, name, namespace=namespace)
+        if current is None:
+            try:
+                created: Obj = await self.api.create(want, resource=res)
+            except AlreadyExists:
+                current = await self.api.get(res, name, namespace=namespace)
+            else:
+                self._remember(res, created)
+                return "created", created
+        assert current is not None
+        if contains(current, _without_status(want)):
+            return "unchanged", current
+        if patch:
+            body = {k: v for k, v in want.items() if k not in ("status", "apiVersion", "kind")}
+            out: Obj = await self.api.patch(res, name, body, namespace=namespace, type=PatchType.MERGE)
+        else:
+            merged = merge_desired(current, want)
+            try:
+                out = await self.api.update(merged, resource=res)
+            except Conflict:
+                fresh = await self.api.get(res, name, namespace=namespace)
+                if contains(fresh, _without_status(want)):
+                    self._remember(res, fresh)
+                    return "unchanged", fresh
+                out = await self.api.update(merge_desired(fresh, want), resource=res)
+        self._remember(res, out)
+        return "updated", out
+
+    async def patch_status(self, obj: Any, status: Mapping[str, Any]) -> bool:
+        """Merge ``status`` into the object's status; no request when it already matches.
+
+        Returns True when a write was made. Uses a merge patch on the status subresource, so it
+        never conflicts with spec writers.
+        """
+        current = to_dict(obj)
+        if contains(current.get("status") or {}, status):
+            return False
+        res = await self.resource(obj)
+        md = current.get("metadata") or {}
+        out = await self.api.patch(
+            res,
+            md["name"],
+            {"status": dict(status)},
+            namespace=md.get("namespace"),
+            type=PatchType.MERGE,
+            subresource="status",
+        )
+        self._remember(res, out)
+        return True
+
+    # -- finalizers ----------------------------------------------------------------------------
+    async def add_finalizer(self, obj: Any, finalizer: str) -> bool:
+        """Add ``finalizer`` (no request when present). The JSON patch tests the current list,
+        so a concurrent change makes it fail with a Conflict-like error instead of losing data."""
+        current = to_dict(obj)
+        if m.has_finalizer(current, finalizer):
+            return False
+        await self._patch_finalizers(current, [*m.finalizers(current), finalizer])
+        return True
+
+    async def remove_finalizer(self, obj: Any, finalizer: str) -> bool:
+        current = to_dict(obj)
+        if not m.has_finalizer(current, finalizer):
+            return False
+        await self._patch_finalizers(current, [f for f in m.finalizers(current) if f != finalizer])
+        return True
+
+    async def _patch_finalizers(self, current: Obj, new: Sequence[str]) -> None:
+        res = await self.resource(current)
+        old = (current.get("metadata") or {}).get("finalizers")
+        ops: list[dict[str, Any]] = []
+        if old is None:
+            ops.append({"op": "add", "path": "/metadata/finalizers", "value": [*new]})
+        else:
+            ops.append({"op": "test", "path": "/metadata/finalizers", "value": old})
+            ops.append({"op": "replace", "path": "/metadata/finalizers", "value": [*new]})
+        try:
+            out = await self.api.patch(
+                res, m.name(current), ops, namespace=m.namespace(current) or None, type=PatchType.JSON
+            )
+        except NotFound:
+            return
+        self._remember(res, out)
+
+    async def finalize(
+        self,
+        obj: Any,
+        finalizer: str,
+        cleanup: Callable[[Any], Awaitable[None]],
+    ) -> bool:
+        """The finalizer pattern in one call.
+
+        While the object lives, make sure it carries ``finalizer`` and return False (go on
+        reconciling). Once it is being deleted, run ``cleanup(obj)`` and then remove the
+        finalizer, and return True (stop: the object is going away). If ``cleanup`` raises, the
+        finalizer stays and the reconcile is retried.
+        """
+        current = to_dict(obj)
+        if m.is_being_deleted(current):
+            if m.has_finalizer(current, finalizer):
+                await cleanup(obj)
+                await self.remove_finalizer(current, finalizer)
+            return True
+        await self.add_finalizer(current, finalizer)
+        return False
+
+
+def _without_status(obj: Obj) -> Obj:
+    if "status" not in obj:
+        return obj
+    return {k: v for k, v in obj.items() if k != "status"}
+
+
+async def gather_writes(*aws: Awaitable[Any]) -> list[Any]:
+    """Run independent writes concurrently (one reconcile creating several children)."""
+    return list(await asyncio.gather(*aws))

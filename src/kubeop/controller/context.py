@@ -1,0 +1,82 @@
+"""The per-reconcile context: request, client, logger, event recorder, reconcile id."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kubeop.controller.request import Request
+
+if TYPE_CHECKING:
+    from kubeop.controller.client import ReconcilerClient
+    from kubeop.controller.events import EventRecorder
+
+__all__ = ["Context", "SyncClient"]
+
+T = TypeVar("T")
+
+
+class Context:
+    """What a reconciler gets besides the request. Cheap to build: the logger and the reconcile
+    id are made only when used."""
+
+    __slots__ = ("_id", "_log", "client", "controller", "recorder", "request")
+
+    def __init__(
+        self, request: Request, client: ReconcilerClient, recorder: EventRecorder, controller: str
+    ) -> None:
+        self.request = request
+        self.client = client
+        self.recorder = recorder
+        self.controller = controller
+        self._id: str | None = None
+        self._log: logging.LoggerAdapter[logging.Logger] | None = None
+
+    @property
+    def reconcile_id(self) -> str:
+        """A random id that tags every log line of this reconcile."""
+        if self._id is None:
+            self._id = os.urandom(6).hex()
+        return self._id
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        if self._log is None:
+            self._log = logging.LoggerAdapter(
+                logging.getLogger(f"kubeop.controller.{self.controller}"),
+                {
+                    "controller": self.controller,
+                    "namespace": self.request.namespace,
+                    "name": self.request.name,
+                    "reconcile_id": self.reconcile_id,
+                },
+            )
+        return self._log
+
+
+class SyncClient:
+    """The reconciler client for sync reconcilers, which run in worker threads: every method
+    runs the async one on the manager's event loop and waits for it."""
+
+    def __init__(self, client: ReconcilerClient, loop: asyncio.AbstractEventLoop) -> None:
+        self._client = client
+        self._loop = loop
+
+    def _run(self, aw: Awaitable[T]) -> T:
+        return asyncio.run_coroutine_threadsafe(aw, self._loop).result()  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr  # type: ignore[no-any-return]
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = attr(*args, **kwargs)
+            if asyncio.iscoroutine(result):
+                return self._run(result)
+            return result
+
+        return call

@@ -1,0 +1,336 @@
+"""Controller: watches that feed a work queue of requests, and workers that reconcile them.
+
+Built like a sentence::
+
+    Controller.for_(Application).owns(Deployment).with_predicates(GenerationChanged).reconcile(fn)
+
+``for_`` watches the primary kind and enqueues each object's own request; ``owns`` watches a
+child kind and enqueues its controller owner of the primary kind; ``watches`` maps any other
+kind to requests with a function. All watches share the manager's informers: one watch per kind
+for the whole process, however many controllers look at it.
+
+Reconcile semantics are controller-runtime's: an exception is a rate-limited requeue (backoff
+5 ms doubling to 1000 s), a :class:`TerminalError` is counted and not retried,
+``Result(requeue_after=s)`` forgets the backoff and comes back after ``s``, and ``Result()``
+forgets. One key is never reconciled by two workers at once, and no reconcile starts before every
+watched cache has synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, HandlerRegistration, SharedInformerFactory
+from kubeop.client import ResourceLike
+from kubeop.controller.context import Context, SyncClient
+from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_for_owner, enqueue_from_map
+from kubeop.controller.predicate import Predicate
+from kubeop.controller.request import Request, Result, TerminalError
+from kubeop.core.resource import ApiResource
+from kubeop.queue import QueueShutDown, RateLimiter, RateLimitingQueue
+
+if TYPE_CHECKING:
+    from kubeop.controller.client import ReconcilerClient
+    from kubeop.controller.events import EventRecorder
+    from kubeop.controller.metrics import ControllerSeries, Metrics
+
+__all__ = ["Controller", "ControllerRuntime", "Reconciler"]
+
+log = logging.getLogger("kubeop.controller")
+
+AsyncReconciler = Callable[[Request, Context], Awaitable[Result | None]]
+SyncReconciler = Callable[[Request, Any], Result | None]
+Reconciler = AsyncReconciler | SyncReconciler
+MapFn = Callable[[Mapping[str, Any]], Iterable[Any]]
+
+
+@dataclass
+class _Watch:
+    what: ResourceLike
+    handler: EventHandler | None  # None: enqueue the controller owner of the primary kind
+    predicates: tuple[Predicate, ...]
+    namespace: str | None = None
+    label_selector: str | None = None
+    metadata_only: bool = False
+    resource: ApiResource | None = None
+
+
+@dataclass
+class ControllerRuntime:
+    """What a running controller borrows from its manager."""
+
+    cache: SharedInformerFactory
+    client: ReconcilerClient
+    recorder: EventRecorder
+    metrics: Metrics | None
+    executor: ThreadPoolExecutor | None = None
+    cache_sync_timeout: float = 120.0
+
+
+def _kind_name(what: ResourceLike) -> str:
+    if isinstance(what, ApiResource):
+        return what.kind or what.plural
+    if isinstance(what, type):
+        kind = getattr(what, "kind", None)
+        return kind if isinstance(kind, str) else what.__name__
+    if isinstance(what, str):
+        return what
+    return str(getattr(what, "kind", what))
+
+
+@dataclass
+class Controller:
+    """A controller under construction (builder methods return ``self``) and, once started, running."""
+
+    _for: _Watch
+    _watches: list[_Watch] = field(default_factory=list)
+    _filters: tuple[Predicate, ...] = ()
+    _workers: int = 1
+    _name: str = ""
+    _reconciler: Reconciler | None = None
+    _rate_limiter: RateLimiter[Request] | None = None
+    _recover_panic: bool = True
+
+    # -- building ------------------------------------------------------------------------------
+    @classmethod
+    def for_(
+        cls,
+        kind: ResourceLike,
+        *predicates: Predicate,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> Controller:
+        """Reconcile objects of ``kind``; each event enqueues the object's own request."""
+        return cls(_Watch(kind, enqueue_for_object(), predicates, namespace, label_selector))
+
+    def owns(self, kind: ResourceLike, *predicates: Predicate, metadata_only: bool = False) -> Controller:
+        """Also watch ``kind`` and enqueue the primary object that controls each child."""
+        self._watches.append(_Watch(kind, None, predicates, self._for.namespace, metadata_only=metadata_only))
+        return self
+
+    def watches(
+        self,
+        kind: ResourceLike,
+        handler: EventHandler | MapFn,
+        *predicates: Predicate,
+        metadata_only: bool = False,
+    ) -> Controller:
+        """Also watch ``kind``; ``handler`` (or a map function obj -> requests) says what to enqueue."""
+        h = handler if isinstance(handler, EventHandler) else enqueue_from_map(handler)
+        self._watches.append(_Watch(kind, h, predicates, metadata_only=metadata_only))
+        return self
+
+    def with_predicates(self, *predicates: Predicate) -> Controller:
+        """Filters for every watch of this controller (controller-runtime's WithEventFilter)."""
+        self._filters = (*self._filters, *predicates)
+        return self
+
+    def max_concurrent(self, workers: int) -> Controller:
+        """Reconcile up to ``workers`` different objects at once (never one object twice)."""
+        if workers < 1:
+            raise ValueError(f"max_concurrent needs at least 1 worker, got {workers}")
+        self._workers = workers
+        return self
+
+    def named(self, name: str) -> Controller:
+        """The controller's name in logs and metrics (default: the primary kind, lower case)."""
+        self._name = name
+        return self
+
+    def with_rate_limiter(self, limiter: RateLimiter[Request]) -> Controller:
+        self._rate_limiter = limiter
+        return self
+
+    def reconcile(self, fn: Reconciler) -> Controller:
+        """Set the reconciler: ``async def fn(request, ctx) -> Result | None`` or a plain ``def``,
+        which runs in a worker thread with a synchronous ``ctx.client``."""
+        self._reconciler = fn
+        return self
+
+    @property
+    def name(self) -> str:
+        return self._name or _kind_name(self._for.what).lower()
+
+    # -- running -------------------------------------------------------------------------------
+    async def start(self, runtime: ControllerRuntime) -> None:
+        """Register the watches, wait for the caches, then start the workers (returns at once
+        after that; :meth:`stop` ends it)."""
+        if self._reconciler is None:
+            raise ValueError(f"controller {self.name!r} has no reconciler: call .reconcile(fn)")
+        self._runtime = runtime
+        self._is_async = inspect.iscoroutinefunction(self._reconciler)
+        self._queue: RateLimitingQueue[Request] = RateLimitingQueue(
+            self._rate_limiter, name=self.name, metrics=runtime.metrics.queue if runtime.metrics else None
+        )
+        self._series: ControllerSeries | None = (
+            runtime.metrics.controller(self.name) if runtime.metrics else None
+        )
+        if self._series is not None:
+            self._series.max_concurrent.set(self._workers)
+        client = runtime.client
+        primary = await client.resource(self._for.what)
+        self._for.resource = primary
+        self._registrations: list[tuple[Any, HandlerRegistration]] = []
+        for watch in (self._for, *self._watches):
+            res = watch.resource or await client.resource(watch.what)
+            watch.resource = res
+            handler = watch.handler or enqueue_for_owner(primary.group, primary.kind)
+            informer = runtime.cache.informer(
+                res,
+                namespace=watch.namespace,
+                label_selector=watch.label_selector,
+                metadata_only=watch.metadata_only,
+            )
+            reg = informer.add_event_handler(
+                self._event_handler(handler, (*watch.predicates, *self._filters))
+            )
+            self._registrations.append((informer, reg))
+        deadline = time.monotonic() + runtime.cache_sync_timeout
+        while not all(reg.has_synced() for _, reg in self._registrations):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"controller {self.name!r}: caches did not sync within "
+                    f"{runtime.cache_sync_timeout:.0f} s (check RBAC for list/watch on the watched kinds)"
+                )
+            await asyncio.sleep(0.02)
+        self._sync_client = SyncClient(client, asyncio.get_running_loop()) if not self._is_async else None
+        self._tasks = [
+            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self._workers)
+        ]
+        log.info("controller started", extra={"controller": self.name, "workers": self._workers})
+
+    def _event_handler(self, handler: EventHandler, predicates: Sequence[Predicate]) -> FuncHandler:
+        add = self._queue.add
+        mapper = handler.map
+        map_old = handler.map_old_on_update
+
+        def on_add(obj: Any, is_in_initial_list: bool = False) -> None:
+            for p in predicates:
+                if not p.create(obj):
+                    return
+            for req in mapper(obj):
+                add(req)
+
+        def on_update(old: Any, new: Any) -> None:
+            for p in predicates:
+                if not p.update(old, new):
+                    return
+            for req in mapper(new):
+                add(req)
+            if map_old:
+                for req in mapper(old):
+                    add(req)
+
+        def on_delete(obj: Any) -> None:
+            if isinstance(obj, DeletedFinalStateUnknown):
+                obj = obj.obj
+                if obj is None:
+                    return
+            for p in predicates:
+                if not p.delete(obj):
+                    return
+            for req in mapper(obj):
+                add(req)
+
+        return FuncHandler(on_add=on_add, on_update=on_update, on_delete=on_delete)
+
+    def enqueue(self, request: Request) -> None:
+        """Ask for a reconcile of ``request`` (e.g. from an external trigger)."""
+        self._queue.add(request)
+
+    async def _worker(self) -> None:
+        queue = self._queue
+        while True:
+            try:
+                req = await queue.get()
+            except QueueShutDown:
+                return
+            try:
+                await self._reconcile_one(req)
+            finally:
+                queue.done(req)
+
+    async def _reconcile_one(self, req: Request) -> None:
+        runtime = self._runtime
+        series = self._series
+        queue = self._queue
+        started = time.perf_counter()
+        if series is not None:
+            series.active.inc()
+        try:
+            if self._is_async:
+                ctx = Context(req, runtime.client, runtime.recorder, self.name)
+                result = await self._reconciler(req, ctx)  # type: ignore[misc]
+            else:
+                ctx = Context(req, self._sync_client, runtime.recorder, self.name)  # type: ignore[arg-type]
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(runtime.executor, self._reconciler, req, ctx)  # type: ignore[arg-type]
+        except asyncio.CancelledError:
+            raise
+        except TerminalError as exc:
+            queue.forget(req)
+            if series is not None:
+                series.terminal.inc()
+                series.errors.inc()
+                series.results["error"].inc()
+            log.error(
+                "reconcile failed (terminal, not retried): %s",
+                exc,
+                extra={"controller": self.name, "request": str(req)},
+            )
+        except Exception as exc:
+            queue.add_rate_limited(req)
+            if series is not None:
+                series.errors.inc()
+                series.results["error"].inc()
+            log.warning(
+                "reconcile failed, will retry: %s: %s",
+                type(exc).__name__,
+                exc,
+                extra={"controller": self.name, "request": str(req)},
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+        else:
+            if result is None or (not result.requeue and not result.requeue_after):
+                queue.forget(req)
+                outcome = "success"
+            elif result.requeue_after:
+                queue.forget(req)
+                queue.add_after(req, result.requeue_after)
+                outcome = "requeue_after"
+            else:
+                queue.add_rate_limited(req)
+                outcome = "requeue"
+            if series is not None:
+                series.results[outcome].inc()
+        finally:
+            if series is not None:
+                series.active.dec()
+                series.time.observe(time.perf_counter() - started)
+
+    async def stop(self, *, drain: bool = True, timeout: float = 30.0) -> None:
+        """Stop taking work; with ``drain``, let in-flight reconciles finish (up to ``timeout``)."""
+        queue = getattr(self, "_queue", None)
+        if queue is None:
+            return
+        for informer, reg in getattr(self, "_registrations", []):
+            informer.remove_event_handler(reg)
+        if drain:
+            try:
+                await asyncio.wait_for(queue.shut_down_with_drain(), timeout)
+            except TimeoutError:
+                log.warning(
+                    "controller %s: in-flight reconciles still running after %.0f s", self.name, timeout
+                )
+        queue.shut_down()
+        tasks = getattr(self, "_tasks", [])
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,194 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics.
+
+A candidate tries every ``retry_period`` to take the lease: it may when there is no holder, when
+the holder is itself, or when the holder has not renewed for ``lease_duration`` *as observed
+locally* (the time since this process last saw the lease record change, so clocks need not
+agree). The leader renews every ``retry_period``; if no renewal succeeds for ``renew_deadline``
+it has lost the lease and must stop working. Every write carries the lease's resourceVersion, so
+two candidates can never both win.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubeop.client import Client
+from kubeop.core.errors import AlreadyExists, ApiError, Conflict, NotFound
+from kubeop.core.resource import ApiResource
+
+__all__ = ["LEASES", "LeaderElector", "LeadershipLost"]
+
+log = logging.getLogger("kubeop.leader")
+LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
+
+
+class LeadershipLost(RuntimeError):
+    """The lease could not be renewed within the renew deadline."""
+
+
+def _microtime(ts: float | None = None) -> str:
+    return dt.datetime.fromtimestamp(ts if ts is not None else time.time(), dt.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ"
+    )
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{os.urandom(8).hex()}"
+
+
+class LeaderElector:
+    """Acquire, hold and release one Lease."""
+
+    def __init__(
+        self,
+        client: Client,
+        name: str,
+        namespace: str,
+        *,
+        identity: str | None = None,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        release_on_cancel: bool = True,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        if not lease_duration > renew_deadline > retry_period * 1.2:
+            raise ValueError(
+                "leader election needs lease_duration > renew_deadline > 1.2 * retry_period "
+                f"(got {lease_duration}, {renew_deadline}, {retry_period})"
+            )
+        self.client = client
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity or default_identity()
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.release_on_cancel = release_on_cancel
+        self._on_change = on_change
+        self._observed: dict[str, Any] | None = None
+        self._observed_spec: dict[str, Any] | None = None
+        self._observed_at = 0.0
+        self.is_leader = False
+
+    def _set_leader(self, value: bool) -> None:
+        if value != self.is_leader:
+            self.is_leader = value
+            log.info(
+                "%s leadership of lease %s/%s", "acquired" if value else "lost", self.namespace, self.name
+            )
+            if self._on_change is not None:
+                self._on_change(value)
+
+    async def _try_acquire_or_renew(self) -> bool:
+        now = time.time()
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.lease_duration),
+            "acquireTime": _microtime(now),
+            "renewTime": _microtime(now),
+            "leaseTransitions": 0,
+        }
+        try:
+            lease = await self.client.get(LEASES, self.name, namespace=self.namespace)
+        except NotFound:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": spec,
+            }
+            try:
+                lease = await self.client.create(body, resource=LEASES)
+            except AlreadyExists:
+                return False
+            self._observe(lease)
+            return True
+        old = lease.get("spec") or {}
+        if old != self._observed_spec:
+            self._observe(lease)
+        holder = old.get("holderIdentity") or ""
+        duration = float(old.get("leaseDurationSeconds") or self.lease_duration)
+        expired = self._observed_at + duration <= time.monotonic()
+        if holder and holder != self.identity and not expired:
+            return False
+        if holder == self.identity:
+            spec["acquireTime"] = old.get("acquireTime") or spec["acquireTime"]
+            spec["leaseTransitions"] = old.get("leaseTransitions") or 0
+        else:
+            spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
+        lease = dict(lease)
+        lease["spec"] = spec
+        try:
+            updated = await self.client.update(lease, resource=LEASES)
+        except Conflict:
+            return False
+        self._observe(updated)
+        return True
+
+    def _observe(self, lease: dict[str, Any]) -> None:
+        self._observed = lease
+        self._observed_spec = lease.get("spec") or {}
+        self._observed_at = time.monotonic()
+
+    def _jitter(self) -> float:
+        return self.retry_period * (1.0 + 0.2 * random.random())
+
+    async def acquire(self) -> None:
+        """Wait until this candidate holds the lease."""
+        while True:
+            try:
+                if await self._try_acquire_or_renew():
+                    self._set_leader(True)
+                    return
+            except (ApiError, OSError) as exc:
+                log.warning("leader election: %s", exc)
+            except Exception as exc:  # connection errors of the client
+                log.warning("leader election: %s", exc)
+            await asyncio.sleep(self._jitter())
+
+    async def hold(self) -> None:
+        """Renew until the lease is lost (raises :class:`LeadershipLost`) or this task is cancelled."""
+        last_renew = time.monotonic()
+        try:
+            while True:
+                await asyncio.sleep(self.retry_period)
+                try:
+                    ok = await asyncio.wait_for(
+                        self._try_acquire_or_renew(),
+                        max(0.1, self.renew_deadline - (time.monotonic() - last_renew)),
+                    )
+                except (TimeoutError, Exception) as exc:
+                    log.warning("leader election: renew failed: %s", exc)
+                    ok = False
+                if ok:
+                    last_renew = time.monotonic()
+                elif time.monotonic() - last_renew >= self.renew_deadline:
+                    self._set_leader(False)
+                    raise LeadershipLost(
+                        f"lease {self.namespace}/{self.name} not renewed within {self.renew_deadline:.0f} s"
+                    )
+        except asyncio.CancelledError:
+            raise
+
+    async def release(self) -> None:
+        """Give the lease up (so a successor need not wait for it to expire)."""
+        if not self.is_leader or self._observed is None:
+            return
+        lease = dict(self._observed)
+        spec = dict(lease.get("spec") or {})
+        spec.update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _microtime()})
+        lease["spec"] = spec
+        try:
+            await self.client.update(lease, resource=LEASES)
+        except Exception as exc:
+            log.warning("leader election: release failed: %s", exc)
+        self._set_leader(False)

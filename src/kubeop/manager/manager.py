@@ -1,0 +1,232 @@
+"""Manager: runs controllers with shared caches and clients, leader election, probes, metrics,
+and a graceful shutdown.
+
+    manager = Manager(leader_election=True, name="application-operator")
+    manager.add(Controller.for_(Application).owns(Deployment).reconcile(reconcile))
+    manager.run()            # until SIGTERM / SIGINT; or: await manager.start(stop_event)
+
+One informer per watched kind for the whole process, one connection pool, one event recorder.
+On SIGTERM the manager stops taking new work, lets in-flight reconciles finish (up to
+``graceful_shutdown_timeout``), flushes events, releases the lease and closes everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kubeop.cache import SharedInformerFactory
+from kubeop.client import Client, load_config
+from kubeop.controller import Controller, ControllerRuntime, EventRecorder, Metrics, ReconcilerClient
+from kubeop.manager.leader import LeaderElector, LeadershipLost
+from kubeop.manager.server import Check, ProbeServer
+
+__all__ = ["Manager"]
+
+log = logging.getLogger("kubeop.manager")
+
+
+class Manager:
+    """Owns what controllers share; see the module docstring."""
+
+    def __init__(
+        self,
+        client: Client | None = None,
+        *,
+        name: str = "kubeop-operator",
+        metrics_address: str | None = "127.0.0.1:8080",
+        health_address: str | None = "127.0.0.1:8081",
+        leader_election: bool = False,
+        leader_election_id: str | None = None,
+        leader_election_namespace: str | None = None,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        release_on_cancel: bool = True,
+        graceful_shutdown_timeout: float = 30.0,
+        resync_period: float = 0.0,
+        field_manager: str | None = None,
+        sync_workers: int = 8,
+    ) -> None:
+        self.name = name
+        self._client = client
+        self._owns_client = client is None
+        self.controllers: list[Controller] = []
+        self._metrics_address = metrics_address
+        self._health_address = health_address
+        self.leader_election = leader_election
+        self._le_id = leader_election_id or f"{name}-leader"
+        self._le_ns = leader_election_namespace
+        self._le_timing = (lease_duration, renew_deadline, retry_period)
+        self._release_on_cancel = release_on_cancel
+        self.graceful_shutdown_timeout = graceful_shutdown_timeout
+        self.resync_period = resync_period
+        self.field_manager = field_manager or name
+        self._sync_workers = sync_workers
+        self.metrics = Metrics()
+        self.health_checks: dict[str, Check] = {}
+        self.ready_checks: dict[str, Check] = {}
+        self._stop: asyncio.Event | None = None
+        self.elector: LeaderElector | None = None
+        self.cache: SharedInformerFactory | None = None
+        self.client: ReconcilerClient | None = None
+        self.recorder: EventRecorder | None = None
+        self.servers: list[ProbeServer] = []
+        self._synced = False
+
+    def add(self, controller: Controller) -> Controller:
+        """Register a controller (before :meth:`start`)."""
+        if any(c.name == controller.name for c in self.controllers):
+            raise ValueError(f"a controller named {controller.name!r} is already registered; use .named(...)")
+        self.controllers.append(controller)
+        return controller
+
+    def add_health_check(self, name: str, check: Check) -> None:
+        self.health_checks[name] = check
+
+    def add_ready_check(self, name: str, check: Check) -> None:
+        self.ready_checks[name] = check
+
+    @property
+    def api(self) -> Client:
+        if self._client is None:
+            raise RuntimeError("the manager's client exists once start() runs")
+        return self._client
+
+    def stop(self) -> None:
+        """Ask a running manager to shut down gracefully."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT (the entry point of an operator process)."""
+        asyncio.run(self._run_with_signals())
+
+    async def _run_with_signals(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start(stop)
+
+    async def start(self, stop: asyncio.Event | None = None) -> None:
+        """Run everything until ``stop`` is set (or :meth:`stop` is called), then shut down.
+
+        Raises :class:`~kubeop.manager.leader.LeadershipLost` if the lease is lost, after stopping
+        every controller (the process should exit; a restart rejoins the election).
+        """
+        self._stop = stop or asyncio.Event()
+        if self._client is None:
+            # No client-side rate limit, as controller-runtime (>= 0.15) does: the API server's
+            # priority and fairness protects it, and a 50-qps bucket would throttle a burst of
+            # reconciles to a fraction of what the server can take.
+            self._client = Client(load_config().with_options(qps=None))
+        api = self._client
+        metrics = self.metrics
+        executor = ThreadPoolExecutor(self._sync_workers, thread_name_prefix=f"{self.name}-reconcile")
+        self.cache = SharedInformerFactory(api, resync_period=self.resync_period)
+        self.client = ReconcilerClient(api, self.cache, field_manager=self.field_manager)
+        self.recorder = EventRecorder(api, self.name)
+        runtime = ControllerRuntime(self.cache, self.client, self.recorder, metrics, executor)
+        hold_task: asyncio.Task[None] | None = None
+        started: list[Controller] = []
+        try:
+            await self._start_servers()
+            if self.leader_election:
+                namespace = self._le_ns or api.namespace or "default"
+                lease_duration, renew_deadline, retry_period = self._le_timing
+                gauge = metrics.leader.labels(self._le_id)
+                gauge.set(0)
+                self.elector = LeaderElector(
+                    api,
+                    self._le_id,
+                    namespace,
+                    lease_duration=lease_duration,
+                    renew_deadline=renew_deadline,
+                    retry_period=retry_period,
+                    release_on_cancel=self._release_on_cancel,
+                    on_change=lambda leading: gauge.set(1 if leading else 0),
+                )
+                log.info(
+                    "waiting for leadership of lease %s/%s as %s",
+                    namespace,
+                    self._le_id,
+                    self.elector.identity,
+                )
+                acquire = asyncio.ensure_future(self.elector.acquire())
+                waiter = asyncio.ensure_future(self._stop.wait())
+                await asyncio.wait({acquire, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                if not acquire.done():
+                    acquire.cancel()
+                    return
+                hold_task = asyncio.ensure_future(self.elector.hold())
+            self.cache.start()
+            t0 = time.monotonic()
+            await asyncio.gather(*(c.start(runtime) for c in self.controllers))
+            started = list(self.controllers)
+            self._synced = True
+            log.info("all controllers started", extra={"seconds": round(time.monotonic() - t0, 3)})
+            waiter = asyncio.ensure_future(self._stop.wait())
+            waits: set[asyncio.Future[Any]] = {waiter}
+            if hold_task is not None:
+                waits.add(hold_task)
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            if hold_task is not None and hold_task in done:
+                hold_task.result()  # raises LeadershipLost
+        finally:
+            lost = (
+                hold_task is not None
+                and hold_task.done()
+                and not hold_task.cancelled()
+                and isinstance(hold_task.exception(), LeadershipLost)
+            )
+            await asyncio.gather(
+                *(c.stop(drain=not lost, timeout=self.graceful_shutdown_timeout) for c in started),
+                return_exceptions=True,
+            )
+            if self.recorder is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.recorder.flush(), 5)
+            if hold_task is not None and not hold_task.done():
+                hold_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await hold_task
+            if self.elector is not None and self._release_on_cancel and not lost:
+                await self.elector.release()
+            if self.cache is not None:
+                await self.cache.stop()
+            for server in self.servers:
+                await server.stop()
+            executor.shutdown(wait=False, cancel_futures=True)
+            if self._owns_client:
+                await api.close()
+                self._client = None
+
+    async def _start_servers(self) -> None:
+        def synced() -> bool:
+            return self._synced or (self.elector is not None and not self.elector.is_leader)
+
+        addresses: dict[str, ProbeServer] = {}
+        if self._health_address:
+            addresses[self._health_address] = ProbeServer(self._health_address)
+        if self._metrics_address:
+            shared = addresses.get(self._metrics_address)
+            if shared is not None and not self._metrics_address.endswith(":0"):
+                shared.registry = self.metrics.registry  # one port serves probes and metrics
+            else:
+                addresses[f"metrics {self._metrics_address}"] = ProbeServer(
+                    self._metrics_address, registry=self.metrics.registry
+                )
+        for server in addresses.values():
+            server.health.update(self.health_checks)
+            server.ready.update(self.ready_checks)
+            server.ready["caches-synced"] = synced
+            await server.start()
+            self.servers.append(server)

@@ -1,0 +1,290 @@
+"""Reconcile semantics on an in-memory cache: every Result / error path, owners, predicates,
+concurrency and cache sync."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import pytest
+
+from kubeop.controller import (
+    Context,
+    Controller,
+    ControllerRuntime,
+    EventRecorder,
+    GenerationChanged,
+    Metrics,
+    ReconcilerClient,
+    Request,
+    Result,
+    TerminalError,
+)
+from kubeop.queue import ItemExponentialFailureRateLimiter
+
+from .fakes import APPS, CONFIGMAPS, FakeFactory, app
+
+
+def _runtime(factory: FakeFactory) -> ControllerRuntime:
+    client = ReconcilerClient(None, factory)  # type: ignore[arg-type]
+    return ControllerRuntime(factory, client, EventRecorder(None, "test"), Metrics(), cache_sync_timeout=2)  # type: ignore[arg-type]
+
+
+def _count(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return value or 0.0
+
+
+async def _until(pred: Any, timeout: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.005)
+
+
+async def test_success_reconciles_each_object_once() -> None:
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    seen: list[Request] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        obj = await ctx.client.get(APPS, req.name, namespace=req.namespace)
+        assert obj["metadata"]["name"] == req.name
+        seen.append(req)
+
+    ctrl = Controller.for_(APPS).reconcile(reconcile)
+    rt = _runtime(factory)
+    await ctrl.start(rt)
+    factory.informer(APPS).add(app("b"))
+    await _until(lambda: len(seen) == 2)
+    await ctrl.stop()
+    assert sorted(seen, key=str) == [Request("default", "a"), Request("default", "b")]
+    assert _count(rt.metrics, "controller_runtime_reconcile_total", controller="app", result="success") == 2
+
+
+async def test_errors_back_off_exponentially_then_success_forgets() -> None:
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    times: list[float] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        times.append(time.monotonic())
+        if len(times) < 5:
+            raise RuntimeError("boom")
+
+    ctrl = (
+        Controller.for_(APPS)
+        .with_rate_limiter(ItemExponentialFailureRateLimiter(0.02, 10))
+        .reconcile(reconcile)
+    )
+    rt = _runtime(factory)
+    await ctrl.start(rt)
+    await _until(lambda: len(times) == 5)
+    await asyncio.sleep(0.05)
+    await ctrl.stop()
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    for gap, want in zip(gaps, [0.02, 0.04, 0.08, 0.16], strict=True):
+        assert want * 0.9 <= gap < want + 0.05, gaps
+    assert len(times) == 5
+    assert _count(rt.metrics, "controller_runtime_reconcile_errors_total", controller="app") == 4
+    assert ctrl._queue.num_requeues(Request("default", "a")) == 0
+
+
+async def test_terminal_error_is_counted_and_not_retried() -> None:
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    calls = 0
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        nonlocal calls
+        calls += 1
+        raise TerminalError("spec.x is invalid")
+
+    ctrl = Controller.for_(APPS).reconcile(reconcile)
+    rt = _runtime(factory)
+    await ctrl.start(rt)
+    await _until(lambda: calls == 1)
+    await asyncio.sleep(0.1)
+    await ctrl.stop()
+    assert calls == 1
+    assert _count(rt.metrics, "controller_runtime_terminal_reconcile_errors_total", controller="app") == 1
+
+
+async def test_requeue_after_comes_back_after_the_delay() -> None:
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    times: list[float] = []
+
+    async def reconcile(req: Request, ctx: Context) -> Result:
+        times.append(time.monotonic())
+        return Result(requeue_after=0.15) if len(times) == 1 else Result()
+
+    ctrl = Controller.for_(APPS).reconcile(reconcile)
+    rt = _runtime(factory)
+    await ctrl.start(rt)
+    await _until(lambda: len(times) == 2)
+    await ctrl.stop()
+    assert 0.14 <= times[1] - times[0] < 0.5
+    assert (
+        _count(rt.metrics, "controller_runtime_reconcile_total", controller="app", result="requeue_after")
+        == 1
+    )
+
+
+async def test_sync_reconciler_runs_in_a_thread_and_its_exceptions_requeue() -> None:
+    import threading
+
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    threads: list[str] = []
+
+    def reconcile(req: Request, ctx: Any) -> None:
+        threads.append(threading.current_thread().name)
+        obj = ctx.client.get(APPS, req.name, namespace=req.namespace)  # sync facade over the cache
+        assert obj["metadata"]["name"] == "a"
+        if len(threads) == 1:
+            raise ValueError("first try fails")
+
+    ctrl = (
+        Controller.for_(APPS)
+        .with_rate_limiter(ItemExponentialFailureRateLimiter(0.01, 1))
+        .reconcile(reconcile)
+    )
+    await ctrl.start(_runtime(factory))
+    await _until(lambda: len(threads) == 2)
+    await ctrl.stop()
+    assert all(t != threading.main_thread().name for t in threads)
+
+
+async def test_owned_child_events_enqueue_the_controller_owner() -> None:
+    factory = FakeFactory()
+    seen: list[Request] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        seen.append(req)
+
+    ctrl = Controller.for_(APPS).owns(CONFIGMAPS).reconcile(reconcile)
+    await ctrl.start(_runtime(factory))
+    owned = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "child",
+            "namespace": "ns",
+            "ownerReferences": [
+                {
+                    "apiVersion": "example.com/v1",
+                    "kind": "App",
+                    "name": "parent",
+                    "uid": "u",
+                    "controller": True,
+                },
+                {
+                    "apiVersion": "other.com/v1",
+                    "kind": "App",
+                    "name": "not-me",
+                    "uid": "v",
+                    "controller": False,
+                },
+            ],
+        },
+    }
+    factory.informer(CONFIGMAPS).add(owned)
+    orphan = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "orphan", "namespace": "ns"}}
+    factory.informer(CONFIGMAPS).add(orphan)
+    await _until(lambda: len(seen) == 1)
+    factory.informer(CONFIGMAPS).delete(owned)
+    await _until(lambda: len(seen) == 2)
+    await ctrl.stop()
+    assert seen == [Request("ns", "parent"), Request("ns", "parent")]
+
+
+async def test_generation_changed_predicate_skips_status_updates() -> None:
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    seen: list[Request] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        seen.append(req)
+
+    ctrl = Controller.for_(APPS, GenerationChanged).reconcile(reconcile)
+    await ctrl.start(_runtime(factory))
+    await _until(lambda: len(seen) == 1)
+    factory.informer(APPS).update(app("a", generation=1, rv="2"))  # status-only write
+    await asyncio.sleep(0.05)
+    assert len(seen) == 1
+    factory.informer(APPS).update(app("a", generation=2, rv="3"))  # spec change
+    await _until(lambda: len(seen) == 2)
+    await ctrl.stop()
+
+
+async def test_max_concurrency_never_processes_one_key_twice() -> None:
+    factory = FakeFactory()
+    inf = factory.informer(APPS)
+    active: set[str] = set()
+    peak = 0
+    done = 0
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        nonlocal peak, done
+        key = str(req)
+        assert key not in active, f"{key} reconciled twice at once"
+        active.add(key)
+        peak = max(peak, len(active))
+        await asyncio.sleep(0.01)
+        active.discard(key)
+        done += 1
+
+    ctrl = Controller.for_(APPS).max_concurrent(4).reconcile(reconcile)
+    await ctrl.start(_runtime(factory))
+    for round_ in range(5):
+        for i in range(8):
+            inf.add(app(f"o{i}", rv=str(round_)))
+        await asyncio.sleep(0.005)
+    await _until(lambda: not active and done >= 8)
+    await asyncio.sleep(0.1)
+    await ctrl.stop()
+    assert peak == 4
+
+
+async def test_no_reconcile_before_caches_sync() -> None:
+    factory = FakeFactory()
+    inf = factory.informer(APPS)
+    inf.synced = False
+    inf.add(app("a"))
+    seen: list[Request] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        seen.append(req)
+
+    ctrl = Controller.for_(APPS).reconcile(reconcile)
+    start = asyncio.ensure_future(ctrl.start(_runtime(factory)))
+    await asyncio.sleep(0.1)
+    assert not start.done() and not seen
+    inf.synced = True
+    await start
+    await _until(lambda: len(seen) == 1)
+    await ctrl.stop()
+
+
+async def test_cache_sync_timeout_names_rbac() -> None:
+    factory = FakeFactory()
+    factory.informer(APPS).synced = False
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        pass
+
+    rt = _runtime(factory)
+    rt.cache_sync_timeout = 0.1
+    with pytest.raises(TimeoutError, match="RBAC"):
+        await Controller.for_(APPS).reconcile(reconcile).start(rt)
+
+
+def test_builder_validation() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Controller.for_(APPS).max_concurrent(0)
+    assert Controller.for_(APPS).name == "app"
+    assert Controller.for_(APPS).named("x").name == "x"

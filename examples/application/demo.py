@@ -82,9 +82,10 @@ async def run(cp: ControlPlane) -> None:
         app = await client.get(APPLICATIONS, "web", namespace=NAMESPACE)
         print(cp.kubectl("get", "application", "web", "-n", NAMESPACE, "-o", "jsonpath={.status}").stdout)
         print()
+        st = app["status"]
         say(
-            f"==> status: readyReplicas={app['status']['readyReplicas']} "
-            f"observedGeneration={app['status']['observedGeneration']} reconcileCount={app['status']['reconcileCount']}"
+            f"==> status: readyReplicas={st['readyReplicas']} observedGeneration={st['observedGeneration']} "
+            f"reconcileCount={st['reconcileCount']}"
         )
         stop.set()
         await task

@@ -1,0 +1,128 @@
+"""Reflector: applies a watcher's events to a store, swapping in each (re)list atomically.
+
+``await Reflector(store, watcher(...)).run()`` keeps ``store`` equal to the server's collection:
+``Apply`` becomes ``store.add`` (ADDED) or ``store.update`` (MODIFIED), ``Delete`` becomes
+``store.delete``, and the objects between ``Init`` and ``InitDone`` are buffered and handed to
+``store.replace(objects, resource_version)`` in one call, so readers never see half a relist.
+The store is any :class:`ReflectorStore`: an :class:`~kubeop.cache.indexer.Indexer` for a plain
+cache (kube-rs ``reflector(writer, watcher)``), or a :class:`~kubeop.cache.delta_fifo.DeltaFIFO`
+in front of one, as informers use it.
+
+With ``resync_period`` the reflector also calls ``store.resync()`` periodically (when
+``should_resync()`` agrees), client-go's resync: no API call, the store re-emits what it holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterable, Callable
+from typing import Any, Protocol
+
+from kubeop.cache.watcher import Apply, Delete, Event, Init, InitApply, InitDone, Watcher
+
+__all__ = ["Reflector", "ReflectorStore", "reflector"]
+
+log = logging.getLogger("kubeop.cache")
+
+
+class ReflectorStore(Protocol):
+    """What a reflector writes to (client-go ``ReflectorStore``)."""
+
+    def add(self, obj: Any) -> None: ...
+
+    def update(self, obj: Any) -> None: ...
+
+    def delete(self, obj: Any) -> None: ...
+
+    def replace(self, objects: list[Any], resource_version: str) -> None: ...
+
+    def resync(self) -> None: ...
+
+
+class Reflector:
+    """Feeds ``store`` from ``events`` (normally a :class:`~kubeop.cache.watcher.Watcher`).
+
+    ``run()`` returns only if the event stream ends, which a Watcher never does; a store method
+    that raises is logged and the event skipped, so one bad object cannot stop the cache.
+    """
+
+    def __init__(
+        self,
+        store: ReflectorStore,
+        events: AsyncIterable[Event],
+        *,
+        resync_period: float = 0.0,
+        should_resync: Callable[[], bool] | None = None,
+        name: str = "",
+    ) -> None:
+        self.store = store
+        self.events = events
+        self.resync_period = resync_period
+        self.should_resync = should_resync
+        self.name = name or (events.description if isinstance(events, Watcher) else "reflector")
+        self._last_sync_rv = ""
+
+    @property
+    def last_sync_resource_version(self) -> str:
+        """The resourceVersion of the last list or event applied (client-go's
+        ``LastSyncResourceVersion``): where a new watch would resume."""
+        if isinstance(self.events, Watcher):
+            return self.events.resource_version
+        return self._last_sync_rv
+
+    async def run(self) -> None:
+        resync: asyncio.Task[None] | None = None
+        if self.resync_period > 0:
+            resync = asyncio.get_running_loop().create_task(self._resync_loop(), name=f"resync {self.name}")
+        try:
+            await self._apply_events()
+        finally:
+            if resync is not None:
+                resync.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await resync
+
+    async def _apply_events(self) -> None:
+        store = self.store
+        buffer: list[Any] = []
+        async for event in self.events:
+            try:
+                if type(event) is InitApply:
+                    buffer.append(event.object)
+                elif type(event) is Apply:
+                    obj = event.object
+                    if event.added:
+                        store.add(obj)
+                    else:
+                        store.update(obj)
+                    self._last_sync_rv = obj["metadata"].get("resourceVersion") or self._last_sync_rv
+                elif type(event) is Delete:
+                    obj = event.object
+                    store.delete(obj)
+                    self._last_sync_rv = obj["metadata"].get("resourceVersion") or self._last_sync_rv
+                elif type(event) is Init:
+                    buffer = []
+                elif type(event) is InitDone:
+                    objects, buffer = buffer, []
+                    store.replace(objects, event.resource_version)
+                    self._last_sync_rv = event.resource_version
+            except Exception:
+                log.exception("%s: could not apply %s to the store; skipped", self.name, type(event).__name__)
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_period)
+            if self.should_resync is None or self.should_resync():
+                try:
+                    self.store.resync()
+                except Exception:
+                    log.exception("%s: resync failed", self.name)
+
+
+async def reflector(
+    store: ReflectorStore, events: AsyncIterable[Event], *, resync_period: float = 0.0
+) -> None:
+    """Keep ``store`` in step with ``events`` until cancelled (see :class:`Reflector`)."""
+    await Reflector(store, events, resync_period=resync_period).run()

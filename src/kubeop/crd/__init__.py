@@ -6,7 +6,8 @@
   :class:`PreserveUnknownFields`, :class:`Schemaless`, :class:`EmbeddedResource`,
   :class:`Format`, :class:`Schema`, :data:`IntOrString`, :data:`Quantity`);
 - :func:`crd_manifest` / :func:`crd_manifests` (structural apiextensions.k8s.io/v1 CRDs,
-  several versions per kind), :func:`openapi_schema`, :func:`render_yaml`;
+  several versions per kind), :func:`custom_resources` (find the kinds a module declares),
+  :func:`openapi_schema`, :func:`render_yaml`;
 - :mod:`kubeop.crd.rbac`: RBAC rules declared next to controllers, and the roles built from them.
 
 Everything is checked when the class is defined or the manifest generated: a model or name the
@@ -16,7 +17,7 @@ API server would reject raises a :class:`CRDError` naming it and the fix.
 from kubeop.crd import rbac
 from kubeop.crd.declaration import Declaration, PrinterColumn, Scale
 from kubeop.crd.errors import CRDError, DeclarationError, SchemaError, VersionError
-from kubeop.crd.manifest import crd_manifest, crd_manifests, render_yaml
+from kubeop.crd.manifest import crd_manifest, crd_manifests, custom_resources, render_yaml
 from kubeop.crd.markers import (
     EmbeddedResource,
     Format,
@@ -60,6 +61,7 @@ __all__ = [
     "check_structural",
     "crd_manifest",
     "crd_manifests",
+    "custom_resources",
     "openapi_schema",
     "rbac",
     "rbac_rule",

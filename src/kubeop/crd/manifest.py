@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -31,7 +32,7 @@ from kubeop.crd.names import class_name, version_priority
 from kubeop.crd.resource import CustomResource
 from kubeop.crd.schema import resource_schema
 
-__all__ = ["crd_manifest", "crd_manifests", "render_yaml"]
+__all__ = ["crd_manifest", "crd_manifests", "custom_resources", "render_yaml"]
 
 Obj = dict[str, Any]
 ModelClass = type[CustomResource]
@@ -109,6 +110,26 @@ def crd_manifests(
             )
         seen[name] = kind
     return sorted(crds, key=lambda c: str(c["metadata"]["name"]))
+
+
+def custom_resources(*modules: ModuleType) -> list[ModelClass]:
+    """The declared CustomResource classes defined at the top level of ``modules``, in order.
+
+    What ``kubeop manifests`` feeds to :func:`crd_manifests` after importing a project's API
+    package; classes imported from elsewhere are left to their own module.
+    """
+    found: list[ModelClass] = []
+    for module in modules:
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, CustomResource)
+                and value.is_declared()
+                and value.__module__ == module.__name__
+                and value not in found
+            ):
+                found.append(value)
+    return found
 
 
 def render_yaml(objs: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> str:

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import pytest
 from pydantic import Field, create_model
 
-from kubeop.crd import CustomResource, crd_manifest, crd_manifests
+from kubeop.crd import CustomResource, crd_manifest, crd_manifests, custom_resources
 
 from .conftest import CRDS, installed
 
@@ -48,18 +48,6 @@ def unit_test_modules() -> list[ModuleType]:
     return modules
 
 
-def declared_models(modules: list[ModuleType]) -> list[type[CustomResource]]:
-    return [
-        value
-        for module in modules
-        for value in vars(module).values()
-        if isinstance(value, type)
-        and issubclass(value, CustomResource)
-        and value.is_declared()
-        and value.__module__ == module.__name__
-    ]
-
-
 def construct_catalog(modules: list[ModuleType]) -> type[CustomResource]:
     """One kind whose spec has a field per construct of test_schema.VALID (named by its id)."""
     (schema_tests,) = [m for m in modules if m.__name__.endswith("test_schema")]
@@ -78,7 +66,7 @@ def construct_catalog(modules: list[ModuleType]) -> type[CustomResource]:
 
 
 MODULES = unit_test_modules()
-MODELS = declared_models(MODULES)
+MODELS = custom_resources(*MODULES)
 CATALOG = construct_catalog(MODULES)
 GENERATED = [*crd_manifests(MODELS), crd_manifest(CATALOG)]
 

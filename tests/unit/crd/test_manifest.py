@@ -20,6 +20,7 @@ from kubeop.crd import (
     VersionError,
     crd_manifest,
     crd_manifests,
+    custom_resources,
     render_yaml,
 )
 
@@ -375,3 +376,17 @@ def test_field_constraints_survive_into_the_crd() -> None:
         "additionalProperties": {"type": "integer"},
         "maxProperties": 3,
     }
+
+
+def test_custom_resources_finds_the_kinds_a_module_declares() -> None:
+    import sys
+    import types
+
+    module = types.ModuleType("api_v1")
+    module.Tiny = Tiny  # type: ignore[attr-defined]  # imported from elsewhere: not this module's
+    assert custom_resources(module) == []
+    this = sys.modules[__name__]
+    assert custom_resources(this) == [Tiny, Job, ItemV1Alpha1, ItemV1Beta1, ItemV1]
+    assert crd_manifests(custom_resources(this)) == crd_manifests(
+        [Tiny, Job, ItemV1Alpha1, ItemV1Beta1, ItemV1]
+    )

@@ -79,6 +79,11 @@ class Open(BaseModel):
     known: int = 0
 
 
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    known: int = 0
+
+
 class Tree(BaseModel):
     value: int
     children: list[Tree] = []
@@ -290,6 +295,11 @@ VALID: list[Any] = [
             "x-kubernetes-preserve-unknown-fields": True,
         },
         id="extra-allow",
+    ),
+    _P(
+        case(Closed),
+        {"type": "object", "properties": {"known": {"type": "integer", "default": 0}}},
+        id="extra-forbid",
     ),
     _P(
         case(Annotated[Port, PreserveUnknownFields()]),

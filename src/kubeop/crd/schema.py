@@ -135,6 +135,11 @@ def resource_schema(model: type[BaseModel], validations: list[dict[str, Any]] | 
     name = class_name(model)
     raw = _pydantic_schema(model)
     defs = raw.pop("$defs", {})
+    if "$ref" in raw:  # pydantic refers to the root only when the model contains itself
+        raise SchemaError(
+            f"cannot generate a CRD schema for {name}: it contains itself, which a structural schema "
+            "cannot express; break the cycle, or annotate the field with Schemaless()"
+        )
     props = dict(raw.get("properties", {}))
     for reserved in ("apiVersion", "kind", "metadata"):
         props.pop(reserved, None)

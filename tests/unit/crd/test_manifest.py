@@ -390,3 +390,14 @@ def test_custom_resources_finds_the_kinds_a_module_declares() -> None:
     assert crd_manifests(custom_resources(this)) == crd_manifests(
         [Tiny, Job, ItemV1Alpha1, ItemV1Beta1, ItemV1]
     )
+
+
+def test_a_resource_that_contains_itself_is_an_error() -> None:
+    from kubeop.crd import SchemaError
+
+    class Loop(CustomResource, group="loop.example.com", version="v1"):
+        spec: dict[str, str] = {}
+        children: list[Loop] = []
+
+    with pytest.raises(SchemaError, match="Loop: it contains itself"):
+        crd_manifest(Loop)

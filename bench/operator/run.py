@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -63,17 +64,24 @@ WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"}
 KOPF_VENV = HERE / ".venv-kopf"
 
 
-def api_writes(cp: ControlPlane) -> int:
+def write_counts(cp: ControlPlane) -> Counter[str]:
+    """API server's own count of write requests on configmaps and widgets, by verb/resource/code."""
     status, body = cp.api.raw("GET", "/metrics")
     assert status == 200
-    total = 0
+    counts: Counter[str] = Counter()
     for line in body.decode().splitlines():
         if not line.startswith("apiserver_request_total{"):
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
         if labels.get("verb") in WRITE_VERBS and labels.get("resource") in ("configmaps", "widgets"):
-            total += int(float(line.rsplit(" ", 1)[1]))
-    return total
+            sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
+            key = f"{labels['verb']} {labels['resource']}{sub} {labels.get('code')}"
+            counts[key] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
+def api_writes(cp: ControlPlane) -> int:
+    return sum(write_counts(cp).values())
 
 
 def proc_stats(pid: int) -> tuple[float, float, float]:
@@ -179,7 +187,8 @@ async def run_one(
 
             results: dict[str, Any] = {"operator": name, "n": n}
             for phase, fn, value in (("create", create, "one"), ("update", update, "two")):
-                w0 = api_writes(cp)
+                before = write_counts(cp)
+                w0 = sum(before.values())
                 c0, _, _ = proc_stats(proc.pid)
                 t0 = time.monotonic()
                 await asyncio.gather(*(fn(i) for i in range(n)))
@@ -192,6 +201,7 @@ async def run_one(
                     "writes_per_object": round(writes / n, 3),
                     "cpu_ms_per_object": round((c1 - c0) * 1000 / n, 3),
                     "rss_mb": round(rss, 1),
+                    "writes_by_kind": {k: v for k, v in (write_counts(cp) - before).items() if v},
                 }
                 print(f"  {name} {phase}: {results[phase]}", file=sys.stderr)
             w0 = api_writes(cp)

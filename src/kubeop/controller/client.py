@@ -18,7 +18,7 @@ import copy
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from kubeop.cache import SharedInformerFactory
+from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, SharedInformerFactory
 from kubeop.client import Client, ResourceLike
 from kubeop.core import meta as m
 from kubeop.core.errors import AlreadyExists, Conflict, NotFound
@@ -88,10 +88,30 @@ def _newer(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
     return False
 
 
-def _caught_up(cache_rv: str, written: Mapping[str, Any]) -> bool:
-    """Has the cache's watch reached the resourceVersion of our write?"""
-    rv = (written.get("metadata") or {}).get("resourceVersion") or ""
-    return bool(cache_rv.isdigit() and rv.isdigit() and int(cache_rv) >= int(rv))
+class _Applied:
+    """The highest resourceVersion an informer has applied to its store (not merely received:
+    the watch runs ahead of the store by whatever waits in the DeltaFIFO)."""
+
+    __slots__ = ("rv",)
+
+    def __init__(self) -> None:
+        self.rv = 0
+
+    def saw(self, obj: Any) -> None:
+        if isinstance(obj, DeletedFinalStateUnknown):
+            obj = obj.obj
+            if obj is None:
+                return
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv and rv.isdigit():
+            value = int(rv)
+            if value > self.rv:
+                self.rv = value
+
+    def reached(self, written: Mapping[str, Any]) -> bool:
+        """Has the store applied our write, or anything after it (such as a delete)?"""
+        rv = (written.get("metadata") or {}).get("resourceVersion") or ""
+        return rv.isdigit() and self.rv >= int(rv)
 
 
 class ReconcilerClient:
@@ -104,11 +124,16 @@ class ReconcilerClient:
         self.field_manager = field_manager
         self._resources: dict[Any, ApiResource] = {}
         self._recent: dict[tuple[ApiResource, str], Obj] = {}
+        self._applied: dict[ApiResource, _Applied] = {}
+        self._canonical: dict[tuple[str, str, str], ApiResource] = {}
 
     # -- resolving -----------------------------------------------------------------------------
     async def resource(self, what: ResourceLike | Mapping[str, Any]) -> ApiResource:
+        """The ApiResource of a kind or an object, canonical per group/version/plural: however a
+        kind is named (a constant, a model, an object's apiVersion/kind), the remembered writes
+        and cache bookkeeping of one resource live under one key."""
         if isinstance(what, ApiResource):
-            return what
+            return self._canonical.setdefault((what.group, what.version, what.plural), what)
         if isinstance(what, Mapping):
             key: Any = (what.get("apiVersion"), what.get("kind"))
         elif isinstance(what, (type, str)):
@@ -127,11 +152,21 @@ class ReconcilerClient:
                 res = await self.api.resource(GroupVersionKind.from_api_version(key[0], key[1]))
             else:
                 res = await self.api.resource(key)
+            res = self._canonical.setdefault((res.group, res.version, res.plural), res)
             self._resources[key] = res
         return res
 
     async def _informer(self, res: ApiResource) -> Any:
         informer = self.cache.informer(res)
+        if res not in self._applied:
+            applied = self._applied[res] = _Applied()
+            informer.add_event_handler(
+                FuncHandler(
+                    on_add=lambda obj, _initial: applied.saw(obj),
+                    on_update=lambda _old, new: applied.saw(new),
+                    on_delete=applied.saw,
+                )
+            )
         if not informer.has_synced():
             await informer.wait_for_sync()
         return informer
@@ -152,7 +187,7 @@ class ReconcilerClient:
         obj = informer.store.get_by_key(key)
         recent = self._recent.get((res, key))
         if recent is not None:
-            if _newer(recent, obj) and not _caught_up(informer.last_sync_resource_version, recent):
+            if _newer(recent, obj) and not self._applied[res].reached(recent):
                 obj = recent
             else:
                 # The cache has seen our write (or something after it, such as a delete): it is

@@ -35,7 +35,6 @@ class FakeInformer:
         self.store = FakeStore()
         self.handlers: list[Any] = []
         self.synced = True
-        self.last_sync_resource_version = "0"
 
     def add_event_handler(self, handler: Any, resync_period: float | None = None) -> FakeRegistration:
         self.handlers.append(handler)

@@ -116,9 +116,20 @@ async def test_a_delete_seen_by_the_cache_beats_a_remembered_write() -> None:
     client, api, factory = _client()
     await client.create_or_update(_cm("1"))
     assert await client.get(CONFIGMAPS, "c", namespace="default") is not None
-    # The watch moved past our write and the object is gone from the cache: it was deleted.
-    factory.informer(CONFIGMAPS).last_sync_resource_version = "500"
+    # The store applied a later event (the object's delete): the cache is the truth again.
+    created = await client.get(CONFIGMAPS, "c", namespace="default")
+    deleted = {**created, "metadata": {**created["metadata"], "resourceVersion": "500"}}
+    factory.informer(CONFIGMAPS).add(deleted)
+    factory.informer(CONFIGMAPS).delete(deleted)
     assert await client.get(CONFIGMAPS, "c", namespace="default") is None
+
+
+async def test_writes_are_remembered_however_the_kind_is_named() -> None:
+    client, api, _ = _client()
+    from_discovery = ApiResource("", "v1", "configmaps", kind="ConfigMap", verbs=("get", "list"))
+    client._resources[("v1", "ConfigMap")] = from_discovery  # what resolving an object's kind returns
+    await client.create_or_update(_cm("1"))
+    assert await client.get(CONFIGMAPS, "c", namespace="default") is not None
 
 
 async def test_create_meeting_already_exists_is_not_an_error() -> None:

@@ -113,7 +113,7 @@ async def test_create_then_unchanged_then_update() -> None:
 
 
 async def test_a_delete_seen_by_the_cache_beats_a_remembered_write() -> None:
-    client, api, factory = _client()
+    client, _api, factory = _client()
     await client.create_or_update(_cm("1"))
     assert await client.get(CONFIGMAPS, "c", namespace="default") is not None
     # The store applied a later event (the object's delete): the cache is the truth again.
@@ -125,7 +125,7 @@ async def test_a_delete_seen_by_the_cache_beats_a_remembered_write() -> None:
 
 
 async def test_writes_are_remembered_however_the_kind_is_named() -> None:
-    client, api, _ = _client()
+    client, _api, _ = _client()
     from_discovery = ApiResource("", "v1", "configmaps", kind="ConfigMap", verbs=("get", "list"))
     client._resources[("v1", "ConfigMap")] = from_discovery  # what resolving an object's kind returns
     await client.create_or_update(_cm("1"))

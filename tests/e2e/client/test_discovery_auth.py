@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kubeop.client import ApiConnectionError, Client, UnknownResource, load_kubeconfig
-from kubeop.core import ApiResource, Forbidden, GroupVersionKind, Unauthorized
+from kubeop.core import ApiResource, Forbidden, GroupVersionKind, NotFound, Unauthorized
 
 pytestmark = pytest.mark.controlplane
 
@@ -61,7 +61,7 @@ async def test_discovery_finds_a_crd_created_after_start(
             obj = await client.get(CRDS, f"gadgets.{group}")
             return any(
                 c["type"] == "Established" and c["status"] == "True"
-                for c in obj.get("status", {}).get("conditions", [])
+                for c in (obj.get("status") or {}).get("conditions") or []  # null right after creation
             )
 
         await eventually(established, what="CRD Established")
@@ -76,9 +76,16 @@ async def test_discovery_finds_a_crd_created_after_start(
 
         res = await eventually(discovered, what="the new kind in discovery")
         assert (res.plural, res.namespaced) == ("gadgets", False)
-        made = await client.create(
-            {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g"}, "x": 1}
-        )
+        gadget = {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g"}, "x": 1}
+
+        async def created() -> dict[str, Any] | None:
+            # The CRD's REST handler can lag discovery by a moment under load (404 until ready).
+            try:
+                return await client.create(gadget)
+            except NotFound:
+                return None
+
+        made = await eventually(created, what="the first Gadget to be created")
         assert made["x"] == 1
     finally:
         await client.delete(CRDS, f"gadgets.{group}")

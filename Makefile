@@ -10,7 +10,7 @@ bootstrap:
 
 binaries: bootstrap
 	@./scripts/ensure-go.sh
-	@$(PY) -m kubeop cluster build
+	@$(PY) -m kubeop cluster build --helm
 
 demo: binaries
 	@$(PY) -m examples.application.demo

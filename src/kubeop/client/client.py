@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from kubeop.client.config import ClientConfig, load_config
 from kubeop.client.discovery import Discovery
@@ -40,6 +40,10 @@ from kubeop.core.request import (
     ResourceVersionMatch,
 )
 from kubeop.core.resource import ApiResource
+
+if TYPE_CHECKING:
+    from kubeop.client.openapi import OpenAPIModels
+    from kubeop.core.openapi import KubeModel
 
 __all__ = ["Client", "ObjectList", "ResourceLike"]
 
@@ -90,6 +94,7 @@ class Client:
         self.transport = transport
         self.config = transport.config
         self.discovery = discovery if discovery is not None else Discovery(transport)
+        self._openapi: OpenAPIModels | None = None  # built on first use: pydantic costs ~9 MB
         self._model_resources: dict[type, ApiResource] = {}
 
     @classmethod
@@ -131,6 +136,19 @@ class Client:
                 self._model_resources[what] = cached
             return cached
         raise TypeError(f"cannot name a resource with {type(what).__name__}: {what!r}")
+
+    async def model(self, what: ResourceLike) -> type[KubeModel]:
+        """A typed pydantic model for a served kind, generated from the server's OpenAPI v3.
+
+        ``Deployment = await client.model("deployments.apps")``; then ``await client.get(
+        Deployment, "web")`` returns a ``Deployment`` and ``client.create(Deployment(...))``
+        sends one. Built once per kind and cached; see :mod:`kubeop.core.openapi` for how.
+        """
+        if self._openapi is None:
+            from kubeop.client.openapi import OpenAPIModels
+
+            self._openapi = OpenAPIModels(self.transport)
+        return await self._openapi.model_for(await self.resource(what))
 
     async def _resource_of(self, obj: Any, body: Obj, resource: ApiResource | None) -> ApiResource:
         if resource is not None:

@@ -4,8 +4,8 @@ Plain dicts are the default everywhere (decoded once, no conversion cost). A cla
 as a typed model by declaring its type and offering a conversion, with no base class to inherit:
 
 - type: class attributes ``api_version`` and ``kind`` (``ClassVar[str]``), or pydantic fields
-  ``apiVersion``/``kind`` with defaults; optionally ``resource: ClassVar[ApiResource]`` so the
-  client never needs discovery for it;
+  ``apiVersion``/``kind`` with defaults; optionally ``resource: ClassVar[ApiResource]`` (or
+  ``__kube_resource__``, which generated models use) so the client needs no discovery for it;
 - conversion: a pydantic v2 model (``model_validate`` / ``model_dump``), or any class with a
   ``from_dict`` classmethod and a ``to_dict`` method (the shape generated model packages use).
 
@@ -82,8 +82,11 @@ def model_gvk(cls: type) -> GroupVersionKind:
 
 def model_resource(cls: type) -> ApiResource | None:
     """The explicit ApiResource a model class declares, if any (then no discovery is needed)."""
-    res = getattr(cls, "resource", None)
-    return res if isinstance(res, ApiResource) else None
+    for attr in ("__kube_resource__", "resource"):
+        res = getattr(cls, attr, None)
+        if isinstance(res, ApiResource):
+            return res
+    return None
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

@@ -346,3 +346,30 @@ async def test_typed_watch(api: FakeApi) -> None:
         got = [e async for e in client.watch(ConfigMap)]
     assert isinstance(got[0].object, ConfigMap) and got[0].object.data == {"k": "v"}
     assert got[1].type == "BOOKMARK" and got[1].resource_version == "3"
+
+
+async def test_requests_go_through_the_rate_limiter(api: FakeApi) -> None:
+    api.reply("GET", f"{CM_PATH}/a", cm("a"))
+
+    class CountingLimiter:
+        def __init__(self) -> None:
+            self.acquired = 0
+
+        async def acquire(self) -> float:
+            self.acquired += 1
+            return 0.0
+
+    limiter = CountingLimiter()
+    transport = Transport(ClientConfig(server=api.url), limiter=limiter)  # type: ignore[arg-type]
+    async with Client(transport=transport) as client:
+        await asyncio.gather(*(client.get(CM, "a") for _ in range(5)))
+    assert limiter.acquired == 5
+    assert Transport(ClientConfig(server=api.url, qps=None)).limiter is None
+    assert Transport(ClientConfig(server=api.url, qps=5, burst=7)).limiter.burst == 7  # type: ignore[union-attr]
+
+
+async def test_closed_client_refuses_requests(api: FakeApi) -> None:
+    client = api.client()
+    await client.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await client.get(CM, "a")

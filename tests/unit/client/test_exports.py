@@ -22,3 +22,9 @@ def test_core_does_no_io() -> None:
     """kubeop.core must stay importable without the networking stack (checked in a fresh process)."""
     code = "import sys, kubeop.core; sys.exit('aiohttp' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_client_import_stays_light() -> None:
+    """pydantic (for OpenAPI models) and cryptography (for certificate checks) load on demand."""
+    code = "import sys, kubeop.client; sys.exit(bool({'pydantic', 'cryptography'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -49,6 +49,7 @@ class ClientConfig:
     responses (it only does so above 128 KB). It is on by default, as in client-go, because it
     was measured to win even on loopback: a 10,000-object list arrives in fewer, larger chunks and
     costs the client less CPU than the uncompressed stream (bench/client/RESULTS.md).
+    ``proxy_url`` sends requests through an HTTP(S) proxy (``proxy-url`` in a kubeconfig).
     ``source`` describes where the config came from (file and context) for error messages.
     """
 
@@ -74,6 +75,7 @@ class ClientConfig:
     connect_timeout: float = 10.0
     max_connections: int = 100
     compression: bool = True
+    proxy_url: str | None = None
     user_agent: str = "kubeop"
     source: str = "explicit configuration"
     extra_headers: Sequence[tuple[str, str]] = ()
@@ -87,6 +89,10 @@ class ClientConfig:
             raise ConfigError(f"{self.source}: qps must be positive or None (no client-side limit)")
         if self.burst < 1:
             raise ConfigError(f"{self.source}: burst must be at least 1")
+        if self.proxy_url and not self.proxy_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"{self.source}: proxy-url {self.proxy_url!r} is not supported (only http(s) proxies)"
+            )
 
     def with_options(self, **changes: object) -> ClientConfig:
         """A copy with some fields changed (``config.with_options(qps=None, namespace="x")``)."""

@@ -197,6 +197,10 @@ def _cluster_settings(entry: _Entry) -> dict[str, Any]:
         out["insecure_skip_tls_verify"] = True
     if body.get("tls-server-name"):
         out["tls_server_name"] = str(body["tls-server-name"])
+    if body.get("proxy-url"):
+        out["proxy_url"] = str(body["proxy-url"])
+    if body.get("disable-compression"):
+        out["compression"] = False
     return out
 
 

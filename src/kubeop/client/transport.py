@@ -154,7 +154,13 @@ class Transport:
                     headers["Accept"] = req.accept
             try:
                 resp = await session.request(
-                    req.method, url, data=req.body, headers=headers, timeout=self._timeout(req)
+                    req.method,
+                    url,
+                    data=req.body,
+                    headers=headers,
+                    timeout=self._timeout(req),
+                    proxy=self.config.proxy_url,
+                    server_hostname=self.config.tls_server_name,
                 )
             except (aiohttp.ClientConnectionError, TimeoutError) as e:
                 if self.retry.should_retry(attempt, status=None, idempotent=req.idempotent):

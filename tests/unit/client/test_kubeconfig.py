@@ -113,6 +113,7 @@ def test_inline_data_is_base64_decoded(tmp_path: Path) -> None:
     cfg = load_kubeconfig(path, qps=None)
     assert (cfg.ca_data, cfg.client_cert_data, cfg.client_key_data) == (b"CA", b"CERT", b"KEY")
     assert cfg.tls_server_name == "kube" and cfg.qps is None
+    assert cfg.compression and cfg.proxy_url is None
 
 
 def test_exec_and_insecure(tmp_path: Path) -> None:
@@ -257,3 +258,19 @@ def test_load_config_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert load_config(kubeconfig=path).server == "https://h:1"
     monkeypatch.setenv("KUBECONFIG", path)
     assert load_config(context="other").namespace == "o"
+
+
+def test_proxy_and_compression(tmp_path: Path) -> None:
+    doc = kubeconfig(
+        clusters={
+            "c": {"server": "https://h:1", "proxy-url": "http://proxy:3128", "disable-compression": True},
+            "socks": {"server": "https://h:1", "proxy-url": "socks5://proxy:1080"},
+        },
+        users={"u": {"token": "t"}},
+        contexts={"ctx": {"cluster": "c", "user": "u"}, "socks": {"cluster": "socks", "user": "u"}},
+    )
+    kc = KubeConfig.from_dict(doc, path=str(tmp_path / "config"))
+    cfg = kc.client_config("ctx")
+    assert cfg.proxy_url == "http://proxy:3128" and not cfg.compression
+    with pytest.raises(ConfigError, match=r"socks5://proxy:1080.*not supported"):
+        kc.client_config("socks")

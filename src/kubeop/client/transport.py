@@ -37,6 +37,9 @@ log = logging.getLogger("kubeop.client")
 # Watches stay open for minutes; without a read deadline a half-dead TCP connection would leave a
 # zombie watch forever. The server closes a watch at timeoutSeconds; allow this much on top.
 _WATCH_GRACE = 60.0
+# A connection pool replaced because the client certificate changed is closed this long after, so
+# requests and watches still running on it can finish.
+_RETIRED_POOL_GRACE = 300.0
 
 
 class ApiConnectionError(ConnectionError):
@@ -71,7 +74,9 @@ class Transport:
         self._base = config.server.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
         self._session_cert: tuple[bytes, bytes] | None = None
-        self._retired: list[aiohttp.ClientSession] = []
+        self._retired: set[aiohttp.ClientSession] = set()
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._warned: set[str] = set()
         self._closed = False
         self._headers = {
             "Accept": "application/json",
@@ -107,13 +112,27 @@ class Transport:
             # First use, or an exec plugin handed out a new client certificate: TLS identity is
             # per connection, so the pool is replaced (old connections finish and close later).
             if self._session is not None:
-                self._retired.append(self._session)
+                self._retire(self._session)
             self._session = self._new_session(creds.client_cert)
             self._session_cert = creds.client_cert
         return self._session, creds
 
+    def _retire(self, session: aiohttp.ClientSession) -> None:
+        self._retired.add(session)
+
+        async def close_later() -> None:
+            await asyncio.sleep(_RETIRED_POOL_GRACE)
+            self._retired.discard(session)
+            await session.close()
+
+        task = asyncio.get_running_loop().create_task(close_later())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
     async def close(self) -> None:
         self._closed = True
+        for task in list(self._retiring):
+            task.cancel()
         sessions = [*self._retired, *([self._session] if self._session else [])]
         self._session = None
         self._retired.clear()
@@ -169,7 +188,9 @@ class Transport:
                 raise self._connection_error(e, req) from None
             if resp.status < 400:
                 warning = resp.headers.get("Warning")
-                if warning:
+                if warning and warning not in self._warned:
+                    # Deprecation warnings repeat on every request; say each one once per client.
+                    self._warned.add(warning)
                     log.warning("API server warning on %s: %s", req, warning)
                 return resp
             try:

@@ -373,3 +373,29 @@ async def test_closed_client_refuses_requests(api: FakeApi) -> None:
     await client.close()
     with pytest.raises(RuntimeError, match="closed"):
         await client.get(CM, "a")
+
+
+async def test_new_client_certificate_replaces_the_pool(api: FakeApi) -> None:
+    api.reply("GET", f"{CM_PATH}/a", cm("a"))
+
+    class CertRotatingAuth:
+        def __init__(self) -> None:
+            self.cert = (b"cert-1", b"key-1")
+
+        async def credentials(self) -> Credentials:
+            return Credentials({}, self.cert)
+
+        async def refresh(self) -> bool:
+            return False
+
+    auth = CertRotatingAuth()
+    transport = Transport(ClientConfig(server=api.url, qps=None), auth=auth)
+    async with Client(transport=transport) as client:
+        await client.get(CM, "a")
+        first = transport._session
+        await client.get(CM, "a")
+        assert transport._session is first  # same identity: same pool
+        auth.cert = (b"cert-2", b"key-2")
+        await client.get(CM, "a")
+        assert transport._session is not first and first in transport._retired
+    assert first is not None and first.closed and not transport._retiring

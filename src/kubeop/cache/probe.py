@@ -6,11 +6,13 @@ and converge ~9 s later. Shortening the backoff would hammer a server that is st
 instead, while at least one watcher waits out a delay caused by an unreachable or failing server,
 one probe per client asks ``/readyz`` every ``interval`` seconds (one cheap request, whatever
 the number of informers). A waiter is released early only when the probe saw the server *down*
-during its wait and *ready* afterwards: the down-to-up transition is the news. A server that
-answers ``/readyz`` but fails the watch anyway (a broken proxy, an RBAC problem) releases nobody
-early, and a server that flaps releases each waiter at most once per backoff step, while the
-backoff keeps growing, so it is never hit harder than the backoff allows plus one probe per
-interval.
+and then *ready*: the down-to-up transition is the news. "Down" may have been seen before the
+wait began (the last check before it, within ``memory`` seconds), because a server often comes
+back while a watcher is between two waits, busy failing its last attempt. A server that answers
+``/readyz`` but fails the watch anyway (a broken proxy, an RBAC problem) is never seen down and
+releases nobody early; a server that flaps releases each waiter at most once per down-to-up
+transition, while the backoff keeps growing, so it is never hit harder than its own flapping
+plus one probe per interval.
 
 Released waiters are spread over ``spread`` seconds so that a hundred informers do not re-watch
 in the same millisecond.
@@ -58,11 +60,15 @@ class ServerProbe:
         *,
         interval: float = 0.5,
         spread: float = 0.1,
+        memory: float = 120.0,
         rng: random.Random | None = None,
     ) -> None:
         self._check = check
         self.interval = interval
         self.spread = spread
+        self.memory = memory
+        self._last_down: float | None = None  # loop time of the last check that saw "not ready"
+        self._last_up: float | None = None
         self._rng = rng or random.Random()
         self._waiters: set[_Waiter] = set()
         self._task: asyncio.Task[None] | None = None
@@ -77,6 +83,9 @@ class ServerProbe:
             return False
         loop = asyncio.get_running_loop()
         waiter = _Waiter(loop.create_future())
+        down = self._last_down
+        if down is not None and (self._last_up is None or down > self._last_up):
+            waiter.seen_down = loop.time() - down < self.memory
         self._waiters.add(waiter)
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run(), name="kubeop-server-probe")
@@ -95,6 +104,10 @@ class ServerProbe:
             while self._waiters:
                 ready = await self._ready()
                 self.checks += 1
+                if ready:
+                    self._last_up = asyncio.get_running_loop().time()
+                else:
+                    self._last_down = asyncio.get_running_loop().time()
                 for waiter in list(self._waiters):
                     if not ready:
                         waiter.seen_down = True

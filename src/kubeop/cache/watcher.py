@@ -130,6 +130,10 @@ class Config:
     page_size: int | None = 500
     #: True: always stream the initial list; False: always page; None: stream, fall back to pages.
     streaming_list: bool | None = None
+    #: Paged lists only: make the first list a consistent read of the latest state (paged from
+    #: etcd) instead of client-go's "any version" (resourceVersion=0, served from the API server's
+    #: watch cache, which ignores page sizes and may lag behind in HA setups).
+    consistent_list: bool = False
     #: Server-side watch timeout, random in [min, max] seconds, to spread reconnects.
     min_watch_timeout: int = 300
     max_watch_timeout: int = 600
@@ -264,7 +268,10 @@ class Watcher:
         # consistent read), "0" the first time (any version: served from the watch cache), and
         # otherwise "not older than what we saw". Only "" and "0" are paged: a list at a specific
         # version without a limit is served from the watch cache instead of etcd.
-        rv = "" if self._rv_unavailable else self.resource_version or "0"
+        if self._rv_unavailable or (self.config.consistent_list and not self.resource_version):
+            rv = ""
+        else:
+            rv = self.resource_version or "0"
         limit = self.config.page_size if rv in ("", "0") else None
         transform = self.config.transform
         token: str | None = None

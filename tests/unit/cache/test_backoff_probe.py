@@ -86,6 +86,23 @@ async def test_a_server_that_never_went_down_releases_nobody_early() -> None:
     assert await probe.wait(0) is False
 
 
+async def test_a_server_seen_down_before_the_wait_releases_at_the_first_ready_check() -> None:
+    server = Server()
+    server.up = False
+    probe = ServerProbe(server.check, interval=0.01, spread=0.0)
+    assert await probe.wait(0.03) is False  # down all along
+    server.up = True  # back while the watcher was busy failing its next attempt
+    started = time.monotonic()
+    assert await probe.wait(30) is True
+    assert time.monotonic() - started < 0.1
+    assert await probe.wait(0.05) is False  # seen up since: no more early releases
+    forgetful = ServerProbe(server.check, interval=0.01, spread=0.0, memory=0.0)
+    server.up = False
+    await forgetful.wait(0.03)
+    server.up = True
+    assert await forgetful.wait(0.05) is False
+
+
 async def test_a_failing_check_counts_as_down() -> None:
     calls = 0
 

@@ -116,6 +116,16 @@ async def test_paged_list_then_watch() -> None:
     await events.close()
 
 
+async def test_consistent_first_list() -> None:
+    server = filled(3, streaming=False)
+    lw = FakeListWatch(server)
+    events = Events(Watcher(lw, config(page_size=2, consistent_list=True)))
+    await events.take(5)
+    lists = [(c["limit"], c["resource_version"]) for c in lw.calls if c["verb"] == "list"]
+    assert lists == [(2, None), (2, None)]
+    await events.close()
+
+
 async def test_streaming_list_continues_on_the_same_stream() -> None:
     server = filled(3)
     lw = FakeListWatch(server)

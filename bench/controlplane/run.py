@@ -35,7 +35,11 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0)
     args = parser.parse_args()
     report: dict[str, object] = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
     }
     for full in (False, True):
         mode = "full" if full else "minimal"

@@ -1,6 +1,7 @@
 """kubeop.client: a fast async Kubernetes client.
 
-``Client`` (every verb, plain dicts or typed models), ``SyncClient`` for scripts, configuration
+``Client`` (every verb; plain dicts, your own model classes, or models generated from the
+server's OpenAPI with ``await client.model("deployments.apps")``), ``SyncClient`` for scripts, configuration
 (``load_config``, ``load_kubeconfig``, ``in_cluster_config``, ``ClientConfig``), discovery and the
 REST mapper, and the transport pieces (auth, rate limit, retry) for those who assemble their own.
 """

@@ -288,3 +288,41 @@ def test_builder_validation() -> None:
         Controller.for_(APPS).max_concurrent(0)
     assert Controller.for_(APPS).name == "app"
     assert Controller.for_(APPS).named("x").name == "x"
+
+
+async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kubeop.client import ApiConnectionError
+    from kubeop.controller import controller as controller_module
+
+    back = asyncio.Event()
+
+    class Probe:
+        async def wait(self, delay: float) -> bool:
+            await back.wait()
+            return True
+
+    monkeypatch.setattr(controller_module, "probe_for", lambda client: Probe())
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    calls: list[float] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise ApiConnectionError("cannot connect to API server")
+
+    # A backoff of 30 s: without the probe the retry would come much later than the server's return.
+    ctrl = (
+        Controller.for_(APPS)
+        .with_rate_limiter(ItemExponentialFailureRateLimiter(30, 60))
+        .reconcile(reconcile)
+    )
+    await ctrl.start(_runtime(factory))
+    await _until(lambda: len(calls) == 1)
+    await asyncio.sleep(0.05)
+    back.set()
+    await _until(lambda: len(calls) == 2, timeout=2)
+    await ctrl.stop(drain=False)
+    assert calls[1] - calls[0] < 2

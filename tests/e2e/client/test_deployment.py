@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubeop.client import Client
-from kubeop.core import ApiResource, PatchType, meta
+from kubeop.core import ApiResource, Conflict, PatchType, meta
 
 pytestmark = pytest.mark.controlplane
 
@@ -49,9 +49,14 @@ async def test_strategic_merge_and_scale(client: Client) -> None:
     assert (scale["apiVersion"], scale["kind"], scale["spec"]["replicas"]) == ("autoscaling/v1", "Scale", 1)
     await client.scale(DEPLOY, "web", 4)
     assert (await client.get(DEPLOY, "web"))["spec"]["replicas"] == 4
-    scale = await client.get_scale(DEPLOY, "web")
-    scale["spec"]["replicas"] = 2
-    await client.update(scale, subresource="scale", resource=DEPLOY)
+    while True:  # with a controller manager running, status writes race with ours: retry on 409
+        scale = await client.get_scale(DEPLOY, "web")
+        scale["spec"]["replicas"] = 2
+        try:
+            await client.update(scale, subresource="scale", resource=DEPLOY)
+        except Conflict:
+            continue
+        break
     assert (await client.get(DEPLOY, "web"))["spec"]["replicas"] == 2
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubeop.client import Client
-from kubeop.core import ApiResource, GroupVersionKind, model_gvk
+from kubeop.core import ApiResource, Conflict, GroupVersionKind, model_gvk
 
 pytestmark = pytest.mark.controlplane
 
@@ -37,12 +37,20 @@ async def test_deployment_model_roundtrip(client: Client) -> None:
         created.spec.replicas == 2 and created.spec.template.spec.containers[0].ports[0].containerPort == 80
     )
     assert created.metadata.uid and created.apiVersion == "apps/v1" and created.kind == "Deployment"
-    got = await client.get(Deployment, "web")
-    as_dict = await client.get(ApiResource("apps", "v1", "deployments", kind="Deployment"), "web")
-    # Dumped by alias without Nones, the model is exactly the wire object.
-    assert got.model_dump(mode="json", by_alias=True, exclude_none=True) == as_dict
-    got.spec.replicas = 3
-    updated = await client.update(got)
+    deployments = ApiResource("apps", "v1", "deployments", kind="Deployment")
+    while True:  # the deployment controller writes status concurrently: read-modify-write loop
+        got = await client.get(Deployment, "web")
+        as_dict = await client.get(deployments, "web")
+        if got.metadata.resourceVersion != as_dict["metadata"]["resourceVersion"]:
+            continue
+        # Dumped by alias without Nones, the model is exactly the wire object.
+        assert got.model_dump(mode="json", by_alias=True, exclude_none=True) == as_dict
+        got.spec.replicas = 3
+        try:
+            updated = await client.update(got)
+        except Conflict:
+            continue
+        break
     assert updated.spec.replicas == 3
     listed = await client.list(Deployment)
     assert [d.metadata.name for d in listed.items] == ["web"]

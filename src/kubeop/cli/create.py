@@ -1,0 +1,53 @@
+"""``kubeop create api``: a kind and its controller in the current project."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kubeop.cli.output import Directory, errors_as_messages, project_at, report, say
+from kubeop.scaffold import create_api
+
+app = typer.Typer(help="Add to the project: create api.", no_args_is_help=True)
+
+
+@app.command()
+def api(
+    group: Annotated[
+        str, typer.Option(help="the API group's first part, e.g. webapp (joined with the domain)")
+    ],
+    version: Annotated[str, typer.Option(help="the API version: v1, v1beta1, v2alpha1, ...")],
+    kind: Annotated[str, typer.Option(help="the CamelCase kind, e.g. Guestbook")],
+    resource: Annotated[bool, typer.Option(help="scaffold the kind's model, sample and tests")] = True,
+    controller: Annotated[bool, typer.Option(help="scaffold the kind's controller and register it")] = True,
+    namespaced: Annotated[
+        bool, typer.Option("--namespaced/--cluster", help="objects live in namespaces, or cluster-wide")
+    ] = True,
+    directory: Directory = None,
+) -> None:
+    """Add a kind (spec/status model, sample, test) and its controller (reconciler with RBAC declarations)."""
+    with errors_as_messages():
+        project = project_at(directory)
+        result = create_api(
+            project,
+            group=group,
+            version=version,
+            kind=kind,
+            resource=resource,
+            controller=controller,
+            namespaced=namespaced,
+        )
+    names = result.resource.names
+    if result.exists:
+        say(f"{kind} ({names.api_version}) already exists in this project: nothing to do")
+        return
+    report(result.changes)
+    for todo in result.todo:
+        say(f"todo: {todo}")
+    pkg = project.package
+    say(
+        f"\n{kind} ({names.api_version}) is in the project. Next: edit its spec and status in "
+        f"{pkg}/api/{version}/{names.module}.py and its reconcile in {pkg}/controllers/{names.module}.py, "
+        "then make manifests install run"
+    )

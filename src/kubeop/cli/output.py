@@ -1,0 +1,93 @@
+"""What the project commands print: progress on stderr, results on stdout, errors without tracebacks.
+
+Bad input and failed cluster calls end a command with ``error: <what> ...<fix>`` and exit code 1
+(:func:`errors_as_messages`); the kubeop library's own logging stays at WARNING unless a
+command is asked to be verbose.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from kubeop.client import ApiConnectionError, ConfigError
+from kubeop.core.errors import ApiError
+from kubeop.crd import CRDError
+from kubeop.scaffold import Change, Project, ScaffoldError, find_project
+
+__all__ = [
+    "Context",
+    "Directory",
+    "Kubeconfig",
+    "errors_as_messages",
+    "fail",
+    "project_at",
+    "quiet_logs",
+    "report",
+    "say",
+]
+
+Directory = Annotated[Path | None, typer.Option("--dir", help="the project (default: the current one)")]
+Kubeconfig = Annotated[
+    Path | None,
+    typer.Option(
+        help="the cluster's kubeconfig (default: $KUBECONFIG, then ~/.kube/config)", show_default=False
+    ),
+]
+Context = Annotated[str | None, typer.Option(help="the kubeconfig context (default: its current one)")]
+
+
+def say(message: str) -> None:
+    """A progress line (stderr, so stdout stays clean for what a command outputs)."""
+    typer.echo(message, err=True)
+
+
+def fail(message: str) -> NoReturn:
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(1)
+
+
+@contextmanager
+def errors_as_messages() -> Iterator[None]:
+    """Turn the errors a user can fix into one clear line and exit code 1."""
+    try:
+        yield
+    except (ScaffoldError, CRDError, ConfigError) as e:
+        fail(str(e))
+    except ApiError as e:
+        fail(f"the API server said {e.code} {e.reason or ''}: {e}".replace("  ", " "))
+    except ApiConnectionError as e:
+        fail(f"cannot reach the API server: {e}; is the cluster up (kubeop cluster up) and KUBECONFIG right?")
+    except TimeoutError as e:
+        fail(str(e))
+
+
+def quiet_logs(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def project_at(directory: Path | None) -> Project:
+    return find_project(directory or Path.cwd())
+
+
+_SHOWN = {"created": "created", "updated": "updated", "kept": "kept   "}
+
+
+def report(changes: Iterable[Change]) -> None:
+    """One line per file written or kept; unchanged files are counted, not listed."""
+    unchanged = 0
+    for change in changes:
+        if change.action == "unchanged":
+            unchanged += 1
+            continue
+        note = "  (exists and is not kubeop's to rewrite)" if change.action == "kept" else ""
+        say(f"{_SHOWN[change.action]} {change.path}{note}")
+    if unchanged:
+        say(f"({unchanged} file{'s' if unchanged != 1 else ''} already up to date)")

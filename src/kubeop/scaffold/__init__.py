@@ -1,0 +1,45 @@
+"""kubeop.scaffold: operator projects laid out like kubebuilder's, in Python.
+
+- :func:`init_project` (``kubeop init``) and :func:`create_api` (``kubeop create api``) write a
+  project and its APIs from the templates under ``templates/``, never clobbering user code;
+- :func:`generated` / :func:`plan_manifests` (``kubeop manifests``) derive config/crd,
+  config/rbac and config/samples from the project's models and ``@rbac_rule`` declarations, and
+  :func:`stale_manifests` says whether config/ is up to date;
+- :func:`find_project` / :class:`Project` read the PROJECT file; :func:`build_kustomization`
+  reads config/default for ``kubeop deploy``.
+
+Everything here works on files; talking to a cluster is the CLI's business.
+"""
+
+from kubeop.scaffold.api import ApiResult, create_api
+from kubeop.scaffold.errors import ScaffoldError
+from kubeop.scaffold.files import Change, Planned, pending, write_planned
+from kubeop.scaffold.kustomize import build as build_kustomization
+from kubeop.scaffold.manifests import GENERATED, Generated, generated, plan_manifests, stale_manifests
+from kubeop.scaffold.names import ApiNames, ProjectNames
+from kubeop.scaffold.new_project import init_project
+from kubeop.scaffold.project import PROJECT_FILE, Project, Resource, find_project, load_project
+
+__all__ = [
+    "GENERATED",
+    "PROJECT_FILE",
+    "ApiNames",
+    "ApiResult",
+    "Change",
+    "Generated",
+    "Planned",
+    "Project",
+    "ProjectNames",
+    "Resource",
+    "ScaffoldError",
+    "build_kustomization",
+    "create_api",
+    "find_project",
+    "generated",
+    "init_project",
+    "load_project",
+    "pending",
+    "plan_manifests",
+    "stale_manifests",
+    "write_planned",
+]

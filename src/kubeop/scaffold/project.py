@@ -1,0 +1,194 @@
+"""The PROJECT file: what ``kubeop init`` and ``kubeop create api`` recorded about a project.
+
+Like kubebuilder's, it is YAML at the project's root: the domain, the repository, the layout
+(``python.kubeop.dev/v1``), the project name and Python package, and one entry per API::
+
+    domain: example.com
+    layout:
+    - python.kubeop.dev/v1
+    package: guestbook_operator
+    projectName: guestbook-operator
+    repo: github.com/example/guestbook-operator
+    resources:
+    - api: {crdVersion: v1, namespaced: true}
+      controller: true
+      domain: example.com
+      group: webapp
+      kind: Guestbook
+      path: guestbook_operator.api.v1.guestbook
+      version: v1
+    version: "3"
+
+Commands find the project by walking up from the current directory to the first PROJECT file.
+Keys kubeop does not know are kept as they are when the file is written back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeop.scaffold.errors import ScaffoldError
+from kubeop.scaffold.names import ApiNames, ProjectNames
+
+__all__ = ["LAYOUT", "PROJECT_FILE", "Project", "Resource", "find_project", "load_project"]
+
+PROJECT_FILE = "PROJECT"
+LAYOUT = "python.kubeop.dev/v1"
+_HEADER = (
+    "# Written by kubeop init and kubeop create api: it records the project's layout and APIs.\n"
+    "# Commands read it; edit it only to correct what they recorded.\n"
+)
+_KNOWN = ("domain", "layout", "package", "projectName", "repo", "resources", "version")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One API of the project: a kind with (or without) its model and its controller."""
+
+    group: str
+    version: str
+    kind: str
+    domain: str
+    namespaced: bool = True
+    api: bool = True
+    controller: bool = True
+    path: str = ""
+
+    @property
+    def names(self) -> ApiNames:
+        return ApiNames(self.group, self.version, self.kind, self.domain)
+
+    def same_api(self, other: Resource) -> bool:
+        return (self.group, self.domain, self.version, self.kind) == (
+            other.group,
+            other.domain,
+            other.version,
+            other.kind,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.api:
+            out["api"] = {"crdVersion": "v1", "namespaced": self.namespaced}
+        if self.controller:
+            out["controller"] = True
+        out["domain"] = self.domain
+        out["group"] = self.group
+        out["kind"] = self.kind
+        if self.path:
+            out["path"] = self.path
+        out["version"] = self.version
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Resource:
+        api = data.get("api")
+        try:
+            return cls(
+                group=str(data.get("group") or ""),
+                version=str(data["version"]),
+                kind=str(data["kind"]),
+                domain=str(data.get("domain") or ""),
+                namespaced=bool((api or {}).get("namespaced", True)),
+                api=api is not None,
+                controller=bool(data.get("controller", False)),
+                path=str(data.get("path") or ""),
+            )
+        except KeyError as e:
+            raise ScaffoldError(
+                f"{PROJECT_FILE}: a resource entry has no {e.args[0]!r}: {data!r}; fix or remove the entry"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project on disk: its root directory and what its PROJECT file says."""
+
+    root: Path
+    domain: str
+    repo: str
+    project_name: str
+    package: str
+    resources: tuple[Resource, ...] = ()
+    layout: tuple[str, ...] = (LAYOUT,)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def names(self) -> ProjectNames:
+        return ProjectNames(self.project_name)
+
+    def find(self, api: Resource) -> Resource | None:
+        return next((r for r in self.resources if r.same_api(api)), None)
+
+    def with_resource(self, resource: Resource) -> Project:
+        """This project with ``resource`` added, or replacing the entry for the same API."""
+        kept = [r for r in self.resources if not r.same_api(resource)]
+        index = next((i for i, r in enumerate(self.resources) if r.same_api(resource)), len(kept))
+        kept.insert(index, resource)
+        return replace(self, resources=tuple(kept))
+
+    def to_yaml(self) -> str:
+        data: dict[str, Any] = {
+            "domain": self.domain,
+            "layout": list(self.layout),
+            "package": self.package,
+            "projectName": self.project_name,
+            "repo": self.repo,
+        }
+        if self.resources:
+            data["resources"] = [r.to_dict() for r in self.resources]
+        data["version"] = "3"
+        data.update(self.extra)
+        return _HEADER + yaml.safe_dump(dict(sorted(data.items())), sort_keys=False)
+
+    def save(self) -> None:
+        (self.root / PROJECT_FILE).write_text(self.to_yaml())
+
+
+def load_project(root: Path) -> Project:
+    """Read ``root/PROJECT``; a clear error if it is missing or not kubeop's."""
+    path = root / PROJECT_FILE
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ScaffoldError(f"{root} has no {PROJECT_FILE} file: run kubeop init there first") from None
+    except yaml.YAMLError as e:
+        raise ScaffoldError(f"{path} is not valid YAML ({e}); fix it or run kubeop init again") from None
+    if not isinstance(data, dict):
+        raise ScaffoldError(f"{path} does not describe a project; run kubeop init again")
+    layout = tuple(str(x) for x in data.get("layout") or ())
+    if LAYOUT not in layout:
+        raise ScaffoldError(
+            f"{path} is a project of layout {', '.join(layout) or '(none)'}, not {LAYOUT}: kubeop works on "
+            "projects made by kubeop init (a Go kubebuilder project needs kubebuilder)"
+        )
+    name = str(data.get("projectName") or "")
+    if not name:
+        raise ScaffoldError(f"{path} has no projectName; add one (the name kubeop init was given)")
+    names = ProjectNames(name)
+    return Project(
+        root=root,
+        domain=str(data.get("domain") or ""),
+        repo=str(data.get("repo") or ""),
+        project_name=name,
+        package=str(data.get("package") or names.package),
+        resources=tuple(Resource.from_dict(r) for r in data.get("resources") or ()),
+        layout=layout,
+        extra={k: v for k, v in data.items() if k not in _KNOWN},
+    )
+
+
+def find_project(start: Path) -> Project:
+    """The project containing ``start``: the nearest directory upwards with a PROJECT file."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        if (directory / PROJECT_FILE).is_file():
+            return load_project(directory)
+    raise ScaffoldError(
+        f"{start} is not inside a kubeop project (no {PROJECT_FILE} file here or above): "
+        "cd into the project, pass --dir, or create one with kubeop init --domain example.com --repo ..."
+    )

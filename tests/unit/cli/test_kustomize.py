@@ -1,0 +1,83 @@
+"""The kustomize subset deploy reads: resources (files and directories) and images."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubeop.scaffold import ScaffoldError, build_kustomization
+from kubeop.scaffold.kustomize import image_name
+
+DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "m"},
+    "spec": {"template": {"spec": {"containers": [{"name": "manager", "image": "controller:latest"}]}}},
+}
+
+
+def _tree(tmp_path: Path, images: list[dict[str, str]] | None = None) -> Path:
+    (tmp_path / "manager").mkdir()
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}
+    (tmp_path / "manager" / "manager.yaml").write_text(yaml.safe_dump_all([namespace, DEPLOYMENT]))
+    manager = {"resources": ["manager.yaml"]}
+    if images is not None:
+        manager["images"] = images  # type: ignore[assignment]
+    (tmp_path / "manager" / "kustomization.yaml").write_text(yaml.safe_dump(manager))
+    (tmp_path / "default").mkdir()
+    (tmp_path / "default" / "svc.yaml").write_text("kind: Service\napiVersion: v1\nmetadata: {name: s}\n")
+    default = {"resources": ["../manager", "svc.yaml"]}
+    (tmp_path / "default" / "kustomization.yaml").write_text(yaml.safe_dump(default))
+    return tmp_path / "default"
+
+
+def _image(objs: list[dict[str, object]]) -> str:
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])  # type: ignore[index]
+
+
+def test_resources_are_followed_in_order(tmp_path: Path) -> None:
+    objs = build_kustomization(_tree(tmp_path))
+    assert [o["kind"] for o in objs] == ["Namespace", "Deployment", "Service"]
+    assert _image(objs) == "controller:latest"
+
+
+def test_images_entries_and_overrides(tmp_path: Path) -> None:
+    entry = {"name": "controller", "newName": "reg.example.com/op", "newTag": "v1"}
+    default = _tree(tmp_path, images=[entry])
+    assert _image(build_kustomization(default)) == "reg.example.com/op:v1"
+    assert _image(build_kustomization(default, images={"controller": "reg:5000/op:v2"})) == "reg:5000/op:v2"
+
+
+def test_an_override_applies_without_an_images_entry(tmp_path: Path) -> None:
+    assert _image(build_kustomization(_tree(tmp_path), images={"controller": "op:dev"})) == "op:dev"
+
+
+def test_what_only_kustomize_understands_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources: []\nnamePrefix: x-\n")
+    with pytest.raises(ScaffoldError, match=r"uses namePrefix.*kubectl apply -k"):
+        build_kustomization(tmp_path)
+
+
+def test_missing_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ScaffoldError, match=r"has no kustomization\.yaml"):
+        build_kustomization(tmp_path)
+    (tmp_path / "kustomization.yaml").write_text("resources: [gone.yaml]\n")
+    with pytest.raises(ScaffoldError, match=r"lists gone\.yaml, which does not exist"):
+        build_kustomization(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("image", "name"),
+    [
+        ("controller", "controller"),
+        ("controller:latest", "controller"),
+        ("reg:5000/op", "reg:5000/op"),
+        ("reg:5000/op:v1", "reg:5000/op"),
+        ("op@sha256:abc", "op"),
+    ],
+)
+def test_image_name(image: str, name: str) -> None:
+    assert image_name(image) == name

@@ -15,7 +15,7 @@ object you got from a cache**; copy it first. ``KUBEOP_CACHE_MUTATION_DETECTOR=1
 """
 
 from kubeop.cache.backoff import Backoff, BackoffConfig
-from kubeop.cache.delta_fifo import Delta, DeltaFIFO, Deltas, DeltaType, FIFOClosed
+from kubeop.cache.delta_fifo import Delta, DeltaFIFO, Deltas, DeltaType, FIFOClosed, Popped
 from kubeop.cache.factory import SharedInformerFactory
 from kubeop.cache.handler import EventHandler, FuncHandler, HandlerRegistration
 from kubeop.cache.indexer import NAMESPACE_INDEX, Indexer, IndexFunc, label_index, namespace_index
@@ -70,6 +70,7 @@ __all__ = [
     "ListWatch",
     "ListerWatcher",
     "MutationDetector",
+    "Popped",
     "Reflector",
     "ReflectorStore",
     "ServerProbe",

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Protocol
 from kubeop.cache.keys import KeyFunc, object_key
 from kubeop.cache.tombstone import DeletedFinalStateUnknown
 
-__all__ = ["Delta", "DeltaFIFO", "DeltaType", "Deltas", "FIFOClosed", "KnownObjects"]
+__all__ = ["Delta", "DeltaFIFO", "DeltaType", "Deltas", "FIFOClosed", "KnownObjects", "Popped"]
 
 
 class DeltaType(StrEnum):
@@ -55,6 +55,18 @@ class Delta(NamedTuple):
 
 #: The changes to one object, oldest first; never empty.
 Deltas = list[Delta]
+
+
+class Popped(NamedTuple):
+    """What ``pop`` hands out: a key, all its deltas, and whether they are part of the initial
+    list (popped before the queue had synced)."""
+
+    key: str
+    deltas: Deltas
+    is_in_initial_list: bool
+
+
+_new_popped = tuple.__new__  # skips NamedTuple's Python-level __new__: one pop per object per sync
 
 ADDED = DeltaType.ADDED
 UPDATED = DeltaType.UPDATED
@@ -205,6 +217,7 @@ class DeltaFIFO:
         key_func = self._key_func
         items = self._items
         queue = self._queue
+        had_queued = bool(items)
         listed: set[str] = set()
         for obj in objects:
             key = key_func(obj)
@@ -217,7 +230,7 @@ class DeltaFIFO:
                 deltas.append(Delta(action, obj))
 
         queued_deletions = 0
-        for key, deltas in list(items.items()):
+        for key, deltas in list(items.items()) if had_queued else ():
             if key in listed:
                 continue
             last = deltas[-1].object
@@ -276,8 +289,8 @@ class DeltaFIFO:
 
     # -- consumer ---------------------------------------------------------------------------------
 
-    def pop_nowait(self) -> tuple[Deltas, bool] | None:
-        """The deltas of the oldest queued key and whether they belong to the initial list, or
+    def pop_nowait(self) -> Popped | None:
+        """The oldest queued key with its deltas and whether they belong to the initial list, or
         None when nothing is queued. Process them before awaiting anything (see the module doc)."""
         if not self._queue:
             return None
@@ -286,9 +299,9 @@ class DeltaFIFO:
         if self._initial_population_count > 0:
             self._initial_population_count -= 1
             self._check_synced()
-        return self._items.pop(key), is_in_initial_list
+        return _new_popped(Popped, (key, self._items.pop(key), is_in_initial_list))
 
-    async def pop(self) -> tuple[Deltas, bool]:
+    async def pop(self) -> Popped:
         """Wait for a queued key and pop it (see :meth:`pop_nowait`); raises :class:`FIFOClosed`
         once the queue is closed and empty."""
         while True:

@@ -38,7 +38,6 @@ from kubeop.cache.handler import (
     determine_resync_period,
 )
 from kubeop.cache.indexer import Indexer, IndexFunc
-from kubeop.cache.keys import object_key
 from kubeop.cache.listwatch import ListerWatcher
 from kubeop.cache.mutation import MutationDetector, mutation_detection_enabled
 from kubeop.cache.reflector import Reflector
@@ -241,19 +240,19 @@ class Informer:
         handle = self._handle
         while True:
             try:
-                deltas, initial = await fifo.pop()
+                item = await fifo.pop()
             except FIFOClosed:
                 return
-            handle(deltas, initial)
+            handle(*item)
             done = 1
-            while (item := fifo.pop_nowait()) is not None:
-                handle(item[0], item[1])
+            while (next_item := fifo.pop_nowait()) is not None:
+                handle(*next_item)
                 done += 1
                 if done >= _BATCH:
                     done = 0
                     await asyncio.sleep(0)
 
-    def _handle(self, deltas: Deltas, is_in_initial_list: bool) -> None:
+    def _handle(self, key: str, deltas: Deltas, is_in_initial_list: bool) -> None:
         store = self.store
         dist = self._distributor
         detector = self.mutation_detector
@@ -261,10 +260,10 @@ class Informer:
             obj: Any = delta.object
             try:
                 if delta.type is DELETED:
-                    store.delete(obj)
+                    store.delete_key(key)
                     dist.on_delete(obj)
                     continue
-                old = store.put(object_key(obj), obj)
+                old = store.put(key, obj)
                 if detector is not None:
                     detector.add_object(obj)
                 if old is None:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -305,18 +306,19 @@ class Watcher:
         self.stats.lists_completed += 1
 
     async def _consume(self, stream: AsyncIterator[Any], *, initial: bool) -> AsyncIterator[Event]:
-        """Events of one watch stream; ``initial``: it starts with a streaming list."""
+        """Events of one watch stream; ``initial``: it starts with a streaming list.
+
+        This is the hot path of every sync (one pass per object), hence the locals.
+        """
         transform = self.config.transform
-        loop = asyncio.get_running_loop()
-        guard = _StallGuard(loop, self.config.stall_timeout)
-        started = loop.time()
-        announced = False
+        monotonic = time.monotonic  # the event loop's clock, minus a Python-level call
+        guard = _StallGuard(asyncio.get_running_loop(), self.config.stall_timeout, asyncio.current_task())
+        started = monotonic()
+        count = 0
         next_event = stream.__anext__
-        current_task = asyncio.current_task
         try:
             while True:
-                guard.waiting_since = loop.time()
-                guard.task = current_task()
+                guard.waiting_since = monotonic()
                 try:
                     event = await next_event()
                 except StopAsyncIteration:
@@ -330,22 +332,23 @@ class Watcher:
                         ) from None
                     raise
                 guard.waiting_since = None
-                self._stream_events += 1
-                etype = event.type
-                obj = event.object
+                if not count:
+                    self._stream_events = 1
+                    self._failures = 0
+                    if initial:
+                        yield Init()
+                count += 1
+                etype, obj = event
                 if etype == "BOOKMARK":
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
                     if not initial:
                         if rv:
                             self.resource_version = rv
-                        self._failures = 0
                     elif event.is_initial_events_end:
                         if not rv:
                             raise Error(
                                 f"{self.description}: initial-events-end bookmark without a resourceVersion"
                             )
-                        if not announced:
-                            yield Init()
                         initial = False
                         self._list_done(rv)
                         yield InitDone(rv)
@@ -353,16 +356,10 @@ class Watcher:
                 if transform is not None:
                     obj = transform(obj)
                 if initial:
-                    self._failures = 0
-                    if etype == "DELETED":  # impossible per the API docs; never part of a snapshot
-                        continue
-                    if not announced:
-                        announced = True
-                        yield Init()
-                    yield InitApply(obj)
+                    if etype != "DELETED":  # impossible per the API docs; never part of a snapshot
+                        yield InitApply(obj)
                     continue
                 self.resource_version = obj["metadata"]["resourceVersion"]
-                self._failures = 0
                 self._gone_streak = 0
                 if etype == "MODIFIED":
                     yield Apply(obj)
@@ -377,7 +374,7 @@ class Watcher:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-        if self._stream_events == 0 and loop.time() - started < 1.0:
+        if count == 0 and monotonic() - started < 1.0:
             raise VeryShortWatch(f"{self.description}: watch closed within 1 s without any event")
 
     # -- recovery ---------------------------------------------------------------------------------
@@ -430,34 +427,39 @@ class Watcher:
 
 
 class _StallGuard:
-    """Cancels the waiting task when it has waited on a stream for ``timeout`` seconds.
+    """Cancels ``task`` when it has waited on a stream for ``timeout`` seconds.
 
-    The consumer sets ``waiting_since`` and ``task`` before each wait and clears
-    ``waiting_since`` after it, so time spent by whoever iterates the watcher never counts as a
-    stall (and a consumer that moves between tasks, as ``asyncio.wait_for`` does, is fine).
-    Checks run every ``timeout / 4``: a stall is noticed after 1 to 1.25 times the timeout, for a
-    few timer callbacks per minute instead of a timer per event.
+    The consumer sets ``waiting_since`` (``time.monotonic()``, the event loop's clock) before
+    each wait and clears it after, so time spent by whoever iterates the watcher never counts as
+    a stall. Checks run every ``timeout / 4``: a stall is noticed after 1 to 1.25 times the
+    timeout, for a few timer callbacks per minute instead of a timer per event. The watcher must
+    be iterated from one task (as reflectors and informers do): that task is the one cancelled.
     """
 
-    __slots__ = ("_cancelling", "_fired", "_handle", "_loop", "_period", "_timeout", "task", "waiting_since")
+    __slots__ = ("_cancelling", "_fired", "_handle", "_loop", "_period", "_task", "_timeout", "waiting_since")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, timeout: float, task: asyncio.Task[Any] | None
+    ) -> None:
         self._loop = loop
         self._timeout = timeout
         self._period = timeout / 4
-        self._fired: asyncio.Task[Any] | None = None
+        self._task = task
+        self._fired = False
         self._cancelling = 0
-        self.task: asyncio.Task[Any] | None = None
         self.waiting_since: float | None = None
         self._handle: asyncio.TimerHandle | None = None
-        if timeout > 0:
+        if timeout > 0 and task is not None:
             self._handle = loop.call_later(self._period, self._check)
 
     def _check(self) -> None:
         since = self.waiting_since
-        task = self.task
-        if since is not None and task is not None and self._loop.time() - since >= self._timeout:
-            self._fired = task
+        task = self._task
+        if task is None or task.done():
+            self._handle = None
+            return
+        if since is not None and self._loop.time() - since >= self._timeout:
+            self._fired = True
             self._cancelling = task.cancelling()
             self._handle = None
             task.cancel()
@@ -466,11 +468,10 @@ class _StallGuard:
 
     def stalled(self) -> bool:
         """On CancelledError: True when the cancellation was this guard's (and no one else's)."""
-        task = self._fired
-        if task is None or task is not asyncio.current_task():
+        if not self._fired or self._task is None:
             return False
-        self._fired = None
-        return task.uncancel() <= self._cancelling
+        self._fired = False
+        return self._task.uncancel() <= self._cancelling
 
     def stop(self) -> None:
         if self._handle is not None:

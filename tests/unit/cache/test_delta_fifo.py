@@ -39,7 +39,8 @@ def types(deltas: list[Delta]) -> list[DeltaType]:
 def pop(fifo: DeltaFIFO) -> tuple[list[Delta], bool]:
     item = fifo.pop_nowait()
     assert item is not None
-    return item
+    assert item.key == object_key(item.deltas[-1].object)
+    return item.deltas, item.is_in_initial_list
 
 
 def test_deltas_accumulate_per_key_and_pop_in_first_dirty_order() -> None:
@@ -181,12 +182,12 @@ async def test_pop_waits_and_close_ends_it() -> None:
     waiter = asyncio.create_task(fifo.pop())
     await asyncio.sleep(0)
     fifo.add(obj("a"))
-    deltas, _ = await asyncio.wait_for(waiter, 1)
-    assert types(deltas) == [ADDED]
+    popped = await asyncio.wait_for(waiter, 1)
+    assert popped.key == "ns/a" and types(popped.deltas) == [ADDED] and not popped.is_in_initial_list
     fifo.add(obj("b"))
     fifo.close()
     assert fifo.closed
-    assert types((await fifo.pop())[0]) == [ADDED]  # queued items are still handed out
+    assert types((await fifo.pop()).deltas) == [ADDED]  # queued items are still handed out
     with pytest.raises(FIFOClosed):
         await fifo.pop()
     blocked = DeltaFIFO()
@@ -204,7 +205,7 @@ async def test_a_cancelled_pop_loses_nothing() -> None:
     waiter.cancel()
     await asyncio.sleep(0)
     fifo.add(obj("a"))
-    assert types((await asyncio.wait_for(fifo.pop(), 1))[0]) == [ADDED]
+    assert types((await asyncio.wait_for(fifo.pop(), 1)).deltas) == [ADDED]
     await fifo.wait_synced()
 
 
@@ -239,7 +240,7 @@ def test_consumer_store_converges_to_the_truth(ops: list[tuple[str, Any]]) -> No
             item = fifo.pop_nowait()
             if item is None:
                 return
-            for delta in item[0]:
+            for delta in item.deltas:
                 if delta.type is DELETED:
                     key = object_key(delta.object)
                     assert key in store, "a deletion of something the consumer never had"

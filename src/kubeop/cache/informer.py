@@ -94,6 +94,7 @@ class Informer:
         enabled = mutation_detection_enabled() if detect_mutations is None else detect_mutations
         self.mutation_detector = MutationDetector(self.name) if enabled else None
         self._tasks: list[asyncio.Task[None]] = []
+        self._applied_rv = ""
         self._started = False
         self._stopped = False
 
@@ -119,8 +120,15 @@ class Informer:
 
     @property
     def last_sync_resource_version(self) -> str:
-        """The resourceVersion the cache is at (the last list, event or bookmark seen)."""
-        return self.watcher.resource_version
+        """The resourceVersion up to which the store reflects every change the watch delivered.
+
+        client-go's ``LastSyncResourceVersion`` is the reflector's: received, possibly still
+        queued. Here it only moves when nothing is queued, so a reader that sees it at or past
+        the version of its own write knows the store has applied that write (read-your-writes).
+        """
+        if len(self._fifo) == 0:
+            self._applied_rv = self.watcher.resource_version
+        return self._applied_rv
 
     @property
     def started(self) -> bool:

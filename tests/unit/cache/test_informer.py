@@ -99,6 +99,19 @@ async def test_initial_sync_then_add_update_delete() -> None:
         assert "default/cm1" not in informer.store
 
 
+async def test_last_sync_resource_version_waits_for_the_store() -> None:
+    server = filled(2)
+    informer = Informer(FakeListWatch(server), config=CONFIG)
+    async with running(informer):
+        await informer.wait_for_sync(2)
+        assert informer.last_sync_resource_version == str(server.rv)
+        informer._fifo.update(server.create("queued"))  # received, not yet applied
+        informer.watcher.resource_version = str(server.rv)
+        assert informer.last_sync_resource_version == str(server.rv - 1)
+        await eventually(lambda: "default/queued" in informer.store)
+        assert informer.last_sync_resource_version == str(server.rv)
+
+
 async def test_transform_strips_managed_fields_by_default() -> None:
     server = filled(1)
     async with running(Informer(FakeListWatch(server), config=CONFIG)) as informer:

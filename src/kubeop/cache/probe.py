@@ -98,6 +98,11 @@ class ServerProbe:
             self._waiters.discard(waiter)
             if not waiter.future.done():
                 waiter.future.cancel()
+            if not self._waiters and self._task is not None:
+                # Nobody waits any more: stop probing now rather than after the next interval
+                # (and leave no task behind when the last informer stops).
+                self._task.cancel()
+                self._task = None
 
     async def _run(self) -> None:
         try:
@@ -118,7 +123,8 @@ class ServerProbe:
                     break
                 await asyncio.sleep(self.interval)
         finally:
-            self._task = None
+            if self._task is asyncio.current_task():
+                self._task = None
 
     async def _ready(self) -> bool:
         try:

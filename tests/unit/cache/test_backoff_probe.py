@@ -75,6 +75,7 @@ async def test_a_server_that_comes_back_releases_every_waiter_at_once() -> None:
     assert checks < 40  # one probe for all waiters, every 10 ms
     await asyncio.sleep(0.05)
     assert server.checks == checks  # nobody waits: no probing
+    assert probe._task is None  # and no task left behind
 
 
 async def test_a_server_that_never_went_down_releases_nobody_early() -> None:

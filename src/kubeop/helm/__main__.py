@@ -1,0 +1,54 @@
+"""``python -m kubeop.helm``: run a Helm operator from a watches.yaml (operator-sdk's
+``helm-operator run``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from kubeop.helm.operator import run
+from kubeop.helm.watches import WatchesError, parse_duration
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kubeop.helm", description="Run a Helm-based operator.")
+    parser.add_argument("--watches-file", default=os.environ.get("WATCHES_FILE", "./watches.yaml"))
+    parser.add_argument("--reconcile-period", default="1m", help="default reconcile period (Go duration)")
+    parser.add_argument("--max-concurrent-reconciles", type=int, default=None)
+    parser.add_argument("--max-helm-processes", type=int, default=None)
+    parser.add_argument("--metrics-bind-address", default="127.0.0.1:8080")
+    parser.add_argument("--health-probe-bind-address", default="127.0.0.1:8081")
+    parser.add_argument("--leader-elect", action="store_true")
+    parser.add_argument("--leader-election-id", default=None)
+    parser.add_argument("--leader-election-namespace", default=None)
+    parser.add_argument("--name", default="helm-operator", help="the operator's name (events, field manager)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        period = parse_duration(args.reconcile_period)
+    except ValueError as e:
+        parser.error(f"--reconcile-period: {e}")
+    try:
+        run(
+            args.watches_file,
+            reconcile_period=period,
+            max_concurrent_reconciles=args.max_concurrent_reconciles,
+            max_helm_processes=args.max_helm_processes,
+            name=args.name,
+            metrics_address=args.metrics_bind_address or None,
+            health_address=args.health_probe_bind_address or None,
+            leader_election=args.leader_elect,
+            leader_election_id=args.leader_election_id,
+            leader_election_namespace=args.leader_election_namespace,
+        )
+    except WatchesError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,588 @@
+"""The Helm reconciler: each custom resource is a Helm release of the watched chart, kept alive.
+
+The release is named after the resource and lives in its namespace; its values are the
+resource's ``spec`` with the watch's override values on top (:mod:`kubeop.helm.values`).
+
+Flow of one reconcile:
+
+1. Read the resource from the cache; gone: nothing to do. Being deleted: uninstall the release
+   (``helm uninstall``), optionally wait until its objects are gone, remove the finalizer.
+2. Read the release's revisions from the cache of Helm's storage. Revisions left ``pending-*`` by
+   an interrupted helm process are deleted from storage (no helm process of ours is running for
+   this release: one key is never reconciled twice at once). Add the finalizer.
+3. No deployed revision: ``helm install`` (after ``helm uninstall`` of failed leftovers).
+4. A deployed revision: when the inputs (values, chart, owner) changed since the last render, or
+   the reconcile period has passed, render with ``helm upgrade --dry-run=server`` and compare
+   manifest and values with the deployed revision; upgrade when they differ.
+5. Otherwise make the release's objects match the deployed manifest from the cache (recreate
+   what was deleted, revert edits; see :mod:`kubeop.helm.dependents`).
+6. Write the status when it changed (:mod:`kubeop.helm.status`); come back after the reconcile
+   period.
+
+Guarantees:
+
+- A steady state runs no helm process and sends no request, except one dry-run render per
+  reconcile period (the check that catches what only rendering can see: ``lookup``, capabilities,
+  a chart changed on disk).
+- Every object the chart renders is created with a controller owner reference to the resource
+  (:mod:`kubeop.helm.postrender`), unless it is cluster-scoped or in another namespace.
+- The cache is never trusted before it has seen the result of our own helm commands.
+
+Errors:
+
+- A chart that does not render (template error, ``required``, values schema) is a *deterministic*
+  failure: ReleaseFailed with Helm's message, a Warning event, nothing installed or changed, and
+  the same inputs are tried again only after the reconcile period (a spec change retries at once).
+- A failure after Helm started writing (the server refused an object): a failed install is
+  uninstalled, a failed upgrade is rolled back to the last deployed revision; ReleaseFailed is
+  set and the reconcile raises, so it is retried with the controller's backoff (0.5 s doubling to
+  5 min: each attempt costs helm processes).
+- Failing to read storage or to restore objects sets Irreconcilable and is retried with backoff.
+
+Annotations on the resource (operator-sdk's names):
+
+- ``helm.sdk.operatorframework.io/upgrade-force: "true"``: upgrade with ``--force``;
+- ``helm.sdk.operatorframework.io/rollback-force: "false"``: roll back without ``--force``;
+- ``helm.sdk.operatorframework.io/uninstall-wait: "true"``: keep the finalizer until every
+  object of the release is gone;
+- ``helm.sdk.operatorframework.io/reconcile-period: 30s``: this resource's reconcile period.
+
+Caveats: a chart whose output changes on every render (``randAlphaNum``, ``now``,
+``.Release.Revision``) is upgraded at every reconcile period, as with operator-sdk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubeop.controller import Context, Controller, Predicate, Request, Result, or_
+from kubeop.controller.predicate import AnnotationChanged, GenerationChanged
+from kubeop.core import meta as m
+from kubeop.core.gvk import GroupVersionKind
+from kubeop.core.resource import ApiResource
+from kubeop.helm.dependents import DependentWatches, Restored
+from kubeop.helm.engine import HelmError
+from kubeop.helm.manifest import (
+    ManifestError,
+    diff_manifests,
+    manifest_kinds,
+    manifests_equal,
+    parse_manifest,
+)
+from kubeop.helm.postrender import inject_owner_references, post_renderer_spec
+from kubeop.helm.releases import Release
+from kubeop.helm.runtime import HelmRuntime
+from kubeop.helm.status import HelmStatus, Reason
+from kubeop.helm.values import ValuesError, release_values
+from kubeop.helm.watches import Watch, parse_duration
+from kubeop.queue import BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter
+
+__all__ = [
+    "FINALIZER",
+    "RECONCILE_PERIOD_ANNOTATION",
+    "ROLLBACK_FORCE_ANNOTATION",
+    "UNINSTALL_WAIT_ANNOTATION",
+    "UPGRADE_FORCE_ANNOTATION",
+    "HelmReconciler",
+    "ReleaseError",
+    "annotation_bool",
+    "chart_digest",
+    "reconcile_period",
+]
+
+log = logging.getLogger("kubeop.helm")
+
+FINALIZER = "helm.sdk.operatorframework.io/uninstall-release"
+LEGACY_FINALIZER = "uninstall-helm-release"
+UPGRADE_FORCE_ANNOTATION = "helm.sdk.operatorframework.io/upgrade-force"
+ROLLBACK_FORCE_ANNOTATION = "helm.sdk.operatorframework.io/rollback-force"
+UNINSTALL_WAIT_ANNOTATION = "helm.sdk.operatorframework.io/uninstall-wait"
+RECONCILE_PERIOD_ANNOTATION = "helm.sdk.operatorframework.io/reconcile-period"
+DEFAULT_RECONCILE_PERIOD = 60.0
+UNINSTALL_WAIT_POLL = 2.0
+
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+class ReleaseError(RuntimeError):
+    """An install or upgrade failed after Helm had started changing the cluster (it was undone);
+    raised so that the controller retries with backoff."""
+
+
+def annotation_bool(obj: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A boolean annotation, parsed like Go's ``strconv.ParseBool``; unset or invalid: ``default``."""
+    value = m.annotations(obj).get(key)
+    if value is None:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    log.warning("annotation %s=%r is not a boolean; using %s", key, value, default)
+    return default
+
+
+def reconcile_period(obj: Mapping[str, Any], default: float) -> float:
+    """The resource's reconcile period: its annotation (a Go duration), else ``default``."""
+    value = m.annotations(obj).get(RECONCILE_PERIOD_ANNOTATION)
+    if value is None:
+        return default
+    try:
+        return parse_duration(value)
+    except ValueError as e:
+        log.warning("annotation %s: %s; using %.0f s", RECONCILE_PERIOD_ANNOTATION, e, default)
+        return default
+
+
+def chart_digest(chart: str | os.PathLike[str]) -> str:
+    """A digest of every file of a chart directory (paths and contents)."""
+    root = Path(chart)
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _deletion_started(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return bool(m.is_being_deleted(new)) and not m.is_being_deleted(old)
+
+
+# The primary watch ignores our own status and finalizer writes: only spec (generation),
+# annotations (the ones above) and the start of a deletion bring a resource back.
+PRIMARY_PREDICATE = or_(GenerationChanged, AnnotationChanged, Predicate(update=_deletion_started))
+
+
+def helm_rate_limiter() -> MaxOfRateLimiter[Request]:
+    """Retries of failed reconciles: 0.5 s doubling to 5 min per resource (each attempt runs helm
+    processes), and the usual 10 qps / burst 100 overall."""
+    return MaxOfRateLimiter(ItemExponentialFailureRateLimiter(0.5, 300.0), BucketRateLimiter(10.0, 100))
+
+
+@dataclass
+class _Memo:
+    """The last render of one resource: for which inputs, against which deployed revision, when,
+    and the error if it failed."""
+
+    inputs: str
+    version: int
+    rendered_at: float
+    failure: str | None = None
+
+
+class HelmReconciler:
+    """Reconciles one kind (one watches.yaml entry); see the module docstring.
+
+    Args:
+        watch: the watches.yaml entry.
+        runtime: what the controllers of one operator share (engine, release cache).
+        reconcile_period: used when the entry sets none (seconds; 0: no periodic check).
+        max_concurrent_reconciles: used when the entry sets none (default: the number of CPUs).
+    """
+
+    def __init__(
+        self,
+        watch: Watch,
+        runtime: HelmRuntime,
+        *,
+        reconcile_period: float = DEFAULT_RECONCILE_PERIOD,
+        max_concurrent_reconciles: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.watch = watch
+        self.runtime = runtime
+        self.gvk = GroupVersionKind(watch.group, watch.version, watch.kind)
+        self.reconcile_period = (
+            watch.reconcile_period if watch.reconcile_period is not None else reconcile_period
+        )
+        self.workers = watch.max_concurrent_reconciles or max_concurrent_reconciles or os.cpu_count() or 1
+        self.chart = watch.chart
+        self._chart_digest = chart_digest(watch.chart)
+        self._clock = clock
+        self._memo: dict[Request, _Memo] = {}
+        self._controller: Controller | None = None
+        self._dependents: DependentWatches | None = None
+        self._resource: ApiResource | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.watch.kind.lower()}-controller"
+
+    def controller(self) -> Controller:
+        """The controller to add to a manager (built once)."""
+        if self._controller is None:
+            self._controller = (
+                Controller.for_(self.gvk, PRIMARY_PREDICATE, label_selector=self.watch.label_selector)
+                .named(self.name)
+                .max_concurrent(self.workers)
+                .with_rate_limiter(helm_rate_limiter())
+                .reconcile(self.reconcile)
+            )
+        return self._controller
+
+    def _enqueue(self, request: Request) -> None:
+        if self._controller is not None:
+            self._controller.enqueue(request)
+
+    # -- reconcile ------------------------------------------------------------------------------
+
+    async def reconcile(self, req: Request, ctx: Context) -> Result | None:
+        cr = await ctx.client.get(self.gvk, req.name, namespace=req.namespace or None)
+        if cr is None:
+            self._memo.pop(req, None)
+            return None
+        await self._ready(ctx)
+        period = reconcile_period(cr, self.reconcile_period)
+        status = HelmStatus(cr)
+        if m.is_being_deleted(cr):
+            return await self._uninstall(req, cr, status, ctx, period)
+        status.initialized()
+        releases = self.runtime.releases
+        try:
+            history = releases.history(req.namespace, req.name)
+            stale = _stale_revisions(history)
+            if stale:
+                await self.runtime.drop_revisions(ctx.client.api, req.namespace, stale)
+                dropped = {r.version for r in stale}
+                await releases.wait_for(
+                    req.namespace, req.name, lambda h: not any(r.version in dropped for r in h)
+                )
+                history = releases.history(req.namespace, req.name)
+        except Exception as e:
+            status.irreconcilable(f"cannot read the release's storage: {e}")
+            await self._write_status(ctx, cr, status)
+            raise
+        try:
+            values = release_values(cr.get("spec"), self.watch.override_values)
+        except ValuesError as e:
+            status.release_failed(Reason.INSTALL_ERROR, str(e))
+            await self._write_status(ctx, cr, status)
+            return self._requeue(period)
+        if not m.has_finalizer(cr, FINALIZER) and not m.has_finalizer(cr, LEGACY_FINALIZER):
+            await ctx.client.add_finalizer(cr, FINALIZER)
+        deployed = next((r for r in reversed(history) if r.deployed), None)
+        inputs = self._inputs(cr, values)
+        if deployed is None:
+            return await self._install(req, cr, status, ctx, values, history, inputs, period)
+        return await self._sync(req, cr, status, ctx, values, deployed, inputs, period)
+
+    async def _ready(self, ctx: Context) -> None:
+        await self.runtime.ready(ctx.client)
+        if self._dependents is None:
+            self._resource = await ctx.client.resource(self.gvk)
+            self._dependents = DependentWatches(
+                ctx.client.cache,
+                ctx.client.api,
+                self.watch.group,
+                self.watch.kind,
+                self._enqueue if self.watch.watch_dependent_resources else None,
+            )
+            self.runtime.releases.subscribe(lambda ns, name: self._enqueue(Request(ns, name)))
+
+    def _inputs(self, cr: Mapping[str, Any], values: Mapping[str, Any]) -> str:
+        doc = {"values": values, "uid": m.uid(cr), "chart": self._chart_digest}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _requeue(self, period: float, after: float | None = None) -> Result:
+        if period <= 0:
+            return Result()
+        return Result(requeue_after=max(after if after is not None else period, 1.0))
+
+    async def _post_renderer(
+        self, cr: Mapping[str, Any], ctx: Context
+    ) -> tuple[str, dict[str, Any], frozenset[str]]:
+        owner = {"apiVersion": cr["apiVersion"], "kind": cr["kind"], "name": m.name(cr), "uid": m.uid(cr)}
+        kinds = await self.runtime.namespaced_kinds(ctx.client.api)
+        return post_renderer_spec(owner, m.namespace(cr), kinds), owner, kinds
+
+    # -- install --------------------------------------------------------------------------------
+
+    async def _install(
+        self,
+        req: Request,
+        cr: Mapping[str, Any],
+        status: HelmStatus,
+        ctx: Context,
+        values: Mapping[str, Any],
+        history: list[Release],
+        inputs: str,
+        period: float,
+    ) -> Result:
+        now = self._clock()
+        memo = self._memo.get(req)
+        if memo is not None and memo.failure and memo.inputs == inputs and memo.version == 0:
+            wait = memo.rendered_at + period - now
+            if period <= 0 or wait > 0:
+                await self._write_status(ctx, cr, status)
+                return self._requeue(period, wait)
+        helm, releases = self.runtime.helm, self.runtime.releases
+        if history:
+            # Revisions but none deployed: failed attempts. Start from a clean slate, as
+            # operator-sdk does, so the install is an install (and leftovers are removed).
+            await helm.uninstall(req.name, req.namespace)
+            await releases.wait_for(req.namespace, req.name, lambda h: not h)
+        spec, _, _ = await self._post_renderer(cr, ctx)
+        self._warn_overrides(cr, ctx)
+        try:
+            rel = await helm.install(req.name, req.namespace, self.chart, values, post_renderer=spec)
+        except HelmError as e:
+            status.release_failed(Reason.INSTALL_ERROR, e.message)
+            ctx.recorder.event(cr, "Warning", Reason.INSTALL_ERROR, _short(e.message))
+            recorded = await self.runtime.stored_versions(ctx.client.api, req.namespace, req.name)
+            if recorded:
+                _log(ctx).error("install failed; uninstalling what it created: %s", e.message)
+                try:
+                    await helm.uninstall(req.name, req.namespace)
+                except HelmError as ue:
+                    _log(ctx).error("uninstall after the failed install failed too: %s", ue.message)
+                await self._write_status(ctx, cr, status)
+                self._memo.pop(req, None)
+                raise ReleaseError(f"install failed: {e.message}") from None
+            _log(ctx).error(
+                "install failed (the chart did not render; retried after %.0f s): %s", period, e.message
+            )
+            self._memo[req] = _Memo(inputs, 0, now, failure=e.message)
+            await self._write_status(ctx, cr, status)
+            return self._requeue(period)
+        await releases.wait_for(req.namespace, req.name, lambda h: any(r.version >= rel.version for r in h))
+        _log(ctx).info("installed release %s (revision %d)", rel.name, rel.version)
+        ctx.recorder.event(cr, "Normal", Reason.INSTALL_SUCCESSFUL, f"installed release {rel.name}")
+        status.deployed(rel.name, rel.manifest, reason=Reason.INSTALL_SUCCESSFUL, notes=rel.notes)
+        status.reconciled()
+        self._memo[req] = _Memo(inputs, rel.version, now)
+        await self._watch_dependents(rel.manifest, ctx)
+        await self._write_status(ctx, cr, status)
+        return self._requeue(period)
+
+    # -- upgrade, or keep the objects as deployed ------------------------------------------------
+
+    async def _sync(
+        self,
+        req: Request,
+        cr: Mapping[str, Any],
+        status: HelmStatus,
+        ctx: Context,
+        values: Mapping[str, Any],
+        deployed: Release,
+        inputs: str,
+        period: float,
+    ) -> Result:
+        now = self._clock()
+        memo = self._memo.get(req)
+        same = memo is not None and memo.inputs == inputs and memo.version == deployed.version
+        # Due: the inputs changed (or were never rendered by this process), or the reconcile
+        # period has passed since the last render (within a second: requeues are not exact).
+        due = not same or (period > 0 and memo is not None and now - memo.rendered_at >= period - 1.0)
+        if not due and memo is not None and memo.failure:
+            await self._write_status(ctx, cr, status)
+            return self._requeue(period, memo.rendered_at + period - now)
+        helm = self.runtime.helm
+        upgrade = False
+        if due:
+            spec, owner, kinds = await self._post_renderer(cr, ctx)
+            try:
+                candidate = await helm.upgrade(req.name, req.namespace, self.chart, values, dry_run=True)
+            except HelmError as e:
+                _log(ctx).error(
+                    "upgrade failed (the chart did not render; retried after %.0f s): %s", period, e.message
+                )
+                ctx.recorder.event(cr, "Warning", Reason.UPGRADE_ERROR, _short(e.message))
+                status.release_failed(Reason.UPGRADE_ERROR, e.message)
+                self._memo[req] = _Memo(inputs, deployed.version, now, failure=e.message)
+                await self._write_status(ctx, cr, status)
+                return self._requeue(period)
+            expected = inject_owner_references(candidate.manifest, owner, req.namespace, kinds)
+            try:
+                upgrade = not manifests_equal(expected, deployed.manifest) or dict(values) != dict(
+                    deployed.config
+                )
+            except ManifestError:
+                upgrade = True
+            self._memo[req] = _Memo(inputs, deployed.version, now)
+            if upgrade:
+                return await self._upgrade(req, cr, status, ctx, values, deployed, inputs, period, spec)
+        status.release_ok()
+        try:
+            restored = await self._restore(deployed, ctx)
+        except Exception as e:
+            status.irreconcilable(f"{type(e).__name__}: {e}")
+            await self._write_status(ctx, cr, status)
+            raise
+        status.reconciled()
+        if restored:
+            note = "; ".join(str(r) for r in restored)
+            _log(ctx).info("release %s: %s", req.name, note)
+            ctx.recorder.event(cr, "Normal", "Reconciled", _short(note))
+        reason = Reason.INSTALL_SUCCESSFUL if deployed.version == 1 else Reason.UPGRADE_SUCCESSFUL
+        status.deployed(deployed.name, deployed.manifest, reason=reason, notes=deployed.notes)
+        await self._write_status(ctx, cr, status)
+        memo = self._memo[req]
+        return self._requeue(period, memo.rendered_at + period - self._clock())
+
+    async def _upgrade(
+        self,
+        req: Request,
+        cr: Mapping[str, Any],
+        status: HelmStatus,
+        ctx: Context,
+        values: Mapping[str, Any],
+        deployed: Release,
+        inputs: str,
+        period: float,
+        spec: str,
+    ) -> Result:
+        helm, releases = self.runtime.helm, self.runtime.releases
+        force = annotation_bool(cr, UPGRADE_FORCE_ANNOTATION, False)
+        self._warn_overrides(cr, ctx)
+        try:
+            rel = await helm.upgrade(
+                req.name, req.namespace, self.chart, values, force=force, post_renderer=spec
+            )
+        except HelmError as e:
+            self._memo.pop(req, None)
+            message = e.message
+            stored = await self.runtime.stored_versions(ctx.client.api, req.namespace, req.name)
+            if any(v > deployed.version for v in stored):
+                rollback_force = annotation_bool(cr, ROLLBACK_FORCE_ANNOTATION, True)
+                try:
+                    await helm.rollback(req.name, req.namespace, deployed.version, force=rollback_force)
+                    _log(ctx).error(
+                        "upgrade failed, rolled back to revision %d: %s", deployed.version, message
+                    )
+                except HelmError as re:
+                    message = f"{message} (rollback to revision {deployed.version} failed too: {re.message})"
+                    _log(ctx).error("upgrade failed and so did the rollback: %s", message)
+            status.release_failed(Reason.UPGRADE_ERROR, message)
+            ctx.recorder.event(cr, "Warning", Reason.UPGRADE_ERROR, _short(message))
+            await self._write_status(ctx, cr, status)
+            raise ReleaseError(f"upgrade failed: {message}") from None
+        await releases.wait_for(req.namespace, req.name, lambda h: any(r.version >= rel.version for r in h))
+        change = diff_manifests(deployed.manifest, rel.manifest).summary()
+        _log(ctx).info("upgraded release %s to revision %d (%s)", rel.name, rel.version, change)
+        ctx.recorder.event(
+            cr,
+            "Normal",
+            Reason.UPGRADE_SUCCESSFUL,
+            _short(f"upgraded release {rel.name} to revision {rel.version}: {change}"),
+        )
+        status.deployed(rel.name, rel.manifest, reason=Reason.UPGRADE_SUCCESSFUL, notes=rel.notes)
+        status.reconciled()
+        self._memo[req] = _Memo(inputs, rel.version, self._clock())
+        await self._watch_dependents(rel.manifest, ctx)
+        await self._write_status(ctx, cr, status)
+        return self._requeue(period)
+
+    async def _resolve(self, manifest: str, ctx: Context) -> list[tuple[ApiResource, dict[str, Any]]]:
+        objects = parse_manifest(manifest)
+        resources: dict[tuple[str, str], ApiResource] = {}
+        for api_version, kind in manifest_kinds(objects):
+            resources[(api_version, kind)] = await ctx.client.resource(
+                GroupVersionKind.from_api_version(api_version, kind)
+            )
+        return [
+            (resources[(o["apiVersion"], o["kind"])], o)
+            for o in objects
+            if (o.get("apiVersion"), o.get("kind")) in resources
+        ]
+
+    async def _watch_dependents(
+        self, manifest: str, ctx: Context
+    ) -> list[tuple[ApiResource, dict[str, Any]]]:
+        assert self._dependents is not None
+        pairs = await self._resolve(manifest, ctx)
+        await self._dependents.watch(res for res, _ in pairs)
+        return pairs
+
+    async def _restore(self, deployed: Release, ctx: Context) -> list[Restored]:
+        assert self._dependents is not None
+        pairs = await self._watch_dependents(deployed.manifest, ctx)
+        return await self._dependents.restore(pairs, deployed.name, deployed.namespace)
+
+    # -- uninstall ------------------------------------------------------------------------------
+
+    async def _uninstall(
+        self, req: Request, cr: Mapping[str, Any], status: HelmStatus, ctx: Context, period: float
+    ) -> Result | None:
+        if not m.has_finalizer(cr, FINALIZER) and not m.has_finalizer(cr, LEGACY_FINALIZER):
+            return None
+        helm, releases = self.runtime.helm, self.runtime.releases
+        wait = annotation_bool(cr, UNINSTALL_WAIT_ANNOTATION, False)
+        if releases.history(req.namespace, req.name):
+            try:
+                await helm.uninstall(req.name, req.namespace)
+            except HelmError as e:
+                status.release_failed(Reason.UNINSTALL_ERROR, e.message)
+                ctx.recorder.event(cr, "Warning", Reason.UNINSTALL_ERROR, _short(e.message))
+                await self._write_status(ctx, cr, status)
+                raise ReleaseError(f"uninstall failed: {e.message}") from None
+            await releases.wait_for(req.namespace, req.name, lambda h: not h)
+            _log(ctx).info("uninstalled release %s", req.name)
+            ctx.recorder.event(cr, "Normal", Reason.UNINSTALL_SUCCESSFUL, f"uninstalled release {req.name}")
+        manifest = (status.deployed_release or {}).get("manifest") or ""
+        if wait and manifest:
+            status.uninstalled(waiting=True)
+            remaining = await self._remaining(manifest, req.namespace, ctx)
+            if remaining:
+                await self._write_status(ctx, cr, status)
+                _log(ctx).info("waiting for %d objects of release %s to be deleted", len(remaining), req.name)
+                return Result(requeue_after=UNINSTALL_WAIT_POLL)
+        status.uninstalled()
+        await self._write_status(ctx, cr, status)
+        for finalizer in (FINALIZER, LEGACY_FINALIZER):
+            if m.has_finalizer(cr, finalizer):
+                await ctx.client.remove_finalizer(cr, finalizer)
+                cr = await ctx.client.get(self.gvk, req.name, namespace=req.namespace or None) or cr
+        self._memo.pop(req, None)
+        return None
+
+    async def _remaining(self, manifest: str, namespace: str, ctx: Context) -> list[str]:
+        """Objects of ``manifest`` that still exist (asked from the server, not the cache)."""
+        out = []
+        for res, obj in await self._resolve(manifest, ctx):
+            md = obj.get("metadata") or {}
+            ns = (md.get("namespace") or namespace) if res.namespaced else None
+            if await ctx.client.api.get_or_none(res, md.get("name") or "", namespace=ns) is not None:
+                out.append(f"{res.kind} {md.get('name')}")
+        return out
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    async def _write_status(self, ctx: Context, cr: Mapping[str, Any], status: HelmStatus) -> None:
+        await ctx.client.patch_status(cr, status.to_dict())
+
+    def _warn_overrides(self, cr: Mapping[str, Any], ctx: Context) -> None:
+        if self.watch.override_values:
+            keys = ", ".join(sorted(self.watch.override_values))
+            ctx.recorder.event(
+                cr,
+                "Warning",
+                "OverrideValuesInUse",
+                f"chart values overridden by the operator's watches.yaml: {keys}",
+            )
+
+
+def _log(ctx: Context) -> logging.LoggerAdapter[logging.Logger]:
+    # Not ctx.log: its "name" extra collides with LogRecord.name (KeyError in makeRecord).
+    req = ctx.request
+    return logging.LoggerAdapter(
+        log, {"controller": ctx.controller, "namespace": req.namespace, "release": req.name}
+    )
+
+
+def _stale_revisions(history: list[Release]) -> list[Release]:
+    """Revisions left pending by a helm process that died (newer than the last deployed one)."""
+    last_deployed = max((r.version for r in history if r.deployed), default=0)
+    return [r for r in history if r.pending and r.version > last_deployed]
+
+
+def _short(text: str, limit: int = 1000) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -85,30 +85,43 @@ async def wait_for(
     return time.monotonic() - start
 
 
-async def wait_established(client: Client, name: str, *, timeout: float) -> float:
-    """Wait until CRD ``name`` is Established (its kind is served)."""
+async def wait_established(client: Client, crd: Mapping[str, Any], *, timeout: float) -> float:
+    """Wait until a CRD is Established, then until its kind answers a list (the API server may
+    still say 429 for a moment after Established; the client retries that)."""
+    name = crd["metadata"]["name"]
+    spec = crd["spec"]
 
     async def established() -> bool:
-        crd = await client.get(CRDS, name)
-        conditions = (crd.get("status") or {}).get("conditions") or []
+        current = await client.get(CRDS, name)
+        conditions = (current.get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
-    return await wait_for(established, f"CRD {name} to be Established", timeout=timeout)
+    took = await wait_for(established, f"CRD {name} to be Established", timeout=timeout)
+    version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    served = ApiResource(
+        spec["group"],
+        version,
+        spec["names"]["plural"],
+        kind=spec["names"]["kind"],
+        namespaced=spec.get("scope") == "Namespaced",
+    )
+    await client.list(served, all_namespaces=served.namespaced, limit=1)
+    return took
 
 
 async def apply_all(client: Client, objs: Sequence[Mapping[str, Any]], *, timeout: float = 60.0) -> None:
     """Server-side apply every object in order; CRDs are waited for until Established before the
     objects after them (which may be of their kinds) are applied."""
     ordered = in_apply_order(objs)
-    crds = [o["metadata"]["name"] for o in ordered if o.get("kind") == "CustomResourceDefinition"]
+    crds = [o for o in ordered if o.get("kind") == "CustomResourceDefinition"]
     for i, obj in enumerate(ordered):
         await client.apply(obj, field_manager=FIELD_MANAGER, force=True)
         say(f"applied {_describe(obj)}")
         next_kind = ordered[i + 1].get("kind") if i + 1 < len(ordered) else None
         if obj.get("kind") == "CustomResourceDefinition" and next_kind != "CustomResourceDefinition":
-            for name in crds:
-                took = await wait_established(client, name, timeout=timeout)
-                say(f"  {name} is Established ({took:.1f} s)")
+            for crd in crds:
+                took = await wait_established(client, crd, timeout=timeout)
+                say(f"  {crd['metadata']['name']} is Established ({took:.1f} s)")
 
 
 async def delete_all(

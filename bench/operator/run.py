@@ -138,15 +138,47 @@ async def converged(client: Client, ns: str, n: int, value: str) -> bool:
 
 async def wait_converged(client: Client, ns: str, n: int, value: str, timeout: float = 600) -> float:
     t0 = time.monotonic()
-    while not await converged(client, ns, n, value):
+    while True:
+        try:
+            if await converged(client, ns, n, value):
+                return time.monotonic()
+        except Exception:  # the API server may be down (fault phase)
+            pass
         if time.monotonic() - t0 > timeout:
             raise TimeoutError("did not converge")
-        await asyncio.sleep(0.1)
-    return time.monotonic()
+        await asyncio.sleep(0.05)
+
+
+async def count_converged(client: Client, ns: str, value: str) -> int:
+    cms = await client.list(CONFIGMAPS, namespace=ns)
+    return sum(1 for c in cms.items if (c.get("data") or {}).get("value") == value)
+
+
+async def outage(cp: ControlPlane, client: Client, ns: str, n: int, update: Any) -> dict[str, Any]:
+    """Change every Widget, kill kube-apiserver when a quarter has converged, start it again 5 s
+    later; time convergence from the server's return (first /readyz 200) and from its restart."""
+    await asyncio.gather(*(update(i, "three") for i in range(n)))
+    while await count_converged(client, ns, "three") < n // 4:
+        await asyncio.sleep(0.02)
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, cp.stop_apiserver)
+    await asyncio.sleep(5.0)
+    await loop.run_in_executor(None, lambda: cp.start_apiserver(wait=False))
+    restarted = time.monotonic()
+    while not cp.api.ok("/readyz"):
+        await asyncio.sleep(0.05)
+    ready = time.monotonic()
+    done = await wait_converged(client, ns, n, "three")
+    return {
+        "outage_seconds": 5.0,
+        "converged_after_ready_s": round(done - ready, 2),
+        "converged_after_restart_s": round(done - restarted, 2),
+        "apiserver_start_to_ready_s": round(ready - restarted, 2),
+    }
 
 
 async def run_one(
-    cp: ControlPlane, name: str, n: int, workers: int, idle: float, resync: float
+    cp: ControlPlane, name: str, n: int, workers: int, idle: float, resync: float, fault: bool
 ) -> dict[str, Any]:
     ns = f"bench-{name}"
     cp.create_namespace(ns)
@@ -181,9 +213,9 @@ async def run_one(
                         resource=WIDGETS,
                     )
 
-            async def update(i: int) -> None:
+            async def update(i: int, value: str = "two") -> None:
                 async with sem:
-                    await client.patch(WIDGETS, f"w{i:05d}", {"spec": {"value": "two"}}, namespace=ns)
+                    await client.patch(WIDGETS, f"w{i:05d}", {"spec": {"value": value}}, namespace=ns)
 
             results: dict[str, Any] = {"operator": name, "n": n}
             for phase, fn, value in (("create", create, "one"), ("update", update, "two")):
@@ -217,6 +249,17 @@ async def run_one(
                 "peak_rss_mb": round(hwm, 1),
             }
             print(f"  {name} idle: {results['idle']}", file=sys.stderr)
+            if fault:
+                try:
+                    results["outage"] = await asyncio.wait_for(outage(cp, client, ns, n, update), 180)
+                except Exception as exc:  # an operator that does not survive the outage
+                    results["outage"] = {
+                        "failed": f"{type(exc).__name__}: {exc}"[:300],
+                        "operator_exit_code": proc.poll(),
+                    }
+                    if not cp.api.ok("/readyz"):
+                        cp.start_apiserver()
+                print(f"  {name} outage: {results['outage']}", file=sys.stderr)
             return results
     finally:
         proc.terminate()
@@ -234,12 +277,15 @@ async def main() -> None:
     parser.add_argument("--idle", type=float, default=12.0)
     parser.add_argument("--resync", type=float, default=5.0)
     parser.add_argument("--out", default=str(HERE / "results.json"))
+    parser.add_argument("--no-fault", action="store_true", help="skip the API server outage phase")
     args = parser.parse_args()
     with ControlPlane(full=False, progress=lambda m: print(m, file=sys.stderr)) as cp:
         cp.install_crds([CRD])
         runs = []
         for name in args.operators.split(","):
-            runs.append(await run_one(cp, name, args.n, args.workers, args.idle, args.resync))
+            runs.append(
+                await run_one(cp, name, args.n, args.workers, args.idle, args.resync, not args.no_fault)
+            )
     report = {
         "machine": {
             "cpus": os.cpu_count(),

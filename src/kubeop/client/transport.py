@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import AsyncGenerator
+import time
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import aiohttp
@@ -84,6 +85,10 @@ class Transport:
             "Accept-Encoding": "gzip" if config.compression else "identity",
         }
         self._headers.update(dict(config.extra_headers))
+        self.observer: Callable[[str, str, float], None] | None = None
+        """Called with (method, status code or ``"<error>"``, seconds until the response headers)
+        for every attempt; the manager exports it as ``rest_client_requests_total`` and
+        ``rest_client_request_duration_seconds``. Watches count their start only."""
 
     # -- session --------------------------------------------------------------------------------
 
@@ -171,6 +176,7 @@ class Transport:
                     headers["Content-Type"] = req.content_type
                 if req.accept:
                     headers["Accept"] = req.accept
+            started = time.perf_counter()
             try:
                 resp = await session.request(
                     req.method,
@@ -182,10 +188,14 @@ class Transport:
                     server_hostname=self.config.tls_server_name,
                 )
             except (aiohttp.ClientConnectionError, TimeoutError) as e:
+                if self.observer is not None:
+                    self.observer(req.method, "<error>", time.perf_counter() - started)
                 if self.retry.should_retry(attempt, status=None, idempotent=req.idempotent):
                     await asyncio.sleep(self.retry.delay(attempt))
                     continue
                 raise self._connection_error(e, req) from None
+            if self.observer is not None:
+                self.observer(req.method, str(resp.status), time.perf_counter() - started)
             if resp.status < 400:
                 warning = resp.headers.get("Warning")
                 if warning and warning not in self._warned:

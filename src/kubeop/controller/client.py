@@ -126,6 +126,7 @@ class ReconcilerClient:
         self._recent: dict[tuple[ApiResource, str], Obj] = {}
         self._applied: dict[ApiResource, _Applied] = {}
         self._canonical: dict[tuple[str, str, str], ApiResource] = {}
+        self._informers: dict[ApiResource, Any] = {}
 
     # -- resolving -----------------------------------------------------------------------------
     async def resource(self, what: ResourceLike | Mapping[str, Any]) -> ApiResource:
@@ -157,7 +158,9 @@ class ReconcilerClient:
         return res
 
     async def _informer(self, res: ApiResource) -> Any:
-        informer = self.cache.informer(res)
+        informer = self._informers.get(res)
+        if informer is None:
+            informer = self._informers[res] = self.cache.informer(res)
         if res not in self._applied:
             applied = self._applied[res] = _Applied()
             informer.add_event_handler(

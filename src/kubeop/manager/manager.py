@@ -128,6 +128,7 @@ class Manager:
             self._client = Client(load_config().with_options(qps=None))
         api = self._client
         metrics = self.metrics
+        self._observe_requests(api)
         executor = ThreadPoolExecutor(self._sync_workers, thread_name_prefix=f"{self.name}-reconcile")
         self.cache = SharedInformerFactory(api, resync_period=self.resync_period)
         self.client = ReconcilerClient(api, self.cache, field_manager=self.field_manager)
@@ -208,6 +209,27 @@ class Manager:
             if self._owns_client:
                 await api.close()
                 self._client = None
+
+    def _observe_requests(self, api: Client) -> None:
+        """Export the client's requests as controller-runtime's rest_client_* series."""
+        from urllib.parse import urlsplit
+
+        host = urlsplit(api.config.server).netloc
+        counters: dict[tuple[str, str], Any] = {}
+        latency: dict[str, Any] = {}
+        requests, durations = self.metrics.rest_requests, self.metrics.rest_latency
+
+        def observe(method: str, code: str, seconds: float) -> None:
+            counter = counters.get((method, code))
+            if counter is None:
+                counter = counters[(method, code)] = requests.labels(code, method, host)
+            counter.inc()
+            histogram = latency.get(method)
+            if histogram is None:
+                histogram = latency[method] = durations.labels(method, host)
+            histogram.observe(seconds)
+
+        api.transport.observer = observe
 
     async def _start_servers(self) -> None:
         def synced() -> bool:

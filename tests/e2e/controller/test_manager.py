@@ -162,6 +162,8 @@ async def test_metrics_and_probes(control_plane: ControlPlane, namespace: str) -
             'workqueue_depth{controller="probe",name="probe"}',
             "workqueue_retries_total",
             "workqueue_queue_duration_seconds_bucket",
+            'rest_client_requests_total{code="200",host=',
+            'rest_client_request_duration_seconds_bucket{host=',
         ):
             assert series in text, series
         errors = [

@@ -1,0 +1,58 @@
+"""EventRecorder: one Event per distinct occurrence, repeats folded into a series, a per-object cap."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kubeop.controller import EventRecorder
+
+from .fakes import app
+
+
+class Api:
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.patched: list[tuple[str, Any]] = []
+
+    async def create(self, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        self.created.append(body)
+        return body
+
+    async def patch(self, res: Any, name: str, body: Any, **kw: Any) -> dict[str, Any]:
+        self.patched.append((name, body))
+        return {}
+
+
+async def test_repeats_become_one_series_patch() -> None:
+    api = Api()
+    rec = EventRecorder(api, "test-controller", series_interval=0.05)  # type: ignore[arg-type]
+    obj = app("a")
+    for _ in range(10):
+        rec.event(obj, "Warning", "Failed", "could not reach the database")
+    await asyncio.sleep(0.15)
+    await rec.flush()
+    assert len(api.created) == 1
+    event = api.created[0]
+    assert event["regarding"]["uid"] == "uid-a" and event["reportingController"] == "test-controller"
+    assert event["type"] == "Warning" and event["reason"] == "Failed" and event["action"] == "Failed"
+    assert api.patched and api.patched[-1][1]["series"]["count"] == 10
+    assert len(api.patched) <= 2
+
+
+async def test_distinct_events_per_object_are_capped() -> None:
+    api = Api()
+    rec = EventRecorder(api, "c", burst=3)  # type: ignore[arg-type]
+    for i in range(5):
+        rec.event(app("a"), "Normal", "Step", f"step {i}")
+    rec.event(app("b"), "Normal", "Step", "other object")
+    await rec.flush()
+    assert len(api.created) == 4 and rec.dropped == 2
+
+
+async def test_bad_type_is_rejected() -> None:
+    rec = EventRecorder(Api(), "c")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="Normal"):
+        rec.event(app("a"), "Error", "X", "y")

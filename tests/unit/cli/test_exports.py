@@ -1,0 +1,43 @@
+"""kubeop.scaffold's public names are pinned, and it works on files only: no client, no cluster."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import kubeop.scaffold
+
+MODULES = {
+    "api",
+    "errors",
+    "files",
+    "image",
+    "kustomize",
+    "loader",
+    "manifests",
+    "markers",
+    "names",
+    "new_project",
+    "project",
+    "render",
+}
+
+
+def test_all_is_complete() -> None:
+    public = sorted(n for n in vars(kubeop.scaffold) if n.isidentifier() and not n.startswith("_"))
+    assert sorted(kubeop.scaffold.__all__) == [n for n in public if n not in MODULES]
+
+
+def test_scaffold_imports_only_crd_and_itself() -> None:
+    # The layers under it that do I/O (client, cache, controller, manager) are the CLI's business.
+    package = pathlib.Path(kubeop.scaffold.__file__).parent
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                if name.startswith("kubeop"):
+                    assert name.startswith(("kubeop.crd", "kubeop.scaffold")), (path.name, name)

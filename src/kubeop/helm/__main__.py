@@ -18,6 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reconcile-period", default="1m", help="default reconcile period (Go duration)")
     parser.add_argument("--max-concurrent-reconciles", type=int, default=None)
     parser.add_argument("--max-helm-processes", type=int, default=None)
+    parser.add_argument(
+        "--watch-namespace",
+        default=os.environ.get("WATCH_NAMESPACE") or None,
+        help="reconcile resources in this namespace only (default: $WATCH_NAMESPACE, else all)",
+    )
     parser.add_argument("--metrics-bind-address", default="127.0.0.1:8080")
     parser.add_argument("--health-probe-bind-address", default="127.0.0.1:8081")
     parser.add_argument("--leader-elect", action="store_true")
@@ -37,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             reconcile_period=period,
             max_concurrent_reconciles=args.max_concurrent_reconciles,
             max_helm_processes=args.max_helm_processes,
+            namespace=args.watch_namespace,
             name=args.name,
             metrics_address=args.metrics_bind_address or None,
             health_address=args.health_probe_bind_address or None,

@@ -137,7 +137,7 @@ class DependentWatches:
 
     ``enqueue`` receives the requests of relevant events; None caches the objects without
     reconciling on their changes (``watchDependentResources: false``: repairs then happen at the
-    reconcile period only).
+    reconcile period only). With ``namespace``, namespaced kinds are watched in it only.
     """
 
     def __init__(
@@ -147,8 +147,11 @@ class DependentWatches:
         owner_group: str,
         owner_kind: str,
         enqueue: Callable[[Request], None] | None,
+        *,
+        namespace: str | None = None,
     ) -> None:
         self._cache = cache
+        self._namespace = namespace
         self._api = api
         self._group = owner_group
         self._kind = owner_kind
@@ -169,7 +172,11 @@ class DependentWatches:
             for res in resources:
                 if res in self._informers:
                     continue
-                informer = self._cache.informer(res, label_selector=HELM_MANAGED_SELECTOR)
+                informer = self._cache.informer(
+                    res,
+                    namespace=self._namespace if res.namespaced else None,
+                    label_selector=HELM_MANAGED_SELECTOR,
+                )
                 if self._enqueue is not None:
                     informer.add_event_handler(self._handler())
                 self._informers[res] = informer

@@ -37,6 +37,8 @@ class HelmOperator:
             ``openapi_validation``, ``binary``, ``timeout``, ``history_max``).
         reconcile_period: for entries that set none (seconds; operator-sdk's default, 1 min).
         max_concurrent_reconciles: for entries that set none (default: the number of CPUs).
+        namespace: reconcile resources in this namespace only (operator-sdk's
+            ``WATCH_NAMESPACE``); None: the whole cluster.
     """
 
     def __init__(
@@ -46,13 +48,14 @@ class HelmOperator:
         helm: Helm | None = None,
         reconcile_period: float = DEFAULT_RECONCILE_PERIOD,
         max_concurrent_reconciles: int | None = None,
+        namespace: str | None = None,
         **helm_options: Any,
     ) -> None:
         entries = load_watches(watches) if isinstance(watches, str | os.PathLike) else list(watches)
         if not entries:
             raise ValueError("a Helm operator needs at least one watch (watches.yaml is empty)")
         self.watches = entries
-        self.runtime = HelmRuntime(helm, **helm_options)
+        self.runtime = HelmRuntime(helm, namespace=namespace, **helm_options)
         self.reconcilers = [
             HelmReconciler(
                 w,
@@ -86,6 +89,7 @@ def run(
     reconcile_period: float = DEFAULT_RECONCILE_PERIOD,
     max_concurrent_reconciles: int | None = None,
     max_helm_processes: int | None = None,
+    namespace: str | None = None,
     **manager_options: Any,
 ) -> None:
     """Run a Helm operator until SIGTERM/SIGINT (the entry point of its container)."""
@@ -93,6 +97,7 @@ def run(
         Path(watches_file),
         reconcile_period=reconcile_period,
         max_concurrent_reconciles=max_concurrent_reconciles,
+        namespace=namespace,
         max_concurrent=max_helm_processes,
     )
     manager_options.setdefault("name", "helm-operator")

@@ -221,7 +221,12 @@ class HelmReconciler:
         """The controller to add to a manager (built once)."""
         if self._controller is None:
             self._controller = (
-                Controller.for_(self.gvk, PRIMARY_PREDICATE, label_selector=self.watch.label_selector)
+                Controller.for_(
+                    self.gvk,
+                    PRIMARY_PREDICATE,
+                    namespace=self.runtime.namespace,
+                    label_selector=self.watch.label_selector,
+                )
                 .named(self.name)
                 .max_concurrent(self.workers)
                 .with_rate_limiter(helm_rate_limiter())
@@ -285,6 +290,7 @@ class HelmReconciler:
                 self.watch.group,
                 self.watch.kind,
                 self._enqueue if self.watch.watch_dependent_resources else None,
+                namespace=self.runtime.namespace,
             )
             self.runtime.releases.subscribe(lambda ns, name: self._enqueue(Request(ns, name)))
 
@@ -520,10 +526,14 @@ class HelmReconciler:
             try:
                 await helm.uninstall(req.name, req.namespace)
             except HelmError as e:
-                status.release_failed(Reason.UNINSTALL_ERROR, e.message)
-                ctx.recorder.event(cr, "Warning", Reason.UNINSTALL_ERROR, _short(e.message))
-                await self._write_status(ctx, cr, status)
-                raise ReleaseError(f"uninstall failed: {e.message}") from None
+                # Someone else (a namespace being deleted, a person) may have removed the release
+                # while Helm was at it: gone is what we wanted.
+                if await self.runtime.stored_versions(ctx.client.api, req.namespace, req.name):
+                    status.release_failed(Reason.UNINSTALL_ERROR, e.message)
+                    ctx.recorder.event(cr, "Warning", Reason.UNINSTALL_ERROR, _short(e.message))
+                    await self._write_status(ctx, cr, status)
+                    raise ReleaseError(f"uninstall failed: {e.message}") from None
+                _log(ctx).warning("uninstall reported %s, but the release is gone", e.message)
             await releases.wait_for(req.namespace, req.name, lambda h: not h)
             _log(ctx).info("uninstalled release %s", req.name)
             ctx.recorder.event(cr, "Normal", Reason.UNINSTALL_SUCCESSFUL, f"uninstalled release {req.name}")

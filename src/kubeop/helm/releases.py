@@ -107,14 +107,16 @@ def _release_index(secret: Mapping[str, Any]) -> list[str]:
 
 class ReleaseStore:
     """Releases as the cache sees them; one per operator process, shared by its controllers.
+    With ``namespace``, only that namespace's releases are watched.
 
     Create it with the manager's informer factory, then ``await start()`` (idempotent) before
     reading. Reads are synchronous and answer from the cache: right after a helm operation, wait
     with :meth:`wait_for` until the cache has seen the result before trusting them.
     """
 
-    def __init__(self, cache: SharedInformerFactory) -> None:
+    def __init__(self, cache: SharedInformerFactory, *, namespace: str | None = None) -> None:
         self._cache = cache
+        self.namespace = namespace
         self._informer: Informer | None = None
         self._decoded: dict[tuple[str, str], Release] = {}
         self._listeners: list[Callable[[str, str], None]] = []
@@ -125,7 +127,9 @@ class ReleaseStore:
         """Start (or join) the informer over ``owner=helm`` Secrets and wait for its first list."""
         async with self._start_lock:
             if self._informer is None:
-                informer = self._cache.informer(RELEASE_SECRETS, label_selector=HELM_OWNER_SELECTOR)
+                informer = self._cache.informer(
+                    RELEASE_SECRETS, namespace=self.namespace, label_selector=HELM_OWNER_SELECTOR
+                )
                 informer.add_indexers({_INDEX: _release_index})
                 informer.add_event_handler(
                     FuncHandler(on_add=self._on_add, on_update=self._on_update, on_delete=self._on_delete)

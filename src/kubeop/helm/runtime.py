@@ -34,9 +34,13 @@ class HelmRuntime:
         helm: a ready :class:`~kubeop.helm.engine.Helm`; by default one is made on first use
             with the manager's credentials and ``helm_options`` (``max_concurrent``,
             ``openapi_validation``, ``binary``, ...).
+        namespace: watch only this namespace (operator-sdk's ``WATCH_NAMESPACE``); None: all.
     """
 
-    def __init__(self, helm: Helm | None = None, **helm_options: Any) -> None:
+    def __init__(
+        self, helm: Helm | None = None, *, namespace: str | None = None, **helm_options: Any
+    ) -> None:
+        self.namespace = namespace
         self._helm = helm
         self._owns_helm = helm is None
         self._helm_options = helm_options
@@ -64,7 +68,7 @@ class HelmRuntime:
             if self._helm is None:
                 self._helm = Helm(config=client.api.config, **self._helm_options)
             if self._releases is None:
-                store = ReleaseStore(client.cache)
+                store = ReleaseStore(client.cache, namespace=self.namespace)
                 await store.start()
                 self._releases = store
 

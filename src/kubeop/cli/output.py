@@ -1,13 +1,12 @@
-"""What the project commands print: progress on stderr, results on stdout, errors without tracebacks.
+"""What the project commands print: progress on stderr, errors as one message without a traceback.
 
 Bad input and failed cluster calls end a command with ``error: <what> ...<fix>`` and exit code 1
-(:func:`errors_as_messages`); the kubeop library's own logging stays at WARNING unless a
-command is asked to be verbose.
+(:func:`errors_as_messages`). Logging is left unconfigured, so the kubeop library stays quiet
+below WARNING.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +26,6 @@ __all__ = [
     "errors_as_messages",
     "fail",
     "project_at",
-    "quiet_logs",
     "report",
     "say",
 ]
@@ -60,17 +58,11 @@ def errors_as_messages() -> Iterator[None]:
     except (ScaffoldError, CRDError, ConfigError) as e:
         fail(str(e))
     except ApiError as e:
-        fail(f"the API server said {e.code} {e.reason or ''}: {e}".replace("  ", " "))
+        fail(f"the API server answered {e.code}{' ' + e.reason if e.reason else ''}: {e}")
     except ApiConnectionError as e:
         fail(f"cannot reach the API server: {e}; is the cluster up (kubeop cluster up) and KUBECONFIG right?")
     except TimeoutError as e:
         fail(str(e))
-
-
-def quiet_logs(verbose: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
 
 
 def project_at(directory: Path | None) -> Project:

@@ -93,6 +93,12 @@ def create_api(
             "kinds are not scaffolded"
         )
     has_api = recorded is not None and recorded.api
+    other = next(iter(_other_versions(project, api)), None)
+    if resource and not has_api and other is not None and other.namespaced != namespaced:
+        scope, flag = ("namespaced", "--namespaced") if other.namespaced else ("cluster-scoped", "--cluster")
+        raise ScaffoldError(
+            f"{kind} {other.version} is {scope}, and the versions of a kind share their scope: pass {flag}"
+        )
     wanted = Resource(
         group=group,
         version=version,
@@ -104,7 +110,7 @@ def create_api(
         path=f"{pkg}.api.{version}.{api.module}",
     )
     values = _values(project, api, wanted.namespaced)
-    if resource and not has_api and _other_versions(project, api) and not _storage_declared(project, api):
+    if resource and not has_api and other is not None and not _storage_declared(project, api):
         # Several versions of a kind are one CRD with exactly one storage version: a second version
         # becomes it (objects are stored as the newest API) until the user moves storage=True.
         values["version_options"] = "\n    storage=True,"
@@ -123,7 +129,8 @@ def create_api(
     if controller:
         _register(project.root, pkg, api, result)
     result.changes += write_planned(project.root, [Planned("PROJECT", result.project.to_yaml(), _always)])
-    found = generated(result.project, command="create api")
+    # Files are written by now: if the code does not import, fixing it and running manifests is the way.
+    found = generated(result.project, command="manifests")
     result.changes += write_planned(project.root, plan_manifests(result.project, found))
     return result
 
@@ -132,11 +139,13 @@ def _always(_: str) -> bool:
     return True
 
 
-def _other_versions(project: Project, api: ApiNames) -> bool:
-    return any(
-        r.api and (r.group, r.kind) == (api.group, api.kind) and r.version != api.version
+def _other_versions(project: Project, api: ApiNames) -> list[Resource]:
+    """The project's models of the same kind in other versions."""
+    return [
+        r
         for r in project.resources
-    )
+        if r.api and (r.group, r.kind) == (api.group, api.kind) and r.version != api.version
+    ]
 
 
 def _storage_declared(project: Project, api: ApiNames) -> bool:

@@ -16,6 +16,7 @@ written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,12 @@ def _kustomization(resources: Iterable[str]) -> str:
     return yaml.safe_dump({"resources": list(resources)}, sort_keys=False)
 
 
+@dataclass(frozen=True)
 class Generated:
     """What the project's code declares: its kinds (model classes) and its controllers' rules."""
 
-    def __init__(self, models: list[type[CustomResource]], rules: list[PolicyRule]) -> None:
-        self.models = models
-        self.rules = rules
+    models: list[type[CustomResource]]
+    rules: list[PolicyRule]
 
     def manager_rules(self) -> list[PolicyRule]:
         """The operator's ClusterRole rules: what its controllers declare, and events."""

@@ -171,5 +171,5 @@ def init_project(
     if previous is not None:
         project = replace(project, resources=previous.resources, extra=previous.extra)
     changes.extend(write_planned(root, [Planned(PROJECT_FILE, project.to_yaml(), lambda _: True)]))
-    changes.extend(write_planned(root, plan_manifests(project, generated(project, command="init"))))
+    changes.extend(write_planned(root, plan_manifests(project, generated(project, command="manifests"))))
     return changes

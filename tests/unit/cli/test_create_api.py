@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kubeop.scaffold import Project, ScaffoldError, create_api, find_project
@@ -97,12 +98,8 @@ def test_a_controller_can_be_added_later(tmp_path: Path) -> None:
 
 def test_a_controller_without_a_model_is_refused(tmp_path: Path) -> None:
     project = new_project(tmp_path)
-    try:
+    with pytest.raises(ScaffoldError, match=r"has no Guestbook model.*drop --no-resource"):
         create_api(project, group="webapp", version="v1", kind="Guestbook", resource=False)
-    except ScaffoldError as e:
-        assert "has no Guestbook model" in str(e) and "drop --no-resource" in str(e)
-    else:
-        raise AssertionError("expected a ScaffoldError")
 
 
 def test_cluster_scoped_kinds(tmp_path: Path) -> None:
@@ -141,3 +138,15 @@ def test_a_kind_named_like_a_keyword(tmp_path: Path) -> None:
     result = create_api(project, group="webapp", version="v1", kind="Class")
     assert (project.root / "guestbook_operator/controllers/class_.py").is_file()
     assert "import class_ as class__controller" in read(result.project, "guestbook_operator/main.py")
+
+
+def test_versions_of_a_kind_share_its_scope(tmp_path: Path) -> None:
+    project = create_api(
+        new_project(tmp_path), group="ops", version="v1", kind="Policy", namespaced=False
+    ).project
+    with pytest.raises(ScaffoldError, match=r"Policy v1 is cluster-scoped.*pass --cluster"):
+        create_api(project, group="ops", version="v2", kind="Policy")
+    assert (
+        create_api(project, group="ops", version="v2", kind="Policy", namespaced=False).resource.version
+        == "v2"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from kubeop.scaffold import (
@@ -123,13 +124,8 @@ def test_a_model_the_generator_cannot_express_is_a_clear_error(project: Project)
         "class Bad(CustomResource, group='webapp.example.com', version='v1'):\n"
         "    spec: tuple[int, str] = (1, 'a')\n"
     )
-    try:
+    with pytest.raises(ScaffoldError, match=r"^cannot generate the CRDs: .*Bad\.spec: tuples.*use list\[X\]"):
         plan_manifests(project, generated(project))
-    except ScaffoldError as e:
-        assert str(e).startswith("cannot generate the CRDs: ")
-        assert "Bad.spec: tuples" in str(e) and "use list[X]" in str(e)
-    else:
-        raise AssertionError("expected a ScaffoldError")
 
 
 def test_the_plan_names_every_file_once(project: Project) -> None:

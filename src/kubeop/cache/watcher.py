@@ -145,6 +145,9 @@ class Config:
     transform: Transform | None = None
     #: Ask for bookmarks (keeps the resume point fresh; also what stall detection relies on).
     bookmarks: bool = True
+    #: End backoff waits early when the shared /readyz probe sees the server come back
+    #: (False: the backoff alone, as client-go).
+    server_probe: bool = True
 
     def __post_init__(self) -> None:
         if self.page_size is not None and self.page_size <= 0:
@@ -418,7 +421,7 @@ class Watcher:
 
     async def _sleep(self, err: Exception, delay: float, *, use_probe: bool) -> None:
         probe = self.source.probe
-        if use_probe and probe is not None:
+        if use_probe and probe is not None and self.config.server_probe:
             if await probe.wait(delay):
                 self.stats.probe_releases += 1
                 log.info("%s: the API server is back; retrying now", self.description)

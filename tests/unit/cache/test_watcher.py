@@ -331,6 +331,23 @@ async def test_probe_ends_the_backoff_as_soon_as_the_server_is_back() -> None:
     await probe.close()
 
 
+async def test_the_probe_can_be_switched_off() -> None:
+    server = filled(1)
+    probe = server_probe(server, interval=0.01)
+    slow = BackoffConfig(initial=0.3, cap=0.3, jitter=0.0)
+    watcher = Watcher(FakeListWatch(server, probe=probe), config(backoff=slow, server_probe=False))
+    events = Events(watcher)
+    await events.take(3)
+    await watching(server)
+    server.go_down()
+    await asyncio.sleep(0.05)
+    server.down = False
+    server.create("after")
+    await events.take(1)
+    assert watcher.stats.probe_releases == 0 and probe.checks == 0
+    await events.close()
+
+
 async def test_stalled_stream_is_detected_and_restarted() -> None:
     server = filled(1)
     watcher = Watcher(FakeListWatch(server), config(stall_timeout=0.2))

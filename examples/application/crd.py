@@ -1,76 +1,52 @@
-"""The Application CRD."""
+"""The Application kind, declared in Python; its CRD is generated from the model."""
 
 from __future__ import annotations
 
 from typing import Any
 
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "applications.apps.example.com"},
-    "spec": {
-        "group": "apps.example.com",
-        "scope": "Namespaced",
-        "names": {
-            "plural": "applications",
-            "singular": "application",
-            "kind": "Application",
-            "shortNames": ["app"],
-        },
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
-                    {"name": "Reconciles", "type": "integer", "jsonPath": ".status.reconcileCount"},
-                ],
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "required": ["template"],
-                                "properties": {
-                                    "replicas": {"type": "integer", "minimum": 0, "default": 1},
-                                    "template": {
-                                        "type": "object",
-                                        "x-kubernetes-preserve-unknown-fields": True,
-                                    },
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "reconcileCount": {"type": "integer"},
-                                    "readyReplicas": {"type": "integer"},
-                                    "observedGeneration": {"type": "integer"},
-                                    "conditions": {
-                                        "type": "array",
-                                        "items": {
-                                            "type": "object",
-                                            "x-kubernetes-preserve-unknown-fields": True,
-                                        },
-                                    },
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+from pydantic import Field
+
+from kubeop.crd import CamelModel, CustomResource, PrinterColumn, crd_manifest
+
+
+class ApplicationSpec(CamelModel):
+    replicas: int = Field(default=1, ge=0, description="Pods the Deployment runs.")
+    template: dict[str, Any] = Field(description="The Deployment's pod template (a PodTemplateSpec).")
+
+
+class ApplicationStatus(CamelModel):
+    reconcile_count: int | None = Field(default=None, description="Reconciles that changed something.")
+    ready_replicas: int | None = None
+    observed_generation: int | None = None
+    conditions: list[dict[str, Any]] | None = None
+
+
+class Application(
+    CustomResource,
+    group="apps.example.com",
+    version="v1",
+    short_names=["app"],
+    printer_columns=[
+        PrinterColumn("Ready", ".status.readyReplicas"),
+        PrinterColumn("Reconciles", ".status.reconcileCount"),
+        PrinterColumn.age(),
+    ],
+    subresources=("status",),
+):
+    """An application: a Deployment built from a template, kept alive by its operator (seed 004)."""
+
+    spec: ApplicationSpec
+    status: ApplicationStatus | None = None
+
+
+CRD: dict[str, Any] = crd_manifest(Application)
 
 
 def sample(
     name: str = "web", namespace: str = "default", image: str = "nginx:1.27", replicas: int = 2
 ) -> dict[str, Any]:
     return {
-        "apiVersion": "apps.example.com/v1",
+        "apiVersion": Application.api_version,
         "kind": "Application",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from examples.application.crd import Application
 from kubeop.controller import (
     Context,
     Controller,
@@ -25,7 +26,7 @@ from kubeop.controller import (
 )
 from kubeop.core.resource import ApiResource
 
-APPLICATIONS = ApiResource("apps.example.com", "v1", "applications", kind="Application")
+APPLICATIONS = Application.resource
 DEPLOYMENTS = ApiResource("apps", "v1", "deployments", kind="Deployment")
 FIELD_MANAGER = "application-operator"
 

@@ -1,47 +1,42 @@
-"""The Demo CRD (seed 000's operator-sdk example, group yuerblog.cc)."""
+"""The Demo kind (seed 000's operator-sdk example, group yuerblog.cc), declared in Python."""
 
 from __future__ import annotations
 
 from typing import Any
 
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "demos.yuerblog.cc"},
-    "spec": {
-        "group": "yuerblog.cc",
-        "scope": "Namespaced",
-        "names": {"plural": "demos", "singular": "demo", "kind": "Demo"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {"image": {"type": "string", "default": "busybox"}},
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {"pod": {"type": "string"}, "phase": {"type": "string"}},
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+from pydantic import Field
+
+from kubeop.crd import CamelModel, CustomResource, PrinterColumn, crd_manifest
+
+
+class DemoSpec(CamelModel):
+    image: str = Field(default="busybox", min_length=1, description="The image of the Pod.")
+
+
+class DemoStatus(CamelModel):
+    pod: str | None = None
+    phase: str | None = None
+
+
+class Demo(
+    CustomResource,
+    group="yuerblog.cc",
+    version="v1",
+    printer_columns=[PrinterColumn("Pod", ".status.pod"), PrinterColumn("Phase", ".status.phase")],
+    subresources=("status",),
+):
+    """Keeps one busybox Pod running, like a Deployment with one replica."""
+
+    spec: DemoSpec = DemoSpec()
+    status: DemoStatus | None = None
+
+
+CRD: dict[str, Any] = crd_manifest(Demo)
 
 
 def sample(name: str = "demo", namespace: str = "default") -> dict[str, Any]:
     return {
-        "apiVersion": "yuerblog.cc/v1",
+        "apiVersion": Demo.api_version,
         "kind": "Demo",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {},

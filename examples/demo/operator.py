@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from examples.demo.crd import Demo
 from kubeop.controller import Context, Controller, Request, set_controller_reference
 from kubeop.core import meta
 from kubeop.core.resource import ApiResource
 
-DEMOS = ApiResource("yuerblog.cc", "v1", "demos", kind="Demo")
+DEMOS = Demo.resource
 PODS = ApiResource("", "v1", "pods", kind="Pod")
 
 

@@ -49,6 +49,7 @@ class Manager:
         retry_period: float = 2.0,
         release_on_cancel: bool = True,
         graceful_shutdown_timeout: float = 30.0,
+        cache_sync_timeout: float = 120.0,
         resync_period: float = 0.0,
         field_manager: str | None = None,
         sync_workers: int = 8,
@@ -65,6 +66,7 @@ class Manager:
         self._le_timing = (lease_duration, renew_deadline, retry_period)
         self._release_on_cancel = release_on_cancel
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
+        self.cache_sync_timeout = cache_sync_timeout
         self.resync_period = resync_period
         self.field_manager = field_manager or name
         self._sync_workers = sync_workers
@@ -133,7 +135,14 @@ class Manager:
         self.cache = SharedInformerFactory(api, resync_period=self.resync_period)
         self.client = ReconcilerClient(api, self.cache, field_manager=self.field_manager)
         self.recorder = EventRecorder(api, self.name)
-        runtime = ControllerRuntime(self.cache, self.client, self.recorder, metrics, executor)
+        runtime = ControllerRuntime(
+            self.cache,
+            self.client,
+            self.recorder,
+            metrics,
+            executor,
+            cache_sync_timeout=self.cache_sync_timeout,
+        )
         hold_task: asyncio.Task[None] | None = None
         started: list[Controller] = []
         try:
@@ -169,8 +178,19 @@ class Manager:
                 hold_task = asyncio.ensure_future(self.elector.hold())
             self.cache.start()
             t0 = time.monotonic()
-            await asyncio.gather(*(c.start(runtime) for c in self.controllers))
+            starting: asyncio.Future[Any] = asyncio.ensure_future(
+                asyncio.gather(*(c.start(runtime) for c in self.controllers))
+            )
+            stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
             started = list(self.controllers)
+            if not starting.done():  # asked to stop while caches were still syncing
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
+                return
+            stopping.cancel()
+            starting.result()  # a controller that could not start (e.g. caches never synced) ends the run
             self._synced = True
             log.info("all controllers started", extra={"seconds": round(time.monotonic() - t0, 3)})
             waiter = asyncio.ensure_future(self._stop.wait())

@@ -163,7 +163,7 @@ async def test_metrics_and_probes(control_plane: ControlPlane, namespace: str) -
             "workqueue_retries_total",
             "workqueue_queue_duration_seconds_bucket",
             'rest_client_requests_total{code="200",host=',
-            'rest_client_request_duration_seconds_bucket{host=',
+            "rest_client_request_duration_seconds_bucket{host=",
         ):
             assert series in text, series
         errors = [
@@ -172,3 +172,30 @@ async def test_metrics_and_probes(control_plane: ControlPlane, namespace: str) -
             if line.startswith('controller_runtime_reconcile_errors_total{controller="probe"}')
         ]
         assert float(errors[0].split()[-1]) >= 2
+
+
+async def test_missing_rbac_fails_fast_and_stop_during_sync_is_honoured(control_plane: ControlPlane) -> None:
+    kubeconfig = control_plane.kubeconfig_for_user("no-permissions")
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        pass
+
+    async with client_for(kubeconfig) as client:
+        manager = Manager(
+            client, name="unauthorized", metrics_address=None, health_address=None, cache_sync_timeout=3
+        )
+        manager.add(Controller.for_(CONFIGMAPS).reconcile(reconcile))
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="RBAC"):
+            await manager.start(asyncio.Event())
+        assert time.monotonic() - started < 15
+
+        manager = Manager(client, name="unauthorized", metrics_address=None, health_address=None)
+        manager.add(Controller.for_(CONFIGMAPS).reconcile(reconcile))
+        stop = asyncio.Event()
+        task = asyncio.create_task(manager.start(stop))
+        await asyncio.sleep(1)
+        stop.set()
+        stopped = time.monotonic()
+        await asyncio.wait_for(task, 10)
+        assert time.monotonic() - stopped < 5

@@ -29,7 +29,8 @@ machine, with the values of client-go's reflector (k8s.io/client-go/tools/cache/
 - **stall detection**: a stream that delivers nothing (no event, no bookmark) for
   ``stall_timeout`` seconds while the watcher waits on it is abandoned and re-opened: the API
   server sends a bookmark at least every minute, so silence means a dead connection (a frozen
-  proxy or NAT entry) that TCP alone would not notice for many minutes;
+  proxy or NAT entry) that TCP alone would not notice for many minutes. It is armed once the
+  server has been seen sending a bookmark (the streaming list's last event is one);
 - a watch that ends within 1 s without any event is a failure (client-go's "very short watch").
 
 Differences from client-go, on purpose: after a broken stream (connection reset, apiserver
@@ -178,6 +179,8 @@ class WatcherStats:
     lists_completed: int = 0
     errors: int = 0
     stalls: int = 0
+    #: Bookmarks received (the first one arms stall detection).
+    bookmarks: int = 0
     #: Backoff waits cut short by the server probe.
     probe_releases: int = 0
 
@@ -316,6 +319,7 @@ class Watcher:
         transform = self.config.transform
         monotonic = time.monotonic  # the event loop's clock, minus a Python-level call
         guard = _StallGuard(asyncio.get_running_loop(), self.config.stall_timeout, asyncio.current_task())
+        guard.armed = self.stats.bookmarks > 0
         started = monotonic()
         count = 0
         next_event = stream.__anext__
@@ -343,6 +347,8 @@ class Watcher:
                 count += 1
                 etype, obj = event
                 if etype == "BOOKMARK":
+                    self.stats.bookmarks += 1
+                    guard.armed = True
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
                     if not initial:
                         if rv:
@@ -437,9 +443,23 @@ class _StallGuard:
     a stall. Checks run every ``timeout / 4``: a stall is noticed after 1 to 1.25 times the
     timeout, for a few timer callbacks per minute instead of a timer per event. The watcher must
     be iterated from one task (as reflectors and informers do): that task is the one cancelled.
+    Nothing fires until ``armed``: the server has been seen sending bookmarks, so that a server
+    (or aggregated API) without them does not get its quiet watches restarted, and relisted once
+    their version is compacted, every ``timeout``; those watches still end at the transport's
+    deadline (timeoutSeconds + 60 s).
     """
 
-    __slots__ = ("_cancelling", "_fired", "_handle", "_loop", "_period", "_task", "_timeout", "waiting_since")
+    __slots__ = (
+        "_cancelling",
+        "_fired",
+        "_handle",
+        "_loop",
+        "_period",
+        "_task",
+        "_timeout",
+        "armed",
+        "waiting_since",
+    )
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, timeout: float, task: asyncio.Task[Any] | None
@@ -450,6 +470,7 @@ class _StallGuard:
         self._task = task
         self._fired = False
         self._cancelling = 0
+        self.armed = False
         self.waiting_since: float | None = None
         self._handle: asyncio.TimerHandle | None = None
         if timeout > 0 and task is not None:
@@ -461,7 +482,7 @@ class _StallGuard:
         if task is None or task.done():
             self._handle = None
             return
-        if since is not None and self._loop.time() - since >= self._timeout:
+        if self.armed and since is not None and self._loop.time() - since >= self._timeout:
             self._fired = True
             self._cancelling = task.cancelling()
             self._handle = None

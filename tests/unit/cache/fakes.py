@@ -45,11 +45,15 @@ class FakeStream:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.frozen = False
         self.closed = False
+        self.delivered_rv = ""  # a periodic bookmark never claims more than was sent
 
 
 class FakeServer:
-    def __init__(self, *, streaming: bool = True, namespace: str = "default") -> None:
+    def __init__(
+        self, *, streaming: bool = True, namespace: str = "default", bookmark_interval: float | None = None
+    ) -> None:
         self.streaming = streaming
+        self.bookmark_interval = bookmark_interval  # like the API server's "about every minute"
         self.namespace = namespace
         self.rv = 100
         self.objects: dict[str, Obj] = {}
@@ -205,6 +209,7 @@ class FakeServer:
             stream.queue.put_nowait(WatchEvent("BOOKMARK", end))
         else:
             start = int(resource_version or 0)
+            stream.delivered_rv = str(start)
             if start > self.rv:
                 raise too_large_rv_error()
             if start < self.compacted:
@@ -217,13 +222,22 @@ class FakeServer:
         self.streams.add(stream)
         try:
             while True:
-                item = await stream.queue.get()
+                try:
+                    item = await asyncio.wait_for(stream.queue.get(), self.bookmark_interval)
+                except TimeoutError:
+                    if not stream.delivered_rv:
+                        continue
+                    item = WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": stream.delivered_rv}})
                 if stream.frozen:  # a frozen connection: nothing arrives any more
                     await asyncio.get_running_loop().create_future()
                 if item is _END:
                     return
                 if isinstance(item, Exception):
                     raise item
+                if not send_initial_events or item.type != "ADDED" or stream.delivered_rv:
+                    stream.delivered_rv = (
+                        item.object["metadata"].get("resourceVersion") or stream.delivered_rv
+                    )
                 yield item
         finally:
             stream.closed = True

@@ -56,7 +56,7 @@ class Replica:
 
 
 async def scenario(ops: list[tuple[str, Any]], streaming: bool) -> None:
-    server = FakeServer(streaming=streaming)
+    server = FakeServer(streaming=streaming, bookmark_interval=0.02)
     for name in "abc":
         server.create(name, k="0")
     informer = Informer(FakeListWatch(server, probe=server_probe(server, interval=0.005)), config=CONFIG)
@@ -65,6 +65,13 @@ async def scenario(ops: list[tuple[str, Any]], streaming: bool) -> None:
     informer.start()
     try:
         assert await informer.wait_for_sync(5)
+        # Stall detection is armed by the server's first bookmark (sent about every minute by a
+        # real API server, every 20 ms here); a connection frozen before that is only ended by
+        # the transport's deadline, minutes later: not what this test is about.
+        for _ in range(1000):
+            if informer.watcher.stats.bookmarks:
+                break
+            await asyncio.sleep(0.005)
         for version, (op, arg) in enumerate(ops, 1):
             key = f"default/{arg}"
             if op == "create" and key not in server.objects:
@@ -95,7 +102,16 @@ async def scenario(ops: list[tuple[str, Any]], streaming: bool) -> None:
             cached = {object_key(o): o for o in informer.store.list()}
             if {k: v["data"] for k, v in cached.items()} == {k: v["data"] for k, v in server.objects.items()}:
                 break
-            assert asyncio.get_running_loop().time() < deadline, (cached.keys(), server.objects.keys())
+            assert asyncio.get_running_loop().time() < deadline, (
+                cached.keys(),
+                server.objects.keys(),
+                informer.watcher.stats,
+                server.requests,
+                len(server.streams),
+                informer.watcher.resource_version,
+                server.rv,
+                server.compacted,
+            )
             await asyncio.sleep(0.01)
         assert replica.objects == cached
         for key, obj in cached.items():

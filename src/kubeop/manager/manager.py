@@ -130,7 +130,11 @@ class Manager:
             self._client = Client(load_config().with_options(qps=None))
         api = self._client
         metrics = self.metrics
-        self._observe_requests(api)
+        # Nobody can scrape a manager without a metrics address: record nothing then (the
+        # per-event and per-reconcile bookkeeping is a few percent of an operator's CPU).
+        recording = metrics if self._metrics_address else None
+        if recording is not None:
+            self._observe_requests(api)
         executor = ThreadPoolExecutor(self._sync_workers, thread_name_prefix=f"{self.name}-reconcile")
         self.cache = SharedInformerFactory(api, resync_period=self.resync_period)
         self.client = ReconcilerClient(api, self.cache, field_manager=self.field_manager)
@@ -139,7 +143,7 @@ class Manager:
             self.cache,
             self.client,
             self.recorder,
-            metrics,
+            recording,
             executor,
             cache_sync_timeout=self.cache_sync_timeout,
         )

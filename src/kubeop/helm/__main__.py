@@ -19,6 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-concurrent-reconciles", type=int, default=None)
     parser.add_argument("--max-helm-processes", type=int, default=None)
     parser.add_argument(
+        "--disable-openapi-validation",
+        action="store_true",
+        help="do not let Helm validate rendered objects against the server's OpenAPI schema "
+        "before installing or upgrading (faster; the API server still validates)",
+    )
+    parser.add_argument(
         "--watch-namespace",
         default=os.environ.get("WATCH_NAMESPACE") or None,
         help="reconcile resources in this namespace only (default: $WATCH_NAMESPACE, else all)",
@@ -42,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             reconcile_period=period,
             max_concurrent_reconciles=args.max_concurrent_reconciles,
             max_helm_processes=args.max_helm_processes,
+            openapi_validation=not args.disable_openapi_validation,
             namespace=args.watch_namespace,
             name=args.name,
             metrics_address=args.metrics_bind_address or None,

@@ -90,6 +90,7 @@ def run(
     max_concurrent_reconciles: int | None = None,
     max_helm_processes: int | None = None,
     namespace: str | None = None,
+    openapi_validation: bool = True,
     **manager_options: Any,
 ) -> None:
     """Run a Helm operator until SIGTERM/SIGINT (the entry point of its container)."""
@@ -99,6 +100,7 @@ def run(
         max_concurrent_reconciles=max_concurrent_reconciles,
         namespace=namespace,
         max_concurrent=max_helm_processes,
+        openapi_validation=openapi_validation,
     )
     manager_options.setdefault("name", "helm-operator")
     manager = Manager(**manager_options)

@@ -180,7 +180,7 @@ async def outage(cp: ControlPlane, client: Client, ns: str, n: int, update: Any)
 async def run_one(
     cp: ControlPlane, name: str, n: int, workers: int, idle: float, resync: float, fault: bool
 ) -> dict[str, Any]:
-    ns = f"bench-{name}"
+    ns = f"bench-{name}-{int(time.time() * 1000) % 100000}"
     cp.create_namespace(ns)
     env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(

@@ -13,7 +13,6 @@ the request when nothing would change, so a steady-state resync costs no API wri
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -422,8 +421,3 @@ def _without_status(obj: Obj) -> Obj:
     if "status" not in obj:
         return obj
     return {k: v for k, v in obj.items() if k != "status"}
-
-
-async def gather_writes(*aws: Awaitable[Any]) -> list[Any]:
-    """Run independent writes concurrently (one reconcile creating several children)."""
-    return list(await asyncio.gather(*aws))

@@ -42,6 +42,7 @@ class _Series:
     count: int = 1
     pending: int = 0
     last_flush: float = field(default_factory=time.monotonic)
+    last_seen: float = field(default_factory=time.monotonic)
     flushing: bool = False
 
 
@@ -69,6 +70,7 @@ class EventRecorder:
         self._tasks: set[asyncio.Task[None]] = set()
         self.dropped = 0
         self.written = 0
+        self._events = 0
 
     def event(
         self,
@@ -91,7 +93,11 @@ class EventRecorder:
         key = (uid, type, reason, action, note)
         series = self._series.get(key)
         now = time.monotonic()
+        self._events += 1
+        if self._events % 1000 == 0:
+            self._prune(now)
         if series is not None:
+            series.last_seen = now
             series.count += 1
             series.pending += 1
             if not series.flushing:
@@ -133,6 +139,16 @@ class EventRecorder:
             },
         }
         self._spawn(self._create(body))
+
+    def _prune(self, now: float) -> None:
+        """Forget series and budgets older than the window, so a long-running operator that
+        sees many short-lived objects does not keep them all."""
+        for key in [
+            k for k, v in self._series.items() if now - v.last_seen > self._window and not v.flushing
+        ]:
+            del self._series[key]
+        for uid in [u for u, stamps in self._budget.items() if not stamps or now - stamps[-1] > self._window]:
+            del self._budget[uid]
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -56,3 +56,15 @@ async def test_bad_type_is_rejected() -> None:
     rec = EventRecorder(Api(), "c")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="Normal"):
         rec.event(app("a"), "Error", "X", "y")
+
+
+async def test_old_series_and_budgets_are_forgotten() -> None:
+    api = Api()
+    rec = EventRecorder(api, "c", window=0.05)  # type: ignore[arg-type]
+    rec.event(app("a"), "Normal", "Once", "x")
+    await rec.flush()
+    await asyncio.sleep(0.1)
+    for i in range(999):
+        rec.event(app(f"o{i}"), "Normal", "Other", "y")
+    await rec.flush()
+    assert not any(key[0] == "uid-a" for key in rec._series) and "uid-a" not in rec._budget

@@ -67,6 +67,9 @@ async def run(cp: ControlPlane) -> None:
         await wait_for("Application web is Available with 3 ready replicas", available)
         print(cp.kubectl("get", "applications,deployments,pods", "-n", NAMESPACE, "-o", "wide").stdout)
         dep = await client.get(DEPLOYMENTS, "web", namespace=NAMESPACE)
+        count_before = (await client.get(APPLICATIONS, "web", namespace=NAMESPACE))["status"][
+            "reconcileCount"
+        ]
         await client.delete(DEPLOYMENTS, "web", namespace=NAMESPACE)
         say("==> deleted Deployment demo/web behind the operator's back")
 
@@ -78,7 +81,12 @@ async def run(cp: ControlPlane) -> None:
             return bool(new["metadata"]["uid"] != dep["metadata"]["uid"])
 
         await wait_for("the operator recreated the Deployment", restored)
-        await wait_for("Application web is Available again", available)
+
+        async def available_again() -> Any:
+            app = await available()
+            return app if app and app["status"]["reconcileCount"] > count_before else None
+
+        await wait_for("Application web is Available again, its status counting the repair", available_again)
         app = await client.get(APPLICATIONS, "web", namespace=NAMESPACE)
         print(cp.kubectl("get", "application", "web", "-n", NAMESPACE, "-o", "jsonpath={.status}").stdout)
         print()

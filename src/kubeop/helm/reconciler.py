@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubeop.controller import Context, Controller, Predicate, Request, Result, or_
+from kubeop.controller import Context, Controller, Predicate, Request, Result, label_selector, or_
 from kubeop.controller.predicate import AnnotationChanged, GenerationChanged
 from kubeop.core import meta as m
 from kubeop.core.gvk import GroupVersionKind
@@ -162,6 +162,15 @@ def _deletion_started(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 PRIMARY_PREDICATE = or_(GenerationChanged, AnnotationChanged, Predicate(update=_deletion_started))
 
 
+def in_namespace(namespace: str) -> Predicate:
+    """Only objects in ``namespace``."""
+
+    def match(obj: Mapping[str, Any]) -> bool:
+        return bool(m.namespace(obj) == namespace)
+
+    return Predicate(create=match, update=lambda old, new: match(new), delete=match, generic=match)
+
+
 def helm_rate_limiter() -> MaxOfRateLimiter[Request]:
     """Retries of failed reconciles: 0.5 s doubling to 5 min per resource (each attempt runs helm
     processes), and the usual 10 qps / burst 100 overall."""
@@ -221,18 +230,26 @@ class HelmReconciler:
         """The controller to add to a manager (built once)."""
         if self._controller is None:
             self._controller = (
-                Controller.for_(
-                    self.gvk,
-                    PRIMARY_PREDICATE,
-                    namespace=self.runtime.namespace,
-                    label_selector=self.watch.label_selector,
-                )
+                Controller.for_(self.gvk, *self._primary_predicates())
                 .named(self.name)
                 .max_concurrent(self.workers)
                 .with_rate_limiter(helm_rate_limiter())
                 .reconcile(self.reconcile)
             )
         return self._controller
+
+    def _primary_predicates(self) -> list[Predicate]:
+        """The primary watch's filters. The namespace and the watch's selector are predicates on
+        the one cluster-wide informer of the kind, not a filtered informer: the reconciler reads
+        resources through the manager's cached client, which reads that cluster-wide informer,
+        and events from one informer with reads from another can miss an object the second has
+        not seen yet (a create would be taken for a deletion and dropped)."""
+        predicates = [PRIMARY_PREDICATE]
+        if self.runtime.namespace:
+            predicates.append(in_namespace(self.runtime.namespace))
+        if self.watch.label_selector:
+            predicates.append(label_selector(self.watch.label_selector))
+        return predicates
 
     def _enqueue(self, request: Request) -> None:
         if self._controller is not None:

@@ -433,3 +433,21 @@ def test_chart_digest_sees_every_file(chart: Path) -> None:
     (chart / "templates" / "cm.yaml").write_text("kind: ConfigMap\n")
     after = chart_digest(chart)
     assert before != after == chart_digest(chart)
+
+
+def test_namespace_and_selector_filter_the_primary_watch(chart: Path) -> None:
+    world = World(chart, selector={"matchLabels": {"team": "web"}})
+    world.reconciler.runtime.namespace = "ns"
+    preds = world.reconciler._primary_predicates()
+
+    def passes(namespace: str, labels: dict[str, str]) -> bool:
+        obj = {"metadata": {"name": "x", "namespace": namespace, "labels": labels, "generation": 1}}
+        newer = {"metadata": {**obj["metadata"], "generation": 2}}
+        return all(p.create(obj) and p.update(obj, newer) and p.delete(obj) for p in preds)
+
+    assert passes("ns", {"team": "web"})
+    assert not passes("other", {"team": "web"})
+    assert not passes("ns", {"team": "db"})
+    # Our own status and finalizer writes (no generation or annotation change) do not come back.
+    obj = {"metadata": {"name": "x", "namespace": "ns", "labels": {"team": "web"}, "generation": 1}}
+    assert not all(p.update(obj, {**obj, "status": {"x": 1}}) for p in preds)

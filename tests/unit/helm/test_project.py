@@ -1,0 +1,142 @@
+"""Helm operator projects: the files of init --plugin helm and create api --helm-chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubeop.helm.crd import crd_for_chart
+from kubeop.helm.project import (
+    HELM_LAYOUT,
+    HelmProjectError,
+    chart_kinds,
+    copy_chart,
+    find_helm_project,
+    helm_api_files,
+    helm_project_files,
+)
+from kubeop.helm.watches import load_watches
+
+EXAMPLE_CHART = Path(__file__).parents[3] / "examples" / "php_deployment" / "helm-charts" / "php-deployment"
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for path, content in files.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+
+
+@pytest.fixture
+def project_root(tmp_path: Path) -> Path:
+    root = tmp_path / "php-operator"
+    write(
+        root,
+        helm_project_files(
+            domain="example.com", repo="github.com/example/php-operator", project_name="php-operator"
+        ),
+    )
+    return root
+
+
+def test_init_files(project_root: Path) -> None:
+    files = sorted(str(p.relative_to(project_root)) for p in project_root.rglob("*") if p.is_file())
+    assert files == [
+        ".dockerignore", "Dockerfile", "Makefile", "PROJECT", "README.md",
+        "config/crd/kustomization.yaml", "config/default/kustomization.yaml",
+        "config/manager/kustomization.yaml", "config/manager/manager.yaml",
+        "config/rbac/kustomization.yaml", "config/rbac/role.yaml", "config/rbac/role_binding.yaml",
+        "config/rbac/service_account.yaml", "config/samples/kustomization.yaml",
+        "helm-charts/.gitkeep", "watches.yaml",
+    ]  # fmt: skip
+    for path in project_root.rglob("*.yaml"):
+        list(yaml.safe_load_all(path.read_text()))  # all valid YAML
+    assert load_watches(project_root / "watches.yaml") == []
+    project = find_helm_project(project_root / "config")
+    assert project is not None
+    assert (project.domain, project.project_name, project.apis) == ("example.com", "php-operator", ())
+    assert HELM_LAYOUT in (project_root / "PROJECT").read_text()
+    assert '"python", "-m", "kubeop.helm"' in (project_root / "Dockerfile").read_text()
+    assert "python -m kubeop.helm" in (project_root / "Makefile").read_text()
+    binding = yaml.safe_load((project_root / "config/rbac/role_binding.yaml").read_text())
+    assert binding["subjects"][0]["namespace"] == "php-operator-system"
+
+
+def test_init_checks_names() -> None:
+    with pytest.raises(HelmProjectError, match="--domain"):
+        helm_project_files(domain="example", repo="r", project_name="p")
+    with pytest.raises(HelmProjectError, match="--project-name"):
+        helm_project_files(domain="example.com", repo="r", project_name="Php_Operator")
+
+
+def test_not_a_helm_project(tmp_path: Path) -> None:
+    assert find_helm_project(tmp_path) is None
+    (tmp_path / "PROJECT").write_text("layout: [python.kubeop.dev/v1]\nprojectName: x\n")
+    assert find_helm_project(tmp_path) is None
+
+
+def test_create_api(project_root: Path) -> None:
+    rel, copied = copy_chart(EXAMPLE_CHART, project_root)
+    assert (rel, copied) == ("helm-charts/php-deployment", True)
+    assert (project_root / rel / "values.schema.json").is_file()
+    assert copy_chart(EXAMPLE_CHART, project_root) == (rel, False)  # already there
+    project = find_helm_project(project_root)
+    assert project is not None
+    files = helm_api_files(project, group="web", version="v1", kind="PhpDeployment", chart=rel)
+    assert set(files) == {
+        "PROJECT", "watches.yaml", "config/crd/bases/web.example.com_phpdeployments.yaml",
+        "config/crd/kustomization.yaml", "config/samples/web_v1_phpdeployment.yaml",
+        "config/samples/kustomization.yaml", "config/rbac/role.yaml",
+    }  # fmt: skip
+    write(project_root, files)
+    [watch] = load_watches(project_root / "watches.yaml")
+    assert (watch.group, watch.version, watch.kind) == ("web.example.com", "v1", "PhpDeployment")
+    assert watch.chart == project_root / rel
+    crd = yaml.safe_load((project_root / "config/crd/bases/web.example.com_phpdeployments.yaml").read_text())
+    assert crd == crd_for_chart(project_root / rel, "web.example.com", "v1", "PhpDeployment")
+    sample = yaml.safe_load((project_root / "config/samples/web_v1_phpdeployment.yaml").read_text())
+    assert sample["apiVersion"] == "web.example.com/v1" and sample["spec"]["image"] == "php:8.3-apache"
+    assert yaml.safe_load((project_root / "config/crd/kustomization.yaml").read_text()) == {
+        "resources": ["bases/web.example.com_phpdeployments.yaml"]
+    }
+    role = yaml.safe_load((project_root / "config/rbac/role.yaml").read_text())
+    rules = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    for needed in [
+        ("", "secrets"), ("web.example.com", "phpdeployments"), ("web.example.com", "phpdeployments/status"),
+        ("web.example.com", "phpdeployments/finalizers"), ("apps", "deployments"), ("", "services"),
+        ("networking.k8s.io", "ingresses"),
+    ]:  # fmt: skip
+        assert needed in rules, needed
+    updated = find_helm_project(project_root)
+    assert updated is not None and [a.kind for a in updated.apis] == ["PhpDeployment"]
+    with pytest.raises(HelmProjectError, match="already in this project"):
+        helm_api_files(updated, group="web", version="v1", kind="PhpDeployment", chart=rel)
+    # A second kind keeps the first everywhere.
+    more = helm_api_files(updated, group="web", version="v1", kind="Other", chart=rel)
+    write(project_root, more)
+    assert [w.kind for w in load_watches(project_root / "watches.yaml")] == ["PhpDeployment", "Other"]
+    assert len(yaml.safe_load((project_root / "config/crd/kustomization.yaml").read_text())["resources"]) == 2
+
+
+def test_create_api_checks(project_root: Path, tmp_path: Path) -> None:
+    project = find_helm_project(project_root)
+    assert project is not None
+    with pytest.raises(HelmProjectError, match="not a Helm chart"):
+        copy_chart(tmp_path, project_root)
+    with pytest.raises(HelmProjectError, match=r"is not a directory|Chart\.yaml"):
+        helm_api_files(project, group="web", version="v1", kind="X", chart="helm-charts/none")
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (remote / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: r\nversion: 1.0.0\ndependencies:\n- name: redis\n  repository: https://charts.example\n"
+    )
+    with pytest.raises(HelmProjectError, match="helm dependency build"):
+        copy_chart(remote, project_root)
+
+
+def test_chart_kinds_with_and_without_helm() -> None:
+    kinds = {("apps/v1", "Deployment"), ("v1", "Service"), ("networking.k8s.io/v1", "Ingress")}
+    assert set(chart_kinds(EXAMPLE_CHART)) == kinds  # helm template
+    assert set(chart_kinds(EXAMPLE_CHART, helm="/nonexistent/helm")) == kinds  # the templates' kind: lines

@@ -156,6 +156,15 @@ class ReconcilerClient:
             self._resources[key] = res
         return res
 
+    def use_informer(self, res: ApiResource, informer: Any) -> None:
+        """Read ``res`` from ``informer`` (a controller's watch, possibly limited to a namespace or
+        a label selector) instead of starting a cluster-wide one: one watch and one cache per
+        kind, and reads that see exactly what the controller's events saw. The first informer
+        registered for a resource wins; objects outside its scope read as absent, as with
+        controller-runtime's namespaced caches."""
+        res = self._canonical.setdefault((res.group, res.version, res.plural), res)
+        self._informers.setdefault(res, informer)
+
     async def _informer(self, res: ApiResource) -> Any:
         informer = self._informers.get(res)
         if informer is None:

@@ -201,6 +201,8 @@ class Controller:
                 label_selector=watch.label_selector,
                 metadata_only=watch.metadata_only,
             )
+            if not watch.metadata_only:
+                client.use_informer(res, informer)
             reg = informer.add_event_handler(
                 self._event_handler(handler, (*watch.predicates, *self._filters))
             )

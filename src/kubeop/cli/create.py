@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from kubeop.cli.helm import create_helm_api
 from kubeop.cli.output import Directory, errors_as_messages, project_at, report, say
 from kubeop.scaffold import create_api
 
@@ -25,8 +27,17 @@ def api(
         bool, typer.Option("--namespaced/--cluster", help="objects live in namespaces, or cluster-wide")
     ] = True,
     directory: Directory = None,
+    helm_chart: Annotated[
+        Path | None,
+        typer.Option(help="in a Helm operator project: serve the kind with this chart directory"),
+    ] = None,
 ) -> None:
     """Add a kind (spec/status model, sample, test) and its controller (reconciler with RBAC declarations)."""
+    if helm_chart is not None:
+        create_helm_api(
+            directory, group=group, version=version, kind=kind, chart=helm_chart, namespaced=namespaced
+        )
+        return
     with errors_as_messages():
         project = project_at(directory)
         result = create_api(

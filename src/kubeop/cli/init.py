@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from kubeop.cli.helm import init_helm
 from kubeop.cli.output import errors_as_messages, fail, report, say
 from kubeop.scaffold import init_project
 
@@ -14,7 +15,9 @@ from kubeop.scaffold import init_project
 def init(
     domain: Annotated[str, typer.Option(help="the domain of the project's API groups: <group>.<domain>")],
     repo: Annotated[str, typer.Option(help="the project's repository, e.g. github.com/example/my-operator")],
-    plugin: Annotated[str, typer.Option(help="the kind of operator: python")] = "python",
+    plugin: Annotated[
+        str, typer.Option(help="the kind of operator: python, or helm (a chart per kind, kubeop.helm)")
+    ] = "python",
     project_name: Annotated[
         str | None, typer.Option(help="a lower-case DNS label (default: the directory's name)")
     ] = None,
@@ -38,6 +41,9 @@ def init(
 ) -> None:
     """Create a kubebuilder-style operator project: PROJECT, package, config/, Dockerfile, Makefile, tests."""
     root = directory or Path.cwd()
+    if plugin == "helm":
+        init_helm(root, domain=domain, repo=repo, project_name=project_name, force=force)
+        return
     with errors_as_messages():
         if kubeop_source is not None and not (kubeop_source / "pyproject.toml").is_file():
             fail(f"--kubeop-source {kubeop_source} is not a kubeop checkout (it has no pyproject.toml)")

@@ -79,7 +79,7 @@ def test_init_in_a_non_empty_directory(here: Path) -> None:
     ("args", "message"),
     [
         (["--domain", "Example.COM", "--repo", REPO], "error: --domain 'Example.COM' is not a DNS subdomain"),
-        (["--domain", DOMAIN, "--repo", REPO, "--plugin", "helm"], "error: --plugin 'helm' is not available"),
+        (["--domain", DOMAIN, "--repo", REPO, "--plugin", "go"], "error: --plugin 'go' is not available"),
         (["--domain", DOMAIN, "--repo", REPO, "--project-name", "Guestbook"], "--project-name guestbook"),
         (["--domain", DOMAIN, "--repo", REPO, "--kubeop-source", "/nonexistent"], "is not a kubeop checkout"),
     ],

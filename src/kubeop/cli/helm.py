@@ -1,0 +1,81 @@
+"""``kubeop init --plugin helm`` and ``kubeop create api --helm-chart``: Helm operator projects.
+
+The files come from :mod:`kubeop.helm.project`; they are written like every scaffolded file
+(never over a file the user changed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kubeop.cli.output import fail, report, say
+from kubeop.crd import CRDError
+from kubeop.helm import HelmChartError, HelmProjectError, WatchesError
+from kubeop.helm.project import copy_chart, find_helm_project, helm_api_files, helm_project_files
+from kubeop.scaffold import Planned, write_planned
+from kubeop.scaffold.new_project import IGNORED_ENTRIES
+
+__all__ = ["create_helm_api", "init_helm"]
+
+# Files create api rewrites as a whole (they list every kind); the rest are the user's once written.
+_REGENERATED = frozenset(
+    {
+        "PROJECT",
+        "watches.yaml",
+        "config/crd/kustomization.yaml",
+        "config/samples/kustomization.yaml",
+        "config/rbac/role.yaml",
+    }
+)
+
+
+def init_helm(root: Path, *, domain: str, repo: str, project_name: str | None, force: bool) -> None:
+    root = root.resolve()
+    try:
+        files = helm_project_files(domain=domain, repo=repo, project_name=project_name or root.name)
+    except HelmProjectError as e:
+        fail(str(e))
+    if not force and root.is_dir():
+        entries = sorted(p.name for p in root.iterdir() if p.name not in IGNORED_ENTRIES)
+        if entries:
+            fail(
+                f"{root} is not empty ({', '.join(entries[:5])}): run kubeop init in an empty directory, "
+                "or pass --force to add the project's files and keep every file already there"
+            )
+    root.mkdir(parents=True, exist_ok=True)
+    report(write_planned(root, [Planned(path, content) for path, content in files.items()]))
+    say(
+        f"\nA Helm operator project is ready in {root}. Next:\n"
+        "  kubeop create api --group <group> --version v1 --kind <Kind> --helm-chart path/to/chart\n"
+        "  make install run"
+    )
+
+
+def create_helm_api(
+    directory: Path | None, *, group: str, version: str, kind: str, chart: Path, namespaced: bool
+) -> None:
+    start = directory or Path.cwd()
+    try:
+        project = find_helm_project(start)
+        if project is None:
+            fail(
+                f"{start.resolve()} is not inside a Helm operator project: create one with "
+                "kubeop init --plugin helm --domain example.com --repo ..."
+            )
+        rel, copied = copy_chart(chart, project.root)
+        files = helm_api_files(
+            project, group=group, version=version, kind=kind, chart=rel, namespaced=namespaced
+        )
+    except (HelmProjectError, HelmChartError, WatchesError, CRDError) as e:
+        fail(str(e))
+    if copied:
+        say(f"created {rel}/ (copied from {chart})")
+    plans = [
+        Planned(path, content, (lambda _: True) if path in _REGENERATED else (lambda _: False))
+        for path, content in files.items()
+    ]
+    report(write_planned(project.root, plans))
+    say(
+        f"\n{kind} is served by {rel}. Next: make install run, then kubectl apply -k config/samples "
+        f"(the sample's spec holds the chart's default values)"
+    )

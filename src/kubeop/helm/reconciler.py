@@ -188,6 +188,18 @@ class _Memo:
     failure: str | None = None
 
 
+@dataclass
+class _Failure:
+    """A failure after Helm started writing (retried with backoff while the inputs stay)."""
+
+    inputs: str
+    count: int
+    until: float
+
+
+FAILURE_BACKOFF = (0.5, 300.0)  # first delay, cap (doubling)
+
+
 class HelmReconciler:
     """Reconciles one kind (one watches.yaml entry); see the module docstring.
 
@@ -218,6 +230,8 @@ class HelmReconciler:
         self._chart_digest = chart_digest(watch.chart)
         self._clock = clock
         self._memo: dict[Request, _Memo] = {}
+        self._ours: dict[Request, int] = {}
+        self._failures: dict[Request, _Failure] = {}
         self._controller: Controller | None = None
         self._dependents: DependentWatches | None = None
         self._resource: ApiResource | None = None
@@ -261,6 +275,8 @@ class HelmReconciler:
         cr = await ctx.client.get(self.gvk, req.name, namespace=req.namespace or None)
         if cr is None:
             self._memo.pop(req, None)
+            self._ours.pop(req, None)
+            self._failures.pop(req, None)
             return None
         await self._ready(ctx)
         period = reconcile_period(cr, self.reconcile_period)
@@ -273,6 +289,7 @@ class HelmReconciler:
             history = releases.history(req.namespace, req.name)
             stale = _stale_revisions(history)
             if stale:
+                self._claim(req, max(self._ours.get(req, 0), *(r.version for r in history)))
                 await self.runtime.drop_revisions(ctx.client.api, req.namespace, stale)
                 dropped = {r.version for r in stale}
                 await releases.wait_for(
@@ -293,6 +310,13 @@ class HelmReconciler:
             await ctx.client.add_finalizer(cr, FINALIZER)
         deployed = next((r for r in reversed(history) if r.deployed), None)
         inputs = self._inputs(cr, values)
+        failure = self._failures.get(req)
+        if failure is not None and failure.inputs == inputs and failure.until > self._clock():
+            # The last install or upgrade of these inputs failed moments ago. Whatever brought
+            # the resource back (the rollback's own changes to its objects, say) waits for the
+            # backoff: the retries are paced here, not only by the work queue.
+            await self._write_status(ctx, cr, status)
+            return Result(requeue_after=failure.until - self._clock())
         if deployed is None:
             return await self._install(req, cr, status, ctx, values, history, inputs, period)
         return await self._sync(req, cr, status, ctx, values, deployed, inputs, period)
@@ -309,7 +333,26 @@ class HelmReconciler:
                 self._enqueue if self.watch.watch_dependent_resources else None,
                 namespace=self.runtime.namespace,
             )
-            self.runtime.releases.subscribe(lambda ns, name: self._enqueue(Request(ns, name)))
+            self.runtime.releases.subscribe(self._on_release_change)
+
+    def _on_release_change(self, namespace: str, name: str, revision: int) -> None:
+        """Someone changed a release's storage: reconcile, unless the revision is one our own
+        helm commands wrote (those must not bring the resource back at once: a failing upgrade
+        and its rollback would retry in a loop, around the controller's backoff)."""
+        req = Request(namespace, name)
+        if revision <= self._ours.get(req, 0):
+            return
+        self._enqueue(req)
+
+    def _failed(self, req: Request, inputs: str) -> None:
+        previous = self._failures.get(req)
+        count = previous.count + 1 if previous is not None and previous.inputs == inputs else 1
+        first, cap = FAILURE_BACKOFF
+        self._failures[req] = _Failure(inputs, count, self._clock() + min(first * 2 ** (count - 1), cap))
+
+    def _claim(self, req: Request, revision: int) -> None:
+        """Revisions up to ``revision`` of the release are (or are about to be) our own writes."""
+        self._ours[req] = revision
 
     def _inputs(self, cr: Mapping[str, Any], values: Mapping[str, Any]) -> str:
         doc = {"values": values, "uid": m.uid(cr), "chart": self._chart_digest}
@@ -348,6 +391,8 @@ class HelmReconciler:
                 await self._write_status(ctx, cr, status)
                 return self._requeue(period, wait)
         helm, releases = self.runtime.helm, self.runtime.releases
+        # Cleaning up, installing (revision 1) and, on failure, uninstalling again.
+        self._claim(req, max((r.version for r in history), default=0) + 2)
         if history:
             # Revisions but none deployed: failed attempts. Start from a clean slate, as
             # operator-sdk does, so the install is an install (and leftovers are removed).
@@ -369,7 +414,8 @@ class HelmReconciler:
                     _log(ctx).error("uninstall after the failed install failed too: %s", ue.message)
                 await self._write_status(ctx, cr, status)
                 self._memo.pop(req, None)
-                raise ReleaseError(f"install failed: {e.message}") from None
+                self._failed(req, inputs)
+                raise ReleaseError(f"install failed: {_short(e.message, 300)}") from None
             _log(ctx).error(
                 "install failed (the chart did not render; retried after %.0f s): %s", period, e.message
             )
@@ -377,6 +423,8 @@ class HelmReconciler:
             await self._write_status(ctx, cr, status)
             return self._requeue(period)
         await releases.wait_for(req.namespace, req.name, lambda h: any(r.version >= rel.version for r in h))
+        self._claim(req, rel.version)
+        self._failures.pop(req, None)
         _log(ctx).info("installed release %s (revision %d)", rel.name, rel.version)
         ctx.recorder.event(cr, "Normal", Reason.INSTALL_SUCCESSFUL, f"installed release {rel.name}")
         status.deployed(rel.name, rel.manifest, reason=Reason.INSTALL_SUCCESSFUL, notes=rel.notes)
@@ -466,6 +514,8 @@ class HelmReconciler:
         helm, releases = self.runtime.helm, self.runtime.releases
         force = annotation_bool(cr, UPGRADE_FORCE_ANNOTATION, False)
         self._warn_overrides(cr, ctx)
+        latest = max((r.version for r in releases.history(req.namespace, req.name)), default=deployed.version)
+        self._claim(req, latest + 2)  # the new revision, and a rollback's if it fails
         try:
             rel = await helm.upgrade(
                 req.name, req.namespace, self.chart, values, force=force, post_renderer=spec
@@ -487,8 +537,11 @@ class HelmReconciler:
             status.release_failed(Reason.UPGRADE_ERROR, message)
             ctx.recorder.event(cr, "Warning", Reason.UPGRADE_ERROR, _short(message))
             await self._write_status(ctx, cr, status)
-            raise ReleaseError(f"upgrade failed: {message}") from None
+            self._failed(req, inputs)
+            raise ReleaseError(f"upgrade failed: {_short(message, 300)}") from None
         await releases.wait_for(req.namespace, req.name, lambda h: any(r.version >= rel.version for r in h))
+        self._claim(req, rel.version)
+        self._failures.pop(req, None)
         change = diff_manifests(deployed.manifest, rel.manifest).summary()
         _log(ctx).info("upgraded release %s to revision %d (%s)", rel.name, rel.version, change)
         ctx.recorder.event(
@@ -539,7 +592,9 @@ class HelmReconciler:
             return None
         helm, releases = self.runtime.helm, self.runtime.releases
         wait = annotation_bool(cr, UNINSTALL_WAIT_ANNOTATION, False)
-        if releases.history(req.namespace, req.name):
+        history = releases.history(req.namespace, req.name)
+        if history:
+            self._claim(req, max(r.version for r in history))
             try:
                 await helm.uninstall(req.name, req.namespace)
             except HelmError as e:

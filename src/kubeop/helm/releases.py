@@ -119,7 +119,7 @@ class ReleaseStore:
         self.namespace = namespace
         self._informer: Informer | None = None
         self._decoded: dict[tuple[str, str], Release] = {}
-        self._listeners: list[Callable[[str, str], None]] = []
+        self._listeners: list[Callable[[str, str, int], None]] = []
         self._changed = asyncio.Event()
         self._start_lock = asyncio.Lock()
 
@@ -141,9 +141,9 @@ class ReleaseStore:
                 "(the operator needs list/watch on secrets)"
             )
 
-    def subscribe(self, listener: Callable[[str, str], None]) -> None:
-        """Call ``listener(namespace, release_name)`` when a release's storage changes after the
-        first list (a revision added, its status changed, a revision deleted)."""
+    def subscribe(self, listener: Callable[[str, str, int], None]) -> None:
+        """Call ``listener(namespace, release_name, revision)`` when a revision of a release is
+        added, changed (its status) or deleted after the first list."""
         self._listeners.append(listener)
 
     # -- reads ------------------------------------------------------------------------------------
@@ -212,11 +212,13 @@ class ReleaseStore:
             if secret is None:
                 return
         md = secret.get("metadata") or {}
-        name = (md.get("labels") or {}).get("name")
+        labels = md.get("labels") or {}
+        name = labels.get("name")
         if not name:
             return
+        version = str(labels.get("version") or "")
         for listener in self._listeners:
-            listener(md.get("namespace") or "", name)
+            listener(md.get("namespace") or "", name, int(version) if version.isdigit() else 0)
 
     def _on_add(self, secret: Any, is_in_initial_list: bool) -> None:
         if is_in_initial_list:

@@ -56,6 +56,16 @@ class Reason:
 
 
 WAITING_FOR_DELETION = "Waiting until all resources are deleted."
+MAX_MESSAGE = 4000
+
+
+def _cut(message: str) -> str:
+    """At most MAX_MESSAGE characters, keeping the start (what failed) and the end (why)."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    marker = " ... (truncated) ... "
+    half = (MAX_MESSAGE - len(marker)) // 2
+    return f"{message[:half]}{marker}{message[-half:]}"
 
 
 class HelmStatus:
@@ -90,15 +100,17 @@ class HelmStatus:
         self.remove(RELEASE_FAILED)
 
     def release_failed(self, reason: str, message: str) -> None:
-        """An install, upgrade or uninstall failed (the deployed release, if any, stays)."""
-        self._set(RELEASE_FAILED, True, reason, message)
+        """An install, upgrade or uninstall failed (the deployed release, if any, stays). Helm's
+        messages can quote a whole object: the message is cut to :data:`MAX_MESSAGE` characters,
+        keeping its start and its end."""
+        self._set(RELEASE_FAILED, True, reason, _cut(message))
 
     def release_ok(self) -> None:
         """Nothing is failing any more (a failing change was reverted)."""
         self.remove(RELEASE_FAILED)
 
     def irreconcilable(self, message: str) -> None:
-        self._set(IRRECONCILABLE, True, Reason.RECONCILE_ERROR, message)
+        self._set(IRRECONCILABLE, True, Reason.RECONCILE_ERROR, _cut(message))
 
     def reconciled(self) -> None:
         self.remove(IRRECONCILABLE)

@@ -309,10 +309,30 @@ async def test_failed_upgrade_is_rolled_back_and_retried_with_backoff(world: Wor
     deployment = world.child(DEPLOYMENTS)
     assert deployment is not None
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "php:8.3"
-    # The retry (the controller's backoff) upgrades again, and succeeds.
+    # Our own revisions (the failed one, the rollback's) did not bring the resource back.
+    assert Request(NS, NAME) not in world.enqueued
+    # Whatever else brings it back within the backoff runs no helm...
+    assert await world.reconcile() == Result(requeue_after=pytest.approx(0.5))
+    assert len(world.helm.calls) == 3
+    # ... and after it, the retry upgrades again. A second failure doubles the wait.
+    world.now += 0.5
+    world.helm.fail_apply = True
+    with pytest.raises(ReleaseError):
+        await world.reconcile()
+    assert world.reconciler._failures[Request(NS, NAME)].until == pytest.approx(world.now + 1.0)
+    world.now += 1.0
     await world.reconcile()
     assert world.helm_ops()[-2:] == ["dry-run", "upgrade"]
     assert "ReleaseFailed" not in world.conditions()
+    assert Request(NS, NAME) not in world.reconciler._failures
+    # A spec change does not wait for the backoff.
+    world.edit(image="php:9")
+    world.helm.fail_apply = True
+    with pytest.raises(ReleaseError):
+        await world.reconcile()
+    world.edit(image="php:9.1")
+    await world.reconcile()
+    assert world.helm_ops()[-2:] == ["dry-run", "upgrade"]
 
 
 async def test_failed_install_is_uninstalled_and_retried_with_backoff(world: World) -> None:
@@ -322,6 +342,8 @@ async def test_failed_install_is_uninstalled_and_retried_with_backoff(world: Wor
         await world.reconcile()
     assert world.helm_ops() == ["install", "uninstall"]
     assert world.cluster.informer(RELEASE_SECRETS).store.list() == []
+    assert Request(NS, NAME) not in world.enqueued
+    world.now += 0.5
     await world.reconcile()
     assert world.helm_ops() == ["install", "uninstall", "install"]
     assert world.conditions()["Deployed"]["status"] == "True"

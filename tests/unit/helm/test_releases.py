@@ -75,8 +75,8 @@ async def test_store_history_deployed_and_notifications() -> None:
         store.history("ns", "web")
     await store.start()
     await store.start()  # idempotent
-    seen: list[tuple[str, str]] = []
-    store.subscribe(lambda ns, name: seen.append((ns, name)))
+    seen: list[tuple[str, str, int]] = []
+    store.subscribe(lambda ns, name, version: seen.append((ns, name, version)))
     assert [(r.version, r.status) for r in store.history("ns", "web")] == [
         (1, "superseded"),
         (2, "deployed"),
@@ -88,7 +88,7 @@ async def test_store_history_deployed_and_notifications() -> None:
     assert store.history("ns", "web")[0] is store.history("ns", "web")[0]  # decoded once
     assert seen == []  # the initial list is not news
     helm._record("ns", "web", 4, "deployed", "m4", {})
-    assert seen == [("ns", "web")]
+    assert seen == [("ns", "web", 4)]
 
 
 async def test_wait_for_sees_later_changes() -> None:

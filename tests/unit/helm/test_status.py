@@ -107,3 +107,14 @@ def test_the_status_read_is_not_mutated() -> None:
     s.uninstalled()
     assert original["conditions"][0]["status"] == "True"
     assert s.condition(DEPLOYED) is not None and s.condition("Nope") is None
+
+
+def test_long_messages_keep_their_start_and_end() -> None:
+    s = HelmStatus(obj())
+    s.release_failed(
+        Reason.UPGRADE_ERROR, "UPGRADE FAILED: cannot patch" + "x" * 10_000 + "quantities must match"
+    )
+    message = by_type(s.to_dict())[RELEASE_FAILED]["message"]
+    assert len(message) <= 4000
+    assert message.startswith("UPGRADE FAILED: cannot patch") and message.endswith("quantities must match")
+    assert "(truncated)" in message

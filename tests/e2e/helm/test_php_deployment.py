@@ -190,7 +190,7 @@ async def test_failed_upgrade_is_rolled_back(
             return cond if cond.get("reason") == "UpgradeError" else None
 
         cond = await eventually(upgrade_failed, 60, "ReleaseFailed/UpgradeError")
-        assert "lots" in cond["message"]
+        assert "UPGRADE FAILED" in cond["message"] and "quantities must match" in cond["message"]
 
         async def rolled_back() -> Any:
             history = helm_cli("history", "roll", "--namespace", namespace, "--output", "json").stdout

@@ -258,12 +258,20 @@ class HelmReconciler:
         resources through the manager's cached client, which reads that cluster-wide informer,
         and events from one informer with reads from another can miss an object the second has
         not seen yet (a create would be taken for a deletion and dropped)."""
-        predicates = [PRIMARY_PREDICATE]
+        return [PRIMARY_PREDICATE, *self._selection]
+
+    @property
+    def _selection(self) -> list[Predicate]:
+        """Which resources are this operator's: its namespace, and the watch's selector."""
+        out = []
         if self.runtime.namespace:
-            predicates.append(in_namespace(self.runtime.namespace))
+            out.append(in_namespace(self.runtime.namespace))
         if self.watch.label_selector:
-            predicates.append(label_selector(self.watch.label_selector))
-        return predicates
+            out.append(label_selector(self.watch.label_selector))
+        return out
+
+    def _selects(self, cr: Mapping[str, Any]) -> bool:
+        return all(p.create(cr) for p in self._selection)
 
     def _enqueue(self, request: Request) -> None:
         if self._controller is not None:
@@ -273,6 +281,8 @@ class HelmReconciler:
 
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
         cr = await ctx.client.get(self.gvk, req.name, namespace=req.namespace or None)
+        if cr is not None and not self._selects(cr):
+            cr = None  # brought here by a release or object event, but not ours to manage
         if cr is None:
             self._memo.pop(req, None)
             self._ours.pop(req, None)

@@ -473,3 +473,10 @@ def test_namespace_and_selector_filter_the_primary_watch(chart: Path) -> None:
     # Our own status and finalizer writes (no generation or annotation change) do not come back.
     obj = {"metadata": {"name": "x", "namespace": "ns", "labels": {"team": "web"}, "generation": 1}}
     assert not all(p.update(obj, {**obj, "status": {"x": 1}}) for p in preds)
+
+
+async def test_resources_outside_the_selection_are_left_alone(chart: Path) -> None:
+    world = World(chart, selector={"matchLabels": {"team": "web"}})
+    world.create({"image": "php:8.3"})  # no team label: a release event may bring it here anyway
+    assert await world.reconcile() is None
+    assert world.helm.calls == [] and world.cluster.writes == []

@@ -244,7 +244,7 @@ class HelmReconciler:
         """The controller to add to a manager (built once)."""
         if self._controller is None:
             self._controller = (
-                Controller.for_(self.gvk, *self._primary_predicates())
+                Controller.for_(self.gvk, *self._primary_predicates(), namespace=self.runtime.namespace)
                 .named(self.name)
                 .max_concurrent(self.workers)
                 .with_rate_limiter(helm_rate_limiter())
@@ -253,16 +253,15 @@ class HelmReconciler:
         return self._controller
 
     def _primary_predicates(self) -> list[Predicate]:
-        """The primary watch's filters. The namespace and the watch's selector are predicates on
-        the one cluster-wide informer of the kind, not a filtered informer: the reconciler reads
-        resources through the manager's cached client, which reads that cluster-wide informer,
-        and events from one informer with reads from another can miss an object the second has
-        not seen yet (a create would be taken for a deletion and dropped)."""
+        """The primary watch's filters: our own writes do not come back, and the watch's label
+        selector is a predicate (as operator-sdk applies it), so the reads of the manager's
+        cached client and the events come from the same informer. The namespace limits the
+        informer itself (operator-sdk's WATCH_NAMESPACE: a namespaced cache)."""
         return [PRIMARY_PREDICATE, *self._selection]
 
     @property
     def _selection(self) -> list[Predicate]:
-        """Which resources are this operator's: its namespace, and the watch's selector."""
+        """Which resources are this operator's: in its namespace, and matching the selector."""
         out = []
         if self.runtime.namespace:
             out.append(in_namespace(self.runtime.namespace))

@@ -49,8 +49,8 @@ class Context:
                 logging.getLogger(f"kubeop.controller.{self.controller}"),
                 {
                     "controller": self.controller,
-                    "namespace": self.request.namespace,
-                    "name": self.request.name,
+                    "object_namespace": self.request.namespace,
+                    "object_name": self.request.name,
                     "reconcile_id": self.reconcile_id,
                 },
             )

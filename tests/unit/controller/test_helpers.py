@@ -129,3 +129,14 @@ def test_handlers_map_objects_to_requests() -> None:
     ]
     h = enqueue_from_map(lambda o: ["ns/x", ("ns", "y"), Request("", "z")])
     assert list(h.map(child)) == [Request("ns", "x"), Request("ns", "y"), Request("", "z")]
+
+
+def test_context_logger_does_not_clash_with_log_record_fields(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from kubeop.controller import Context
+
+    ctx = Context(Request("ns", "obj"), None, None, "ctl")  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO):
+        ctx.log.info("deployment %s", "created")
+    assert caplog.records[-1].object_name == "obj"  # type: ignore[attr-defined]

@@ -11,9 +11,14 @@ from cryptography.x509.oid import NameOID
 
 
 def self_signed(
-    cn: str = "test", *, days: int = 1, expired: bool = False, ca: bool = False
+    cn: str = "test",
+    *,
+    days: int = 1,
+    expired: bool = False,
+    ca: bool = False,
+    validity: tuple[datetime.datetime, datetime.datetime] | None = None,
 ) -> tuple[bytes, bytes]:
-    """(certificate PEM, key PEM)."""
+    """(certificate PEM, key PEM); ``validity`` (notBefore, notAfter) overrides days/expired."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
     start, end = (
@@ -24,6 +29,8 @@ def self_signed(
             now + datetime.timedelta(days=days),
         )
     )
+    if validity is not None:
+        start, end = validity
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
     builder = (
         x509.CertificateBuilder()

@@ -197,3 +197,61 @@ def test_exec_info_shape(tmp_path: Path) -> None:
         "kind": "ExecCredential",
         "spec": {"interactive": False, "cluster": {"server": "https://s"}},
     }
+
+
+@pytest.mark.parametrize(
+    "validity",
+    [
+        # UTCTime (before 2050) and GeneralizedTime (from 2050 on), as RFC 5280 encodes them
+        (datetime.datetime(2020, 1, 2, 3, 4, 5), datetime.datetime(2049, 12, 31, 23, 59, 59)),
+        (datetime.datetime(1999, 6, 1, 0, 0, 0), datetime.datetime(2061, 7, 8, 9, 10, 11)),
+    ],
+)
+def test_cert_validity_is_read_without_cryptography_objects(
+    validity: tuple[datetime.datetime, datetime.datetime],
+) -> None:
+    from kubeop.client.tls import _cert_validity
+
+    utc = tuple(t.replace(tzinfo=datetime.UTC) for t in validity)
+    cert, _ = self_signed("dates", validity=(utc[0], utc[1]))
+    assert _cert_validity(cert) == utc
+    assert _cert_validity(b"junk before\n" + cert + cert) == utc  # the first certificate counts
+    with pytest.raises(ValueError):
+        _cert_validity(cert.replace(b"CERTIFICATE", b"PRIVATE KEY"))
+    with pytest.raises(ValueError):
+        _cert_validity(b"-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n")
+
+
+def test_bad_client_certs_are_still_explained() -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    cert, key = self_signed(
+        "later", validity=(now + datetime.timedelta(days=1), now + datetime.timedelta(days=2))
+    )
+    with pytest.raises(ConfigError, match="kubeconfig K: the client certificate is not valid before"):
+        ssl_context(
+            ClientConfig(
+                server="https://h", client_cert_data=cert, client_key_data=key, source="kubeconfig K"
+            )
+        )
+    _, key = self_signed()
+    garbage = b"-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n"
+    with pytest.raises(ConfigError, match="not a valid PEM certificate"):
+        ssl_context(ClientConfig(server="https://h", client_cert_data=garbage, client_key_data=key))
+
+
+def test_valid_client_cert_does_not_import_cryptography(tmp_path: Path) -> None:
+    """cryptography (~8 MB RSS) is only for explaining a rejected certificate."""
+    import subprocess
+
+    cert, key = self_signed("user")
+    (tmp_path / "u.crt").write_bytes(cert)
+    (tmp_path / "u.key").write_bytes(key)
+    code = (
+        "import sys\n"
+        "from kubeop.client.config import ClientConfig\n"
+        "from kubeop.client.tls import ssl_context\n"
+        f"ssl_context(ClientConfig(server='https://h', client_cert_file={str(tmp_path / 'u.crt')!r},"
+        f" client_key_file={str(tmp_path / 'u.key')!r}))\n"
+        "sys.exit('cryptography' in sys.modules)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

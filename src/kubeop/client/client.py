@@ -75,6 +75,41 @@ class ObjectList(Generic[T]):
         return len(self.items)
 
 
+_MANAGED_FIELDS_STRINGS = ("manager", "operation", "apiVersion", "time", "fieldsType")
+
+
+def _fill_and_share(items: list[Any], api_version: str, kind: str) -> None:
+    """Fill in each item's apiVersion and kind, and make equal metadata strings one object.
+
+    A JSON decoder makes a new string for every value, so the namespace, creationTimestamp and
+    managedFields' manager/operation/apiVersion/time/fieldsType of 10,000 items are 10,000 copies
+    each (~0.4 KB per item; ~12 % of a 1 KB ConfigMap). Strings are immutable, so sharing them
+    changes nothing for the caller; it costs ~1 us per item.
+    """
+    memo: dict[str, str] = {}
+    share = memo.setdefault
+    for item in items:
+        if kind and "kind" not in item:
+            item["apiVersion"] = api_version
+            item["kind"] = kind
+        meta = item.get("metadata")
+        if not meta:
+            continue
+        value = meta.get("namespace")
+        if value is not None:
+            meta["namespace"] = share(value, value)
+        value = meta.get("creationTimestamp")
+        if value is not None:
+            meta["creationTimestamp"] = share(value, value)
+        managed = meta.get("managedFields")
+        if managed:
+            for entry in managed:
+                for key in _MANAGED_FIELDS_STRINGS:
+                    value = entry.get(key)
+                    if value is not None:
+                        entry[key] = share(value, value)
+
+
 class Client:
     """An async Kubernetes client. Use ``async with Client(config) as client:`` or ``await close()``.
 
@@ -272,12 +307,7 @@ class Client:
         doc = await self.transport.request(req)
         meta = doc.get("metadata") or {}
         items = doc.get("items") or []
-        api_version, kind = res.api_version, res.kind
-        if kind:
-            for item in items:
-                if "kind" not in item:
-                    item["apiVersion"] = api_version
-                    item["kind"] = kind
+        _fill_and_share(items, res.api_version, res.kind)
         if is_model_class(what):
             items = [from_dict(what, item) for item in items]  # type: ignore[arg-type]
         return ObjectList(

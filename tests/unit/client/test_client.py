@@ -86,6 +86,33 @@ async def test_list_fills_kind_and_pages(api: FakeApi) -> None:
         assert isinstance(typed.items[0], ConfigMap)
 
 
+async def test_list_shares_repeated_metadata_strings(api: FakeApi) -> None:
+    def item(name: str) -> dict[str, Any]:
+        managed = {"manager": "m", "operation": "Update", "apiVersion": "v1", "time": "2026-01-01T00:00:00Z"}
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": "team-a",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "managedFields": [{**managed, "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}],
+            },
+            "data": {"k": "same value"},
+        }
+
+    api.reply("GET", CM_PATH, {"kind": "ConfigMapList", "metadata": {}, "items": [item("a"), item("b")]})
+    async with api.client() as client:
+        a, b = (await client.list(CM)).items
+    assert a == {**item("a"), "apiVersion": "v1", "kind": "ConfigMap"}
+    for key in ("namespace", "creationTimestamp"):
+        assert a["metadata"][key] is b["metadata"][key]
+    ma, mb = a["metadata"]["managedFields"][0], b["metadata"]["managedFields"][0]
+    for key in ("manager", "operation", "apiVersion", "time", "fieldsType"):
+        assert ma[key] is mb[key]
+    assert ma["time"] is a["metadata"]["creationTimestamp"]
+    assert ma["fieldsV1"] is not mb["fieldsV1"]  # containers stay separate: callers mutate them
+    assert a["data"]["k"] is not b["data"]["k"]  # object data is left as decoded
+
+
 async def test_writes_send_the_right_requests(api: FakeApi) -> None:
     seen: list[tuple[str, str, str, dict[str, Any] | list[Any]]] = []
 

@@ -10,6 +10,12 @@ competes for the 2 cores), seeds the objects with kubeop, then runs every measur
 subprocess so each library's peak RSS is its own. Wall time, CPU time (user + system of the
 client process only; the API server's CPU is not counted) and peak RSS are reported; each cell is
 the median of ``--repeat`` runs. Without ``--others-python`` only kubeop is measured.
+
+``--go-writer`` adds the API server's write limit, measured independently: bench/client/gowriter
+(client-go v0.36.3, client-side rate limit off) creates and patches ConfigMaps at concurrency
+32, 64 and 128 over HTTP/2 and HTTP/1.1, interleaved with kubeop's creates and patches at
+concurrency 32 (the order rotates every round); the limit is the best Go median, and kubeop's
+median is reported as a fraction of it. ``--writes-only`` skips everything else.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -272,8 +279,8 @@ def orchestrate(args: argparse.Namespace) -> None:
             flush=True,
         )
         cells: list[dict[str, Any]] = []
-        plan: list[tuple[str, int, int]] = [("list", 1, 0), ("list-rv0", 1, 0)]
-        if not args.list_only:
+        plan: list[tuple[str, int, int]] = [] if args.writes_only else [("list", 1, 0), ("list-rv0", 1, 0)]
+        if not args.list_only and not args.writes_only:
             for op in ("get", "create", "patch"):
                 plan += [(op, 1, args.serial_ops), (op, 32, args.concurrent_ops)]
         for op, conc, ops in plan:
@@ -302,9 +309,133 @@ def orchestrate(args: argparse.Namespace) -> None:
                 print(json.dumps(cell), flush=True)
                 cells.append(cell)
         results["cells"] = cells
+        if args.go_writer:
+            results["writes_vs_limit"] = _writes_vs_limit(args, kubeconfig)
     with open(args.output, "w") as f:
         json.dump(results, f, indent=2)
     print(f"wrote {args.output}")
+
+
+# -- the API server's write limit (client-go) against kubeop's writes at concurrency 32 --------------
+
+WRITE_NAMESPACE = "bench-write"
+GO_CONCURRENCY = (32, 64, 128)
+
+
+def build_go_writer() -> str:
+    """Build bench/client/gowriter with the local Go toolchain (modules from the Go module cache
+    or the configured module proxy)."""
+    out = os.path.join(tempfile.gettempdir(), "kubeop-bench-gowriter")
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=mod", CGO_ENABLED="0")
+    here = os.path.join(os.path.dirname(HERE), "gowriter")
+    subprocess.run(["go", "build", "-trimpath", "-o", out, "."], cwd=here, env=env, check=True)
+    return out
+
+
+def _run_go_writer(
+    binary: str, kubeconfig: str, op: str, concurrency: int, ops: int, http1: bool
+) -> dict[str, Any]:
+    ns = WRITE_NAMESPACE if op == "create" else "bench-list"
+    cmd = [binary, "-kubeconfig", kubeconfig, "-namespace", ns, "-op", op]
+    cmd += ["-concurrency", str(concurrency), "-ops", str(ops)] + (["-http1"] if http1 else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip()[-300:] or f"exit {out.returncode}"}
+    result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    if result.get("failed"):
+        result["error"] = f"{result['failed']} failed: {result.get('first_error')}"
+    return result
+
+
+async def _clear_writes(kubeconfig: str) -> None:
+    """Delete what a create cell made, outside the timing, so every cell meets the same etcd."""
+    from kubeop.client import Client, load_kubeconfig
+    from kubeop.core import ApiResource
+
+    cm = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+    async with Client(load_kubeconfig(kubeconfig, namespace=WRITE_NAMESPACE, qps=None)) as client:
+        await client.delete_collection(cm)
+        while (await client.list(cm, limit=1)).items:
+            await asyncio.sleep(0.2)
+
+
+def _loadavg() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def _writes_vs_limit(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
+    from kubeop.client import Client, load_kubeconfig
+    from kubeop.core import ApiResource
+
+    binary = build_go_writer()
+
+    async def make_namespace() -> None:
+        async with Client(load_kubeconfig(kubeconfig, qps=None)) as client:
+            ns = ApiResource("", "v1", "namespaces", kind="Namespace", namespaced=False)
+            if await client.get_or_none(ns, WRITE_NAMESPACE) is None:
+                body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WRITE_NAMESPACE}}
+                await client.create(body, resource=ns)
+
+    asyncio.run(make_namespace())
+    configs: list[tuple[str, int, bool]] = [("kubeop", 32, False)]
+    configs += [("client-go", c, h1) for h1 in (False, True) for c in GO_CONCURRENCY]
+    raw: list[dict[str, Any]] = []
+    load_before = _loadavg()
+    for rnd in range(args.write_repeat):
+        for op in ("create", "patch") if rnd % 2 == 0 else ("patch", "create"):
+            # Rotate and alternate the order so kubeop runs early, late and in between.
+            shift = (rnd * 3) % len(configs)
+            order = configs[shift:] + configs[:shift]
+            if rnd % 2:
+                order.reverse()
+            for impl, conc, http1 in order:
+                if impl == "kubeop":
+                    ns = WRITE_NAMESPACE if op == "create" else "bench-list"
+                    r = _run_worker(sys.executable, "kubeop", op, kubeconfig, ns, conc, args.write_ops)
+                else:
+                    r = _run_go_writer(binary, kubeconfig, op, conc, args.write_ops, http1)
+                if "error" not in r:
+                    r["ops_per_s"] = r["count"] / r["wall"]
+                cell = {"round": rnd, "impl": impl, "op": op, "concurrency": conc, "http1": http1}
+                cell.update({key: r[key] for key in ("ops_per_s", "wall", "cpu", "error") if key in r})
+                print(json.dumps(cell), flush=True)
+                raw.append(cell)
+                if op == "create":
+                    asyncio.run(_clear_writes(kubeconfig))
+                time.sleep(1.0)
+    load_after = _loadavg()
+    summary: list[dict[str, Any]] = []
+    result: dict[str, Any] = {"ops_per_cell": args.write_ops, "rounds": args.write_repeat}
+    for op in ("create", "patch"):
+        best = 0.0
+        for impl, conc, http1 in configs:
+            runs = [
+                c
+                for c in raw
+                if (c["impl"], c["op"], c["concurrency"], c["http1"]) == (impl, op, conc, http1)
+                and "error" not in c
+            ]
+            if not runs:
+                continue
+            med = statistics.median(c["ops_per_s"] for c in runs)
+            cpu_ms = statistics.median(c["cpu"] for c in runs) / args.write_ops * 1000
+            row = {"impl": impl, "op": op, "concurrency": conc, "http1": http1, "ops_per_s": med}
+            row.update(cpu_ms_per_op=cpu_ms, runs=[round(c["ops_per_s"]) for c in runs])
+            summary.append(row)
+            if impl == "client-go":
+                best = max(best, med)
+        kubeop = next((r for r in summary if r["impl"] == "kubeop" and r["op"] == op), None)
+        result[f"{op}_limit_ops_per_s"] = best
+        if kubeop is not None and best:
+            result[f"{op}_kubeop_fraction"] = kubeop["ops_per_s"] / best
+            print(
+                f"{op}: server limit (best client-go median) {best:.0f}/s, kubeop c=32 "
+                f"{kubeop['ops_per_s']:.0f}/s = {kubeop['ops_per_s'] / best:.0%}",
+                flush=True,
+            )
+    result.update(summary=summary, raw=raw, loadavg_before=load_before, loadavg_after=load_after)
+    return result
 
 
 def _machine() -> dict[str, Any]:
@@ -343,6 +474,14 @@ def main() -> None:
     parser.add_argument("--serial-ops", type=int, default=300)
     parser.add_argument("--concurrent-ops", type=int, default=2000)
     parser.add_argument("--list-only", action="store_true")
+    parser.add_argument(
+        "--go-writer",
+        action="store_true",
+        help="measure the server's write limit with client-go (bench/client/gowriter; needs Go)",
+    )
+    parser.add_argument("--writes-only", action="store_true", help="with --go-writer: nothing else")
+    parser.add_argument("--write-repeat", type=int, default=3, help="rounds of the --go-writer section")
+    parser.add_argument("--write-ops", type=int, default=3000, help="requests per --go-writer cell")
     parser.add_argument("--output", default="bench/client/results.json")
     args = parser.parse_args()
     if args.mode == "worker":

@@ -3,7 +3,10 @@ kubeop, without a framework (lean), and with kopf, against one real local contro
 
 For each operator, in its own namespace and process: create N Widgets and time until every one
 has its ConfigMap and status.observedGeneration; then change every Widget's spec and time again;
-then stay idle (with a resync period, so every object is reconciled again) and count writes.
+then restart the operator with a resync period (so every object is reconciled again by the initial
+list and by each resync) and count writes while it stays idle. Create and update run without a
+resync (controller-runtime's default period is 10 hours; lean and kopf have none), so their CPU
+is the work the changes cause.
 API writes are counted by the API server itself (apiserver_request_total, write verbs on
 configmaps and widgets), minus the driver's own writes. CPU and RSS come from /proc of the
 operator process.
@@ -182,22 +185,8 @@ async def run_one(
 ) -> dict[str, Any]:
     ns = f"bench-{name}-{int(time.time() * 1000) % 100000}"
     cp.create_namespace(ns)
-    env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        command(name, workers),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=HERE,
-    )
+    proc = start_operator(cp, name, workers, resync=0.0)
     try:
-        if name != "kopf":
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
-        else:
-            time.sleep(5)
-        time.sleep(1)
         async with Client.from_kubeconfig(cp.kubeconfig_path, qps=None) as client:
             sem = asyncio.Semaphore(32)
 
@@ -236,12 +225,17 @@ async def run_one(
                     "writes_by_kind": {k: v for k, v in (write_counts(cp) - before).items() if v},
                 }
                 print(f"  {name} {phase}: {results[phase]}", file=sys.stderr)
+            # Idle: restart the operator with a resync period, so every object is reconciled
+            # again at start (the initial list) and on every resync; none of that may write.
             w0 = api_writes(cp)
+            stop_operator(proc)
+            proc = start_operator(cp, name, workers, resync=resync)
             c0, _, _ = proc_stats(proc.pid)
             await asyncio.sleep(idle)
             c1, rss, hwm = proc_stats(proc.pid)
             results["idle"] = {
                 "seconds": idle,
+                "restarted": True,
                 "resync_period": resync,
                 "writes": api_writes(cp) - w0,
                 "cpu_ms": round((c1 - c0) * 1000, 1),
@@ -262,11 +256,35 @@ async def run_one(
                 print(f"  {name} outage: {results['outage']}", file=sys.stderr)
             return results
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_operator(proc)
+
+
+def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) -> subprocess.Popen[str]:
+    """Start an operator process and return once it says it is ready (kopf: after 5 s)."""
+    env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        command(name, workers),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=HERE,
+    )
+    if name != "kopf":
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+    else:
+        time.sleep(5)
+    time.sleep(1)
+    return proc
+
+
+def stop_operator(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 async def main() -> None:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubeop.cache.backoff import Backoff
-from kubeop.cache.delta_fifo import DELETED, DeltaFIFO, Deltas, FIFOClosed
+from kubeop.cache.delta_fifo import DELETED, SYNC, DeltaFIFO, Deltas, FIFOClosed
 from kubeop.cache.handler import (
     MINIMUM_RESYNC_PERIOD,
     Distributor,
@@ -41,6 +41,7 @@ from kubeop.cache.indexer import Indexer, IndexFunc
 from kubeop.cache.listwatch import ListerWatcher
 from kubeop.cache.mutation import MutationDetector, mutation_detection_enabled
 from kubeop.cache.reflector import Reflector
+from kubeop.cache.tombstone import DeletedFinalStateUnknown
 from kubeop.cache.transform import Transform, strip_managed_fields
 from kubeop.cache.watcher import Config, Watcher
 
@@ -95,6 +96,7 @@ class Informer:
         self.mutation_detector = MutationDetector(self.name) if enabled else None
         self._tasks: list[asyncio.Task[None]] = []
         self._applied_rv = ""
+        self._last_applied: Any = None  # the newest object the store has applied
         self._started = False
         self._stopped = False
 
@@ -129,6 +131,23 @@ class Informer:
         if len(self._fifo) == 0:
             self._applied_rv = self.watcher.resource_version
         return self._applied_rv
+
+    def has_applied(self, resource_version: str) -> bool:
+        """Has the store applied a change at or after ``resource_version`` (an etcd revision)?
+
+        For read-your-writes: once the store has applied anything at or after the version a write
+        returned, the store's copy (or its absence, after a delete) is at least as new as the
+        write. Watch events arrive in revision order, so the newest applied object tells.
+        """
+        if not resource_version.isdigit():
+            return False
+        wanted = int(resource_version)
+        last = self._last_applied
+        applied = (last.get("metadata") or {}).get("resourceVersion") or "" if last is not None else ""
+        if applied.isdigit() and int(applied) >= wanted:
+            return True
+        synced = self.last_sync_resource_version  # a relist applies objects in any order
+        return synced.isdigit() and int(synced) >= wanted
 
     @property
     def started(self) -> bool:
@@ -269,8 +288,12 @@ class Informer:
             try:
                 if delta.type is DELETED:
                     store.delete_key(key)
+                    if type(obj) is not DeletedFinalStateUnknown:
+                        self._last_applied = obj
                     dist.on_delete(obj)
                     continue
+                if delta.type is not SYNC:  # a resync re-delivers an older object
+                    self._last_applied = obj
                 old = store.put(key, obj)
                 if detector is not None:
                     detector.add_object(obj)

@@ -34,7 +34,7 @@ _EMPTY: Mapping[str, Any] = {}
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else _EMPTY
+    return meta if (type(meta) is dict or isinstance(meta, Mapping)) else _EMPTY
 
 
 def _meta_mut(obj: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

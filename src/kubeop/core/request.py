@@ -11,6 +11,7 @@ cluster-scoped resource the namespace is ignored (objects copied from elsewhere 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -102,7 +103,16 @@ def _check_name(name: str, resource: ApiResource) -> str:
         raise ValueError(f"{resource.display_name}: name must not be empty")
     if "/" in name or name in (".", ".."):
         raise ValueError(f"{resource.display_name}: invalid name {name!r} (no '/', not '.' or '..')")
+    if _PLAIN(name):  # DNS names (almost every object): nothing to escape
+        return name
     return quote(name, safe=":@")
+
+
+def _segment(value: str) -> str:
+    return value if _PLAIN(value) else quote(value, safe="")
+
+
+_PLAIN = re.compile(r"[a-z0-9.-]+").fullmatch
 
 
 def _encode(body: Any) -> bytes:
@@ -121,7 +131,7 @@ class RequestBuilder:
         self.namespace = namespace if resource.namespaced and namespace else None
         root = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
         if self.namespace:
-            root = f"{root}/namespaces/{quote(self.namespace, safe='')}"
+            root = f"{root}/namespaces/{_segment(self.namespace)}"
         self._collection = f"{root}/{resource.plural}"
 
     # -- paths ------------------------------------------------------------------------------------

@@ -33,6 +33,11 @@ class ApiResource:
     verbs: tuple[str, ...] = ()
     subresources: tuple[str, ...] = field(default=())
 
+    def __hash__(self) -> int:
+        # Equal resources have equal (group, version, plural); hashing three strings instead of
+        # nine fields matters where resources key hot dicts (the reconciler client's caches).
+        return hash((self.group, self.version, self.plural))
+
     @property
     def api_version(self) -> str:
         return join_api_version(self.group, self.version)

@@ -35,6 +35,15 @@ class FakeInformer:
         self.store = FakeStore()
         self.handlers: list[Any] = []
         self.synced = True
+        self.applied_rv = 0  # the newest resourceVersion applied to the store
+
+    def has_applied(self, resource_version: str) -> bool:
+        return resource_version.isdigit() and self.applied_rv >= int(resource_version)
+
+    def _saw(self, obj: dict[str, Any]) -> None:
+        rv = obj["metadata"].get("resourceVersion") or ""
+        if rv.isdigit():
+            self.applied_rv = max(self.applied_rv, int(rv))
 
     def add_event_handler(self, handler: Any, resync_period: float | None = None) -> FakeRegistration:
         self.handlers.append(handler)
@@ -58,17 +67,20 @@ class FakeInformer:
 
     def add(self, obj: dict[str, Any]) -> None:
         self.store.objects[self._key(obj)] = obj
+        self._saw(obj)
         for h in self.handlers:
             h.on_add(obj, False)
 
     def update(self, obj: dict[str, Any]) -> None:
         old = self.store.objects[self._key(obj)]
         self.store.objects[self._key(obj)] = obj
+        self._saw(obj)
         for h in self.handlers:
             h.on_update(old, obj)
 
     def delete(self, obj: dict[str, Any]) -> None:
         self.store.objects.pop(self._key(obj), None)
+        self._saw(obj)
         for h in self.handlers:
             h.on_delete(obj)
 

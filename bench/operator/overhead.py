@@ -1,0 +1,377 @@
+"""The framework's own CPU per change, without HTTP: kubeop vs the lean operator, deterministic.
+
+The end-to-end benchmark (run.py) measures the whole operator process against a real API server
+on 2 shared cores, where CPU per object moves by +-20 % between runs. This one isolates what a
+framework adds: both operators run the same reconcile logic against an in-memory API server
+behind a fake transport, in one process, and the CPU spent inside that fake server (encoding
+responses and watch lines, applying patches) and in the driver is subtracted. What remains is
+the operator's own work per change: decoding what the server sent, the informer pipeline, the
+work queue, the reconcile and its write helpers (kubeop); the dict cache, the set of dirty keys
+and the same reconcile (lean). Add the measured cost of one HTTP request through aiohttp (the
+same for both, see RESULTS.md) times the requests per change to get the full figure.
+
+    .venv/bin/python bench/operator/overhead.py [--n 1000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import logging
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kubeop.client import Client, ClientConfig
+from kubeop.client.watch import WatchEvent, decode_event
+from kubeop.core.request import Request
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+Obj = dict[str, Any]
+GROUP = "/apis/bench.kubeop.dev/v1"
+
+
+class Meter:
+    """CPU seconds spent in the fake server and the driver (subtracted from the total)."""
+
+    def __init__(self) -> None:
+        self.outside = 0.0
+
+    def __enter__(self) -> Meter:
+        self._t0 = time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.outside += time.process_time() - self._t0
+
+
+def _resources(group_version: str, plural: str, kind: str, *, status: bool) -> Obj:
+    verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+    resources = [{"name": plural, "singularName": "", "namespaced": True, "kind": kind, "verbs": verbs}]
+    if status:
+        resources.append({"name": f"{plural}/status", "namespaced": True, "kind": kind, "verbs": verbs[3:]})
+    return {"kind": "APIResourceList", "groupVersion": group_version, "resources": resources}
+
+
+DISCOVERY: dict[str, Obj] = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"]},
+    "/apis": {
+        "kind": "APIGroupList",
+        "groups": [
+            {
+                "name": "bench.kubeop.dev",
+                "versions": [{"groupVersion": "bench.kubeop.dev/v1", "version": "v1"}],
+                "preferredVersion": {"groupVersion": "bench.kubeop.dev/v1", "version": "v1"},
+            }
+        ],
+    },
+    "/api/v1": _resources("v1", "configmaps", "ConfigMap", status=False),
+    "/apis/bench.kubeop.dev/v1": _resources("bench.kubeop.dev/v1", "widgets", "Widget", status=True),
+}
+
+
+class FakeServer:
+    """Widgets (with a status subresource) and ConfigMaps, with resourceVersions, generations,
+    managedFields, watches that send JSON lines, and create/update/merge-patch/get/list."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+        self.rv = 1000
+        self.objects: dict[str, dict[str, Obj]] = {"widgets": {}, "configmaps": {}}
+        self.watchers: dict[str, list[asyncio.Queue[bytes]]] = {"widgets": [], "configmaps": []}
+        self.writes = 0
+
+    # -- state -------------------------------------------------------------------------------------
+    def _store(self, kind: str, obj: Obj, etype: str) -> Obj:
+        self.rv += 1
+        md = obj["metadata"]
+        md["resourceVersion"] = str(self.rv)
+        md["managedFields"] = [
+            {
+                "manager": "operator",
+                "operation": "Update",
+                "apiVersion": obj.get("apiVersion", "v1"),
+                "time": "2026-11-22T00:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data" if kind == "configmaps" else "f:spec": {"f:value": {}}},
+            }
+        ]
+        self.objects[kind][f"{md['namespace']}/{md['name']}"] = obj
+        line = orjson.dumps({"type": etype, "object": obj}) + b"\n"
+        for q in self.watchers[kind]:
+            q.put_nowait(line)
+        return obj
+
+    def create(self, kind: str, obj: Obj) -> Obj:
+        md = obj["metadata"]
+        key = f"{md['namespace']}/{md['name']}"
+        if key in self.objects[kind]:
+            raise KeyError("AlreadyExists")
+        md.update(uid=f"uid-{key}", creationTimestamp="2026-11-22T00:00:00Z")
+        if kind == "widgets":
+            md["generation"] = 1
+        return self._store(kind, obj, "ADDED")
+
+    def patch(self, kind: str, key: str, patch: Obj, subresource: str | None) -> Obj:
+        cur = orjson.loads(orjson.dumps(self.objects[kind][key]))
+        if subresource == "status":
+            cur["status"] = {**(cur.get("status") or {}), **patch["status"]}
+        else:
+            for k, v in patch.items():
+                if k in ("spec", "data") and cur.get(k) != {**(cur.get(k) or {}), **v}:
+                    cur[k] = {**(cur.get(k) or {}), **v}
+                    if kind == "widgets":
+                        cur["metadata"]["generation"] += 1
+        return self._store(kind, cur, "MODIFIED")
+
+    def update(self, kind: str, obj: Obj) -> Obj:
+        md = obj["metadata"]
+        key = f"{md['namespace']}/{md['name']}"
+        if self.objects[kind][key]["metadata"]["resourceVersion"] != md.get("resourceVersion"):
+            raise KeyError("Conflict")
+        return self._store(kind, obj, "MODIFIED")
+
+    # -- HTTP-ish ----------------------------------------------------------------------------------
+    def handle(self, method: str, path: str, body: bytes | None) -> bytes:
+        with self.meter:
+            if path in DISCOVERY:
+                return orjson.dumps(DISCOVERY[path])
+            parts = path.split("/")
+            kind = "widgets" if "widgets" in parts else "configmaps"
+            i = parts.index(kind)
+            rest = parts[i + 1 :]
+            ns = parts[i - 1] if parts[i - 2] == "namespaces" else ""
+            data = orjson.loads(body) if body else None
+            if method == "GET" and not rest:
+                items = list(self.objects[kind].values())
+                return orjson.dumps({"metadata": {"resourceVersion": str(self.rv)}, "items": items})
+            if method == "GET":
+                return orjson.dumps(self.objects[kind][f"{ns}/{rest[0]}"])
+            if method != "GET":
+                self.writes += 1
+            if method == "POST":
+                return orjson.dumps(self.create(kind, data))
+            if method == "PUT":
+                return orjson.dumps(self.update(kind, data))
+            if method == "PATCH":
+                sub = rest[1] if len(rest) > 1 else None
+                return orjson.dumps(self.patch(kind, f"{ns}/{rest[0]}", data, sub))
+            raise ValueError(method)
+
+    def watch(self, path: str) -> asyncio.Queue[bytes]:
+        kind = "widgets" if path.endswith("widgets") else "configmaps"
+        q: asyncio.Queue[bytes] = asyncio.Queue()
+        self.watchers[kind].append(q)
+        return q
+
+
+class FakeTransport:
+    """What kubeop.client.Client needs of a Transport, answered by the FakeServer."""
+
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+        self.config = ClientConfig(server="https://fake.invalid", qps=None)
+        self.observer = None
+
+    async def request(self, req: Request) -> Any:
+        await asyncio.sleep(0)  # a request is a suspension point
+        return orjson.loads(self.server.handle(req.method, req.path, req.body))
+
+    async def stream(self, req: Request) -> AsyncIterator[WatchEvent[Obj]]:
+        q = self.server.watch(req.path)
+        if ("sendInitialEvents", "true") in req.query:  # a streaming list: state, then a bookmark
+            kind = "widgets" if req.path.endswith("widgets") else "configmaps"
+            with self.server.meter:
+                objects = self.server.objects[kind].values()
+                lines = [orjson.dumps({"type": "ADDED", "object": o}) for o in objects]
+                end = {
+                    "resourceVersion": str(self.server.rv),
+                    "annotations": {"k8s.io/initial-events-end": "true"},
+                }
+                lines.append(orjson.dumps({"type": "BOOKMARK", "object": {"metadata": end}}))
+            for line in lines:
+                yield decode_event(line)
+        while True:
+            yield decode_event(await q.get())
+
+    async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int:
+        return 200
+
+    async def close(self) -> None:
+        pass
+
+
+def converged(server: FakeServer, ns: str, n: int, value: str) -> bool:
+    with server.meter:
+        cms = server.objects["configmaps"]
+        done = 0
+        for key, w in server.objects["widgets"].items():
+            if not key.startswith(ns + "/"):
+                continue
+            st = w.get("status") or {}
+            cm = cms.get(key)
+            if (
+                st.get("observedGeneration") == w["metadata"]["generation"]
+                and cm
+                and cm["data"] == {"value": value}
+            ):
+                done += 1
+        return done == n
+
+
+async def drive(server: FakeServer, ns: str, n: int) -> dict[str, float]:
+    """Create n Widgets, wait for convergence, change them all, wait again: CPU of each phase
+    outside the server and the driver."""
+    out: dict[str, float] = {}
+    for phase, value in (("create", "one"), ("update", "two")):
+        gc.collect()
+        c0, o0 = time.process_time(), server.meter.outside
+        w0 = server.writes
+        for i in range(n):
+            name = f"w{i:05d}"
+            with server.meter:
+                if phase == "create":
+                    server.create(
+                        "widgets",
+                        {
+                            "apiVersion": "bench.kubeop.dev/v1",
+                            "kind": "Widget",
+                            "metadata": {"name": name, "namespace": ns},
+                            "spec": {"value": value},
+                        },
+                    )
+                else:
+                    server.patch("widgets", f"{ns}/{name}", {"spec": {"value": value}}, None)
+            if i % 32 == 31:
+                await asyncio.sleep(0)
+        while not converged(server, ns, n, value):
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.05)  # trailing no-op reconciles
+        cpu = (time.process_time() - c0) - (server.meter.outside - o0)
+        out[phase] = cpu * 1e6 / n
+        out[phase + "_writes"] = (server.writes - w0) / n
+    return out
+
+
+async def run_kubeop(n: int) -> dict[str, float]:
+    import kubeop_operator as op
+
+    from kubeop.controller import Controller
+    from kubeop.manager import Manager
+
+    server = FakeServer(Meter())
+    client = Client(transport=FakeTransport(server))  # type: ignore[arg-type]
+    manager = Manager(client, name="widget-operator", metrics_address=None, health_address=None)
+    manager.add(Controller.for_(op.WIDGETS).owns(op.CONFIGMAPS).max_concurrent(16).reconcile(op.reconcile))
+    stop = asyncio.Event()
+    task = asyncio.create_task(manager.start(stop))
+    await asyncio.sleep(0.2)
+    result = await drive(server, "bench", n)
+    stop.set()
+    await task
+    return result
+
+
+async def run_lean(n: int) -> dict[str, float]:
+    import lean_operator as lean
+
+    server = FakeServer(Meter())
+    transport = FakeTransport(server)
+
+    class Response:
+        def __init__(self, status: int, body: bytes) -> None:
+            self.status, self.body = status, body
+
+        async def read(self) -> bytes:
+            return self.body
+
+        async def __aenter__(self) -> Response:
+            await asyncio.sleep(0)
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            pass
+
+        @property
+        def content(self) -> AsyncIterator[bytes]:
+            return self._lines()
+
+        async def _lines(self) -> AsyncIterator[bytes]:
+            q = server.watch(self.path)
+            while True:
+                yield await q.get()
+
+    class Session:
+        """The three aiohttp calls the lean operator makes, answered by the fake server."""
+
+        def _call(self, method: str, url: str, data: bytes | None) -> Response:
+            path = url.split("fake.invalid", 1)[1].split("?", 1)[0]
+            if "watch=1" in url:
+                r = Response(200, b"")
+                r.path = path  # type: ignore[attr-defined]
+                return r
+            try:
+                return Response(201 if method == "POST" else 200, server.handle(method, path, data))
+            except KeyError:
+                return Response(409, b"{}")
+
+        def get(self, url: str, **_: Any) -> Response:
+            return self._call("GET", url, None)
+
+        def post(self, url: str, data: bytes, **_: Any) -> Response:
+            return self._call("POST", url, data)
+
+        def patch(self, url: str, data: bytes, **_: Any) -> Response:
+            return self._call("PATCH", url, data)
+
+    operator = lean.Lean("https://fake.invalid", None, 16)  # type: ignore[arg-type]
+    operator.session = Session()  # type: ignore[assignment]
+    operator.synced = 0
+    tasks = [
+        asyncio.create_task(operator.watch(f"{GROUP}/widgets", operator.widgets, False)),
+        asyncio.create_task(operator.watch("/api/v1/configmaps", operator.cms, True)),
+    ]
+    tasks += [asyncio.create_task(operator.worker()) for _ in range(16)]
+    await asyncio.sleep(0.2)
+    del transport
+    result = await drive(server, "bench", n)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", choices=["kubeop", "lean"])
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    runs: dict[str, list[dict[str, float]]] = {"kubeop": [], "lean": []}
+    for _ in range(args.repeat):
+        for name, fn in (("kubeop", run_kubeop), ("lean", run_lean)):
+            if args.only and name != args.only:
+                continue
+            runs[name].append(asyncio.run(fn(args.n)))
+    report: dict[str, Any] = {}
+    for name, rs in runs.items():
+        if rs:
+            report[name] = {k: round(statistics.median(r[k] for r in rs), 2) for k in rs[0]}
+    if not args.only:
+        for phase in ("create", "update"):
+            report[f"{phase}_extra_us"] = round(report["kubeop"][phase] - report["lean"][phase], 1)
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -134,8 +134,8 @@ def init_project(
     """Scaffold a project in ``root`` (see the module docstring); returns what happened to each file."""
     if plugin != "python":
         raise ScaffoldError(
-            f"--plugin {plugin!r} is not available: kubeop init has the python plugin (the Helm-based "
-            "operator comes with kubeop.helm); use --plugin python"
+            f"--plugin {plugin!r} is not available: use --plugin python (a kubeop controller project) "
+            "or --plugin helm (a Helm-based operator: a chart per kind, run by kubeop.helm)"
         )
     root = root.resolve()
     check_domain(domain)

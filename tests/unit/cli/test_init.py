@@ -168,6 +168,11 @@ def test_only_the_python_plugin(tmp_path: Path) -> None:
         init_project(tmp_path / "op", domain=DOMAIN, repo=REPO, plugin="helm")
 
 
+def test_an_unknown_plugin_names_both_plugins(tmp_path: Path) -> None:
+    with pytest.raises(ScaffoldError, match=r"--plugin 'go' is not available.*--plugin python.*--plugin helm"):
+        init_project(tmp_path / "op", domain=DOMAIN, repo=REPO, plugin="go")
+
+
 def test_generated_rbac_has_the_header_and_events(tmp_path: Path) -> None:
     project = new_project(tmp_path)
     text = (project.root / "config/rbac/role.yaml").read_text()

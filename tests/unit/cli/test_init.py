@@ -169,7 +169,8 @@ def test_only_the_python_plugin(tmp_path: Path) -> None:
 
 
 def test_an_unknown_plugin_names_both_plugins(tmp_path: Path) -> None:
-    with pytest.raises(ScaffoldError, match=r"--plugin 'go' is not available.*--plugin python.*--plugin helm"):
+    expected = r"--plugin 'go' is not available.*--plugin python.*--plugin helm"
+    with pytest.raises(ScaffoldError, match=expected):
         init_project(tmp_path / "op", domain=DOMAIN, repo=REPO, plugin="go")
 
 

@@ -71,7 +71,9 @@ def merge_desired(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj
         if key == "status":
             continue
         cur = out.get(key)
-        if isinstance(value, Mapping) and isinstance(cur, Mapping):
+        if (type(value) is dict or isinstance(value, Mapping)) and (
+            type(cur) is dict or isinstance(cur, Mapping)
+        ):
             out[key] = merge_desired(cur, value)
         else:
             out[key] = _copy_json(value)

@@ -1,4 +1,4 @@
-"""HTTP transport on aiohttp: one session and connection pool per client, JSON decoded once.
+"""HTTP transport: one connection pool per client (:mod:`kubeop.client.http`), JSON decoded once.
 
 The transport sends :class:`~kubeop.core.request.Request` values built by kubeop.core and
 returns plain decoded JSON. It owns everything that is about the connection rather than the API:
@@ -6,7 +6,7 @@ TLS (built once), keep-alive pooling, authentication headers and refresh on 401,
 rate limit, retries (see :mod:`kubeop.client.retry`) and turning failures into typed errors:
 :class:`~kubeop.core.errors.ApiError` subclasses for answers from the server, and
 :class:`ApiConnectionError` when no answer came (unreachable server, TLS failure, timeout), with
-the server URL and config source in the message rather than a traceback from inside aiohttp.
+the server URL and config source in the message rather than a traceback from the HTTP layer.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
-from yarl import URL
 
 from kubeop.client.auth import Auth, Credentials, auth_for
 from kubeop.client.config import ClientConfig
+from kubeop.client.http import ConnectError, HttpError, Pool, Response
 from kubeop.client.ratelimit import TokenBucket
 from kubeop.client.retry import RetryPolicy, parse_retry_after
 from kubeop.client.tls import ssl_context
@@ -73,9 +73,10 @@ class Transport:
             limiter = TokenBucket(config.qps, config.burst)
         self.limiter = limiter
         self._base = config.server.rstrip("/")
-        self._session: aiohttp.ClientSession | None = None
+        self._prefix = urlsplit(self._base).path  # a server URL may have a path: /prefix/api/v1/...
+        self._session: Pool | None = None
         self._session_cert: tuple[bytes, bytes] | None = None
-        self._retired: set[aiohttp.ClientSession] = set()
+        self._retired: set[Pool] = set()
         self._retiring: set[asyncio.Task[None]] = set()
         self._warned: set[str] = set()
         self._closed = False
@@ -85,31 +86,28 @@ class Transport:
             "Accept-Encoding": "gzip" if config.compression else "identity",
         }
         self._headers.update(dict(config.extra_headers))
+        self._header_items = tuple(self._headers.items())
         self.observer: Callable[[str, str, float], None] | None = None
         """Called with (method, status code or ``"<error>"``, seconds until the response headers)
         for every attempt; the manager exports it as ``rest_client_requests_total`` and
         ``rest_client_request_duration_seconds``. Watches count their start only."""
 
-    # -- session --------------------------------------------------------------------------------
+    # -- connection pool ------------------------------------------------------------------------
 
-    def _new_session(self, client_cert: tuple[bytes, bytes] | None) -> aiohttp.ClientSession:
-        tls: ssl.SSLContext | bool = False
+    def _new_session(self, client_cert: tuple[bytes, bytes] | None) -> Pool:
+        tls: ssl.SSLContext | None = None
         if self._base.startswith("https://"):
             tls = ssl_context(self.config, client_cert)
-        connector = aiohttp.TCPConnector(
-            ssl=tls,
-            limit=self.config.max_connections,
-            keepalive_timeout=60.0,
-            enable_cleanup_closed=False,
-        )
-        return aiohttp.ClientSession(
-            connector=connector,
-            headers=self._headers,
-            read_bufsize=1 << 20,
-            auto_decompress=True,
+        return Pool(
+            self._base,
+            ssl_context=tls,
+            server_hostname=self.config.tls_server_name,
+            max_connections=self.config.max_connections,
+            connect_timeout=self.config.connect_timeout,
+            proxy_url=self.config.proxy_url,
         )
 
-    async def _prepare(self) -> tuple[aiohttp.ClientSession, Credentials]:
+    async def _prepare(self) -> tuple[Pool, Credentials]:
         if self._closed:
             raise RuntimeError("the client is closed")
         creds = await self.auth.credentials()
@@ -122,7 +120,7 @@ class Transport:
             self._session_cert = creds.client_cert
         return self._session, creds
 
-    def _retire(self, session: aiohttp.ClientSession) -> None:
+    def _retire(self, session: Pool) -> None:
         self._retired.add(session)
 
         async def close_later() -> None:
@@ -136,8 +134,11 @@ class Transport:
 
     async def close(self) -> None:
         self._closed = True
-        for task in list(self._retiring):
+        tasks = list(self._retiring)
+        for task in tasks:
             task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         sessions = [*self._retired, *([self._session] if self._session else [])]
         self._session = None
         self._retired.clear()
@@ -146,79 +147,81 @@ class Transport:
 
     # -- sending --------------------------------------------------------------------------------
 
-    def _timeout(self, req: Request) -> aiohttp.ClientTimeout:
-        if not req.stream:
-            return aiohttp.ClientTimeout(
-                total=self.config.request_timeout, connect=self.config.connect_timeout
-            )
-        seconds = dict(req.query).get("timeoutSeconds")
-        total = float(seconds) + _WATCH_GRACE if seconds else None
-        return aiohttp.ClientTimeout(total=total, connect=self.config.connect_timeout, sock_read=None)
+    def _headers_for(self, req: Request, creds: Credentials) -> tuple[tuple[str, str], ...]:
+        if not creds.headers and not req.content_type and not req.accept:
+            return self._header_items
+        headers = dict(self._headers)
+        headers.update(creds.headers)
+        if req.content_type:
+            headers["Content-Type"] = req.content_type
+        if req.accept:
+            headers["Accept"] = req.accept
+        return tuple(headers.items())
 
-    async def _send(self, req: Request) -> aiohttp.ClientResponse:
+    async def _send(self, req: Request) -> Response:
         """Send with rate limit, auth refresh and retries; returns a response with status < 400.
 
-        The caller reads and releases the response. Error responses are read, decoded and raised
-        here.
+        A normal request's response has its body read; a stream's is open and the caller
+        closes it. Error responses are read, decoded and raised here.
         """
         attempt = 0
         refreshed = False
-        url = URL(self._base + req.url, encoded=True)
+        target = self._prefix + req.url
+        deadline: float | None = None
+        if req.stream:
+            seconds = dict(req.query).get("timeoutSeconds")
+            deadline = float(seconds) + _WATCH_GRACE if seconds else None
         while True:
             attempt += 1
             if self.limiter is not None:
                 await self.limiter.acquire()
-            session, creds = await self._prepare()
-            headers = creds.headers
-            if req.content_type or req.accept:
-                headers = dict(headers)
-                if req.content_type:
-                    headers["Content-Type"] = req.content_type
-                if req.accept:
-                    headers["Accept"] = req.accept
+            pool, creds = await self._prepare()
             started = time.perf_counter()
             try:
-                resp = await session.request(
+                resp = await pool.request(
                     req.method,
-                    url,
-                    data=req.body,
-                    headers=headers,
-                    timeout=self._timeout(req),
-                    proxy=self.config.proxy_url,
-                    server_hostname=self.config.tls_server_name,
+                    target,
+                    self._headers_for(req, creds),
+                    req.body,
+                    stream=req.stream,
+                    idempotent=req.idempotent,
+                    timeout=self.config.request_timeout,
+                    stream_deadline=deadline,
                 )
-            except (aiohttp.ClientConnectionError, TimeoutError) as e:
+            except (HttpError, TimeoutError) as e:
                 if self.observer is not None:
                     self.observer(req.method, "<error>", time.perf_counter() - started)
                 if self.retry.should_retry(attempt, status=None, idempotent=req.idempotent):
                     await asyncio.sleep(self.retry.delay(attempt))
                     continue
                 raise self._connection_error(e, req) from None
+            status = resp.status
             if self.observer is not None:
-                self.observer(req.method, str(resp.status), time.perf_counter() - started)
-            if resp.status < 400:
-                warning = resp.headers.get("Warning")
+                self.observer(req.method, str(status), time.perf_counter() - started)
+            if status < 400:
+                warning = resp.headers.get("warning")
                 if warning and warning not in self._warned:
                     # Deprecation warnings repeat on every request; say each one once per client.
                     self._warned.add(warning)
                     log.warning("API server warning on %s: %s", req, warning)
                 return resp
-            try:
-                body = await resp.read()
-            except (aiohttp.ClientError, TimeoutError) as e:
-                raise self._connection_error(e, req) from None
-            finally:
-                resp.release()
-            retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-            if resp.status == 401 and not refreshed:
+            if req.stream:
+                try:
+                    body = await resp.read()
+                except (HttpError, TimeoutError) as e:
+                    raise self._connection_error(e, req) from None
+            else:
+                body = resp.body
+            retry_after = parse_retry_after(resp.headers.get("retry-after"))
+            if status == 401 and not refreshed:
                 refreshed = True
                 if await self.auth.refresh():
                     attempt -= 1  # a credential refresh is not a retry
                     continue
-            if self.retry.should_retry(attempt, status=resp.status, idempotent=req.idempotent):
+            if self.retry.should_retry(attempt, status=status, idempotent=req.idempotent):
                 await asyncio.sleep(self.retry.delay(attempt, retry_after))
                 continue
-            raise self._api_error(resp.status, body, retry_after, req)
+            raise self._api_error(status, body, retry_after, req)
 
     def _api_error(self, status: int, body: bytes, retry_after: float | None, req: Request) -> ApiError:
         decoded: Any = body
@@ -236,12 +239,14 @@ class Transport:
 
     def _connection_error(self, e: BaseException, req: Request) -> ApiConnectionError:
         where = f"API server {self._base} ({self.config.source})"
-        if isinstance(e, aiohttp.ClientConnectorCertificateError):
-            msg = f"TLS verification of {where} failed: {e.certificate_error}"
-        elif isinstance(e, aiohttp.ClientConnectorSSLError):
-            msg = f"TLS handshake with {where} failed: {e.os_error}"
-        elif isinstance(e, aiohttp.ClientConnectorError):
-            msg = f"cannot connect to {where}: {e.os_error.strerror or e.os_error}"
+        if isinstance(e, ConnectError):
+            cause = e.cause
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                msg = f"TLS verification of {where} failed: {cause}"
+            elif isinstance(cause, ssl.SSLError):
+                msg = f"TLS handshake with {where} failed: {cause}"
+            else:
+                msg = f"cannot connect to {where}: {cause.strerror or cause}"
         elif isinstance(e, TimeoutError):
             msg = f"timed out talking to {where}"
         else:
@@ -250,13 +255,7 @@ class Transport:
 
     async def request(self, req: Request) -> Any:
         """Send ``req`` and return the decoded JSON body (``None`` for an empty body)."""
-        resp = await self._send(req)
-        try:
-            body = await resp.read()
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise self._connection_error(e, req) from None
-        finally:
-            resp.release()
+        body = (await self._send(req)).body
         if not body:
             return None
         return orjson.loads(body)
@@ -269,17 +268,16 @@ class Transport:
         would queue a probe behind the traffic it is meant to precede. Raises
         :class:`ApiConnectionError` when no answer came within ``time_limit`` seconds.
         """
-        session, creds = await self._prepare()
+        pool, creds = await self._prepare()
         req = Request("GET", path, target=f"health check {path}")
-        url = URL(self._base + path, encoded=True)
         try:
-            async with session.get(
-                url, headers=creds.headers, timeout=aiohttp.ClientTimeout(total=time_limit)
-            ) as resp:
-                await resp.read()
-                return resp.status
-        except (aiohttp.ClientError, TimeoutError) as e:
+            async with asyncio.timeout(time_limit):
+                resp = await pool.request(
+                    "GET", self._prefix + path, self._headers_for(req, creds), idempotent=True
+                )
+        except (HttpError, TimeoutError) as e:
             raise self._connection_error(e, req) from None
+        return resp.status
 
     async def stream(self, req: Request) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
         """Send a watch request and yield its events as they arrive.
@@ -291,9 +289,9 @@ class Transport:
         resp = await self._send(req)
         text = str(req)
         try:
-            async for line in split_lines(resp.content.iter_any()):
+            async for line in split_lines(resp.chunks()):
                 yield decode_event(line, request=text, target=req.target)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as e:
+        except (HttpError, TimeoutError) as e:
             raise self._connection_error(e, req) from None
         finally:
             resp.close()

@@ -206,9 +206,18 @@ WORKERS: dict[str, Callable[[argparse.Namespace], None]] = {
 # -- orchestrator ------------------------------------------------------------------------------------
 
 
+# ``--baseline-src``: another checkout's src/ whose kubeop the "kubeop-base" worker imports, so an
+# older kubeop is measured against the working tree's in the same run, interleaved.
+BASELINE_SRC: str | None = None
+
+
 def _run_worker(
     python: str, lib: str, op: str, kubeconfig: str, namespace: str, concurrency: int, ops: int
 ) -> dict[str, Any]:
+    env = None
+    if lib == "kubeop-base":
+        assert BASELINE_SRC is not None
+        lib, env = "kubeop", dict(os.environ, PYTHONPATH=BASELINE_SRC)
     cmd = [
         python,
         HERE,
@@ -226,7 +235,7 @@ def _run_worker(
         "--ops",
         str(ops),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False, env=env)
     if out.returncode != 0:
         return {
             "error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
@@ -260,6 +269,8 @@ def orchestrate(args: argparse.Namespace) -> None:
     from kubeop.testing import ControlPlane
 
     libs = [("kubeop", sys.executable), ("kubeop-identity", sys.executable)]
+    if BASELINE_SRC:
+        libs.insert(1, ("kubeop-base", sys.executable))
     if args.others_python:
         libs += [("official", args.others_python), ("kr8s", args.others_python)]
     results: dict[str, Any] = {
@@ -379,6 +390,8 @@ def _writes_vs_limit(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any
 
     asyncio.run(make_namespace())
     configs: list[tuple[str, int, bool]] = [("kubeop", 32, False)]
+    if BASELINE_SRC:
+        configs.append(("kubeop-base", 32, False))
     configs += [("client-go", c, h1) for h1 in (False, True) for c in GO_CONCURRENCY]
     raw: list[dict[str, Any]] = []
     load_before = _loadavg()
@@ -390,9 +403,9 @@ def _writes_vs_limit(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any
             if rnd % 2:
                 order.reverse()
             for impl, conc, http1 in order:
-                if impl == "kubeop":
+                if impl.startswith("kubeop"):
                     ns = WRITE_NAMESPACE if op == "create" else "bench-list"
-                    r = _run_worker(sys.executable, "kubeop", op, kubeconfig, ns, conc, args.write_ops)
+                    r = _run_worker(sys.executable, impl, op, kubeconfig, ns, conc, args.write_ops)
                 else:
                     r = _run_go_writer(binary, kubeconfig, op, conc, args.write_ops, http1)
                 if "error" not in r:
@@ -425,15 +438,17 @@ def _writes_vs_limit(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any
             summary.append(row)
             if impl == "client-go":
                 best = max(best, med)
-        kubeop = next((r for r in summary if r["impl"] == "kubeop" and r["op"] == op), None)
         result[f"{op}_limit_ops_per_s"] = best
-        if kubeop is not None and best:
-            result[f"{op}_kubeop_fraction"] = kubeop["ops_per_s"] / best
-            print(
-                f"{op}: server limit (best client-go median) {best:.0f}/s, kubeop c=32 "
-                f"{kubeop['ops_per_s']:.0f}/s = {kubeop['ops_per_s'] / best:.0%}",
-                flush=True,
-            )
+        for name in ("kubeop", "kubeop-base"):
+            kubeop = next((r for r in summary if r["impl"] == name and r["op"] == op), None)
+            if kubeop is not None and best:
+                key = "kubeop" if name == "kubeop" else "kubeop_base"
+                result[f"{op}_{key}_fraction"] = kubeop["ops_per_s"] / best
+                print(
+                    f"{op}: server limit (best client-go median) {best:.0f}/s, {name} c=32 "
+                    f"{kubeop['ops_per_s']:.0f}/s = {kubeop['ops_per_s'] / best:.0%}",
+                    flush=True,
+                )
     result.update(summary=summary, raw=raw, loadavg_before=load_before, loadavg_after=load_after)
     return result
 
@@ -483,7 +498,13 @@ def main() -> None:
     parser.add_argument("--write-repeat", type=int, default=3, help="rounds of the --go-writer section")
     parser.add_argument("--write-ops", type=int, default=3000, help="requests per --go-writer cell")
     parser.add_argument("--output", default="bench/client/results.json")
+    parser.add_argument(
+        "--baseline-src",
+        help="the src/ directory of another kubeop checkout, measured as 'kubeop-base' next to this one",
+    )
     args = parser.parse_args()
+    global BASELINE_SRC
+    BASELINE_SRC = os.path.abspath(args.baseline_src) if getattr(args, "baseline_src", None) else None
     if args.mode == "worker":
         WORKERS[args.lib](args)
     else:

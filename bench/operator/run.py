@@ -257,6 +257,24 @@ async def run_one(
             return results
     finally:
         stop_operator(proc)
+        await clear_namespace(cp, ns)
+
+
+async def clear_namespace(cp: ControlPlane, ns: str) -> None:
+    """Delete an operator's Widgets and ConfigMaps once its run is over.
+
+    Every operator here watches all namespaces (as the lean one does): leftovers, such as the
+    Widgets a crashed operator never converged, would otherwise be reconciled by the next
+    operator and counted as its writes."""
+    async with Client.from_kubeconfig(cp.kubeconfig_path, qps=None) as client:
+        for res in (WIDGETS, CONFIGMAPS):
+            await client.delete_collection(res, namespace=ns)
+        deadline = time.monotonic() + 60
+        while (await client.list(WIDGETS, namespace=ns)).items:
+            if time.monotonic() > deadline:
+                print(f"  warning: Widgets in {ns} still there after 60 s (finalizers?)", file=sys.stderr)
+                break
+            await asyncio.sleep(0.2)
 
 
 def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) -> subprocess.Popen[str]:

@@ -112,6 +112,25 @@ async def test_last_sync_resource_version_waits_for_the_store() -> None:
         assert informer.last_sync_resource_version == str(server.rv)
 
 
+async def test_has_applied_follows_the_store_not_the_watch() -> None:
+    server = filled(2)
+    informer = Informer(FakeListWatch(server), config=CONFIG)
+    async with running(informer):
+        await informer.wait_for_sync(2)
+        listed = server.rv
+        assert informer.has_applied(str(listed))  # the initial list
+        assert not informer.has_applied(str(listed + 1)) and not informer.has_applied("")
+        informer._fifo.update(server.create("queued"))  # received, not yet applied
+        informer.watcher.resource_version = str(server.rv)
+        assert not informer.has_applied(str(server.rv))
+        await eventually(lambda: "default/queued" in informer.store)
+        assert informer.has_applied(str(server.rv))
+        written = server.update("cm0", k="ours")["metadata"]["resourceVersion"]
+        server.delete("cm0")  # applied after our write: the store's absence is newer than it
+        await eventually(lambda: "default/cm0" not in informer.store)
+        assert informer.has_applied(written) and informer.has_applied(str(server.rv))
+
+
 async def test_transform_strips_managed_fields_by_default() -> None:
     server = filled(1)
     async with running(Informer(FakeListWatch(server), config=CONFIG)) as informer:

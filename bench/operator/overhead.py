@@ -285,7 +285,6 @@ async def run_lean(n: int) -> dict[str, float]:
     import lean_operator as lean
 
     server = FakeServer(Meter())
-    transport = FakeTransport(server)
 
     class Response:
         def __init__(self, status: int, body: bytes) -> None:
@@ -342,7 +341,6 @@ async def run_lean(n: int) -> dict[str, float]:
     ]
     tasks += [asyncio.create_task(operator.worker()) for _ in range(16)]
     await asyncio.sleep(0.2)
-    del transport
     result = await drive(server, "bench", n)
     for t in tasks:
         t.cancel()

@@ -260,10 +260,8 @@ class _BodyReader:
             while self._left > 0:
                 if not buf:
                     await conn.fill(1)
-                n = min(self._left, len(buf))
-                data = bytes(buf[:n])
-                del buf[:n]
-                self._left -= n
+                data = _take(buf, self._left)
+                self._left -= len(data)
                 yield data
             self.done = True
         elif self._mode == "eof":
@@ -290,16 +288,21 @@ class _BodyReader:
                     self._chunk_left = size
                 if not buf:
                     await conn.fill(1)
-                n = min(self._chunk_left, len(buf))
-                data = bytes(buf[:n])
-                del buf[:n]
-                self._chunk_left -= n
+                data = _take(buf, self._chunk_left)
+                self._chunk_left -= len(data)
                 if self._chunk_left == 0:
                     await conn.fill(2)
                     if buf[:2] != b"\r\n":
                         raise ProtocolError("malformed chunked body: no CRLF after a chunk")
                     del buf[:2]
                 yield data
+
+
+def _take(buf: bytearray, most: int) -> bytes:
+    """Remove and return up to ``most`` bytes from the front of ``buf``."""
+    data = bytes(buf[:most])
+    del buf[:most]
+    return data
 
 
 async def _chunk_size(conn: _Conn) -> int:

@@ -1,40 +1,60 @@
 """A minimal HTTP/1.1 client on asyncio, for one API server: what the transport needs, no more.
 
-One :class:`Pool` per server and TLS identity: at most ``max_connections`` connections, kept
-alive and reused last-in-first-out (the most recently used connection is the one least likely to
-have been closed by the server). A connection is closed, never reused, after any error, a
-``Connection: close``, a response read to the end of the stream, or a stream the caller stopped
-reading. A request on a reused connection that the server had closed meanwhile (nothing of the
-response arrived) is sent again once on a new connection if it is idempotent.
+One :class:`Pool` per server and TLS identity. Normal requests hold one of ``max_connections``
+slots while they run; streaming requests (watches) stay open for minutes and never take a slot,
+so any number of watches cannot starve the requests beside them (leader election's lease renewal
+among them). Connections are kept alive and reused last-in-first-out (the most recently used
+connection is the one least likely to have been closed by the server). A connection is closed,
+never reused, after any error, a ``Connection: close``, a response read to the end of the stream,
+a stream the caller stopped reading, or bytes the server sent beyond the response. A request on a
+reused connection that the server had closed meanwhile (nothing of the response arrived) is sent
+again once on a new connection if it is idempotent. Every connection has TCP keepalive on, so a
+peer that vanished without a word is noticed within about a minute.
 
-Connections are :class:`asyncio.Protocol` instances that append what arrives to one bytearray;
-the response is parsed in place: status line, headers (names lower-cased), then the body by
-``Content-Length``, ``Transfer-Encoding: chunked`` or up to the end of the stream, gunzipped when
-the server compressed it. Normal requests return the whole body; streaming requests (watches)
-return a :class:`Response` whose :meth:`Response.chunks` yields the body as it arrives.
+Connections are :class:`asyncio.Protocol` instances that feed what arrives to llhttp (the parser
+of Node.js, through ``httptools``), strictly: a malformed status line, header, length or chunk
+is a :class:`ProtocolError`, never guessed at. Bodies are framed by ``Content-Length``, ``chunked``
+(the only transfer coding accepted) or the end of the stream, and gunzipped when the server
+compressed them, never beyond ``max_body`` bytes. Normal requests return the whole body; streaming
+requests return a :class:`Response` whose :meth:`Response.chunks` yields the body as it arrives.
+
+Everything written to the socket is checked first: the method and request target must be plain
+visible ASCII, header names HTTP tokens and header values free of control characters, so no
+value can end a line and start another request.
 
 Failures raise :class:`ConnectError` (no connection: refused, DNS, TLS; ``cause`` is the
 ``OSError``), :class:`ConnectionClosed` (the server went away mid-exchange), :class:`ProtocolError`
-(not HTTP/1.x) or :class:`TimeoutError`. HTTP(S) proxies are supported: ``CONNECT`` for https
-servers, absolute request targets for http ones.
+(not HTTP/1.x, or a body over ``max_body``) or :class:`TimeoutError`. HTTP(S) proxies are
+supported: ``CONNECT`` for https servers, absolute request targets for http ones.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import re
+import socket
 import ssl
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterable
 from urllib.parse import unquote, urlsplit
 
+import httptools
+
 __all__ = ["ConnectError", "ConnectionClosed", "HttpError", "Pool", "ProtocolError", "Response"]
 
 _MAX_HEAD = 256 * 1024  # status line + headers
+_MAX_BODY = 512 * 1024 * 1024  # a whole (decompressed) response body
+_STREAM_PIECE = 1024 * 1024  # a compressed stream is decompressed in pieces of at most this much
 _HIGH_WATER = 4 * 1024 * 1024  # a stream whose reader lags pauses the socket above this
 _IDLE_TIMEOUT = 60.0  # idle connections older than this are closed instead of reused
-_NO_BODY = frozenset((204, 304))
+# TCP keepalive: probe after 30 s of silence, every 10 s, give up after 3 unanswered (~60 s).
+_KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+").fullmatch
+_FIELD_VALUE = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f]*").fullmatch
+_TARGET = re.compile(r"[\x21-\x7e]+").fullmatch
 
 
 class HttpError(Exception):
@@ -54,69 +74,223 @@ class ConnectionClosed(HttpError):
 
 
 class ProtocolError(HttpError):
-    """The server's answer is not valid HTTP/1.x."""
+    """The server's answer is not valid HTTP/1.x (or is larger than allowed)."""
+
+
+class _ExtraResponse(Exception):
+    """Raised inside the parser when a second response starts: stop parsing, never reuse."""
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _keepalive(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in _KEEPALIVE:
+            option = getattr(socket, name, None)
+            if option is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    except OSError:  # pragma: no cover - a socket type without these options
+        pass
 
 
 class _Conn(asyncio.Protocol):
-    """One connection; bytes received are appended to ``buf`` and parsed by the reader."""
+    """One connection. Bytes received go through the response parser into this object's state.
+
+    For each request :meth:`begin` sets up a fresh parser; its callbacks fill ``status``,
+    ``headers`` and ``parts`` (body pieces not yet taken by the reader) and set ``head_done`` and
+    ``complete``. The reader waits on one future, woken when the headers are complete, a body
+    piece arrives (streams only), the response is complete, or the connection ends.
+    """
 
     __slots__ = (
         "_loop",
-        "_need",
         "_waiter",
-        "buf",
+        "body_bytes",
+        "buffered",
         "closed",
+        "complete",
+        "dirty",
         "eof",
         "exc",
         "fresh",
+        "head_bytes",
+        "head_done",
+        "headers",
         "idle_since",
+        "informational",
+        "keep_alive",
+        "limit",
+        "parser",
+        "parts",
         "paused",
+        "sample",
+        "slot",
+        "status",
+        "stream",
         "transport",
+        "until_eof",
     )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
+        self.parser: httptools.HttpResponseParser | None = None
         self.exc: BaseException | None = None
         self.eof = False
         self.closed = False
         self.paused = False
         self.fresh = True
+        self.dirty = False  # bytes arrived that belong to no request: never reuse
+        self.slot = False  # holds one of the pool's request slots
         self.idle_since = 0.0
         self._waiter: asyncio.Future[None] | None = None
-        self._need = 0
+        self._reset(stream=False, limit=_MAX_BODY)
+
+    def _reset(self, *, stream: bool, limit: int) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.parts: list[bytes] = []
+        self.body_bytes = 0
+        self.buffered = 0
+        self.head_bytes = 0
+        self.head_done = False
+        self.complete = False
+        self.informational = False
+        self.keep_alive = False
+        self.until_eof = False
+        self.sample = b""
+        self.stream = stream
+        self.limit = limit
+
+    def begin(self, *, stream: bool, limit: int) -> None:
+        """Expect a new response (called before the request is written)."""
+        self._reset(stream=stream, limit=limit)
+        self.parser = httptools.HttpResponseParser(self)
+
+    # -- parser callbacks --------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            raise _ExtraResponse
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip(" \t")
+        old = self.headers.get(key)
+        self.headers[key] = text if old is None else f"{old}, {text}"
+
+    def on_headers_complete(self) -> None:
+        parser = self.parser
+        assert parser is not None
+        status = parser.get_status_code()
+        self.status = status
+        if status < 100 or not self.sample.startswith(b"HTTP/1."):
+            raise ProtocolError(f"malformed HTTP response: {self.sample!r}")
+        if status == 101:
+            raise ProtocolError(f"the server switched protocols unasked: {self.sample!r}")
+        if status < 200:
+            self.informational = True  # 100 Continue, 103 Early Hints: skipped (101 raises)
+            return
+        headers = self.headers
+        te = headers.get("transfer-encoding")
+        if te is not None and te.lower() != "chunked":
+            raise ProtocolError(f"unsupported transfer-encoding {te!r} (only 'chunked')")
+        self.keep_alive = parser.should_keep_alive()
+        self.until_eof = te is None and "content-length" not in headers and status not in (204, 304)
+        self.head_done = True
+        waiter = self._waiter
+        if waiter is not None and self.stream:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+        if not self.stream:
+            self.body_bytes += len(body)
+            if self.body_bytes > self.limit:
+                raise _TooLarge
+            return
+        self.buffered += len(body)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+        elif self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
+            # Nobody is waiting: the stream's reader is busy; stop reading above the mark.
+            self.paused = True
+            self.transport.pause_reading()
+
+    def on_message_complete(self) -> None:
+        if self.informational:
+            self.informational = False  # the real response follows on the same parser
+            self.status = 0
+            self.headers = {}
+            return
+        self.complete = True
+        self._wake()
 
     # -- protocol callbacks ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        _keepalive(transport)
 
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        waiter = self._waiter
-        if waiter is not None:
-            if len(buf) < self._need:
-                return  # the reader wants more (a whole body): never paused
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-        # Nobody is waiting: a stream's reader is busy with what it has; stop reading above the mark.
-        if len(buf) > _HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
+        parser = self.parser
+        if parser is None or self.complete:
+            self.dirty = True  # nobody asked for these bytes
+            return
+        if not self.head_done:
+            if len(self.sample) < 80:
+                self.sample += data[: 80 - len(self.sample)]
+            self.head_bytes += len(data)
+        try:
+            parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(ProtocolError(f"the server switched protocols unasked: {self.sample!r}"))
+            return
+        except httptools.HttpParserCallbackError as e:
+            cause = e.__context__
+            if isinstance(cause, _ExtraResponse):
+                self.dirty = True  # the response is whole; what follows it is not ours
+            elif isinstance(cause, _TooLarge):
+                self._fail(ProtocolError(f"response body larger than {self.limit} bytes"))
+            elif isinstance(cause, ProtocolError):
+                self._fail(cause)
+            else:  # pragma: no cover - a bug in a callback
+                self._fail(ProtocolError(f"cannot parse the response: {cause!r}"))
+            return
+        except httptools.HttpParserError as e:
+            self._fail(ProtocolError(f"malformed HTTP response ({e}): {self.sample!r}"))
+            return
+        if not self.head_done and self.head_bytes > _MAX_HEAD:
+            self._fail(ProtocolError("response headers too large"))
+
+    def _fail(self, exc: BaseException) -> None:
+        self.parser = None
+        self.abort(exc)
 
     def eof_received(self) -> bool:
         self.eof = True
+        if self.head_done and self.until_eof and not self.complete and self.exc is None:
+            self.complete = True  # a body delimited by the end of the stream
         self._wake()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.eof = True
         if exc is not None and self.exc is None:
-            self.exc = exc
+            self.exc = exc  # first: a reset is no end of a body delimited by the end of the stream
+        if not self.eof:
+            self.eof_received()
         self._wake()
 
     def _wake(self) -> None:
@@ -128,28 +302,33 @@ class _Conn(asyncio.Protocol):
 
     # -- reading -----------------------------------------------------------------------------------
 
-    async def fill(self, need: int) -> None:
-        """Wait until ``buf`` holds at least ``need`` bytes; ConnectionClosed at the end of the stream."""
-        while len(self.buf) < need:
-            if self.exc is not None:
-                raise self._closed_error()
-            if self.eof:
-                raise ConnectionClosed("the server closed the connection")
-            if self.paused and self.transport is not None:
-                self.paused = False
-                self.transport.resume_reading()
-            self._need = need
-            self._waiter = self._loop.create_future()
-            await self._waiter
-
-    async def wait_data(self) -> None:
-        """Wait for more bytes or the end of the stream (no error at the end)."""
+    async def wait(self) -> None:
+        """Wait for the next event; raise if the connection failed or ended early."""
+        if self.exc is not None:
+            raise self._closed_error()
+        if self.eof:
+            if not self.head_done and self.sample:
+                raise ProtocolError(f"incomplete HTTP response: {self.sample!r}")
+            raise ConnectionClosed("the server closed the connection")
         if self.paused and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
-        self._need = len(self.buf) + 1
         self._waiter = self._loop.create_future()
         await self._waiter
+
+    async def read_head(self) -> None:
+        while not self.head_done:
+            await self.wait()
+
+    async def read_all(self) -> None:
+        while not self.complete:
+            await self.wait()
+
+    def take(self) -> list[bytes]:
+        parts = self.parts
+        self.parts = []
+        self.buffered = 0
+        return parts
 
     def _closed_error(self) -> BaseException:
         exc = self.exc
@@ -159,16 +338,8 @@ class _Conn(asyncio.Protocol):
             return ConnectionClosed("the server reset the connection")
         return ConnectionClosed(f"the connection failed: {exc}")
 
-    async def read_line(self, start: int, limit: int) -> int:
-        """Index of the next CRLF at or after ``start`` (waits for it)."""
-        while True:
-            end = self.buf.find(b"\r\n", start)
-            if end >= 0:
-                return end
-            if len(self.buf) > limit:
-                raise ProtocolError("response line too long")
-            start = max(start, len(self.buf) - 1)
-            await self.fill(len(self.buf) + 1)
+    def reusable(self) -> bool:
+        return self.complete and self.keep_alive and not self.dirty and not self.closed and not self.eof
 
     def abort(self, exc: BaseException | None = None) -> None:
         if exc is not None and self.exc is None:
@@ -182,14 +353,14 @@ class _Conn(asyncio.Protocol):
 class Response:
     """Status, headers (lower-cased names) and, for normal requests, the whole ``body``."""
 
-    __slots__ = ("_body_reader", "_pool", "body", "headers", "status")
+    __slots__ = ("_body", "_pool", "body", "headers", "status")
 
     def __init__(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
         self.status = status
         self.headers = headers
         self.body = body
         self._pool: Pool | None = None
-        self._body_reader: _BodyReader | None = None
+        self._body: _StreamBody | None = None
 
     def header(self, name: str) -> str | None:
         """A header's value by lower-case name (repeated headers joined with ``", "``)."""
@@ -197,7 +368,7 @@ class Response:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body of a streaming response as it arrives (decompressed); closes when done."""
-        reader = self._body_reader
+        reader = self._body
         if reader is None:
             if self.body:
                 yield self.body
@@ -211,11 +382,17 @@ class Response:
 
     async def read(self) -> bytes:
         """The rest of a streaming response's body (for error responses), then release it."""
-        reader = self._body_reader
+        reader = self._body
         if reader is None:
             return self.body
+        parts: list[bytes] = []
+        size = 0
         try:
-            parts = [chunk async for chunk in reader.iterate()]
+            async for chunk in reader.iterate():
+                size += len(chunk)
+                if size > reader.conn.limit:
+                    raise ProtocolError(f"response body larger than {reader.conn.limit} bytes")
+                parts.append(chunk)
         finally:
             self.close()
         self.body = b"".join(parts)
@@ -223,160 +400,65 @@ class Response:
 
     def close(self) -> None:
         """Release the connection: back to the pool if the body was read to its end, else closed."""
-        reader, self._body_reader = self._body_reader, None
-        if isinstance(reader, _StreamBody) and reader._timer is not None:
-            reader._timer.cancel()
-        if reader is not None and self._pool is not None:
-            self._pool._release(reader.conn, reuse=reader.done and reader.keep_alive)
+        reader, self._body = self._body, None
+        if reader is None:
+            return
+        if reader.timer is not None:
+            reader.timer.cancel()
+        if self._pool is not None:
+            self._pool._release(reader.conn, reuse=reader.conn.reusable())
 
 
-class _BodyReader:
-    """Reads one response body from a connection: by length, chunked or to the end of the stream."""
+class _StreamBody:
+    """The body of a streaming response, decompressed in bounded pieces; owns the stream's deadline."""
 
-    __slots__ = ("_chunk_left", "_decoder", "_left", "_mode", "conn", "done", "keep_alive")
+    __slots__ = ("conn", "decoder", "timer")
 
-    def __init__(self, conn: _Conn, mode: str, length: int, gzip: bool, keep_alive: bool) -> None:
+    def __init__(self, conn: _Conn, gzip: bool, timer: asyncio.TimerHandle | None) -> None:
         self.conn = conn
-        self._mode = mode  # "length", "chunked" or "eof"
-        self._left = length
-        self._chunk_left = 0
-        self._decoder = zlib.decompressobj(wbits=47) if gzip else None
-        self.keep_alive = keep_alive and mode != "eof"
-        self.done = mode == "length" and length == 0
+        self.decoder = zlib.decompressobj(wbits=47) if gzip else None
+        self.timer = timer
 
     async def iterate(self) -> AsyncIterator[bytes]:
-        decoder = self._decoder
-        async for raw in self._raw():
-            yield decoder.decompress(raw) if decoder is not None else raw
-        if decoder is not None:
-            tail = decoder.flush()
-            if tail:
-                yield tail
-
-    async def _raw(self) -> AsyncIterator[bytes]:
         conn = self.conn
-        buf = conn.buf
-        if self._mode == "length":
-            while self._left > 0:
-                if not buf:
-                    await conn.fill(1)
-                data = _take(buf, self._left)
-                self._left -= len(data)
-                yield data
-            self.done = True
-        elif self._mode == "eof":
+        decoder = self.decoder
+        try:
             while True:
-                if buf:
-                    data = bytes(buf)
-                    buf.clear()
-                    yield data
-                elif conn.eof:
-                    if conn.exc is not None:
-                        raise conn._closed_error()
+                if conn.parts:
+                    for raw in conn.take():
+                        if decoder is None:
+                            yield raw
+                            continue
+                        data = decoder.decompress(raw, _STREAM_PIECE)
+                        while True:
+                            yield data
+                            if not decoder.unconsumed_tail:
+                                break
+                            data = decoder.decompress(decoder.unconsumed_tail, _STREAM_PIECE)
+                elif conn.complete:
                     break
                 else:
-                    await conn.wait_data()
-            self.done = True
-        else:
-            while True:
-                if self._chunk_left == 0:
-                    size = await _chunk_size(conn)
-                    if size == 0:
-                        await _skip_trailers(conn)
-                        self.done = True
-                        return
-                    self._chunk_left = size
-                if not buf:
-                    await conn.fill(1)
-                data = _take(buf, self._chunk_left)
-                self._chunk_left -= len(data)
-                if self._chunk_left == 0:
-                    await conn.fill(2)
-                    if buf[:2] != b"\r\n":
-                        raise ProtocolError("malformed chunked body: no CRLF after a chunk")
-                    del buf[:2]
-                yield data
+                    await conn.wait()
+            if decoder is not None:
+                tail = decoder.flush()
+                if tail:
+                    yield tail
+        except zlib.error as e:
+            raise ProtocolError(f"malformed compressed body: {e}") from None
+        finally:
+            if self.timer is not None:
+                self.timer.cancel()
 
 
-def _take(buf: bytearray, most: int) -> bytes:
-    """Remove and return up to ``most`` bytes from the front of ``buf``."""
-    data = bytes(buf[:most])
-    del buf[:most]
+def _gunzip(raw: bytes, encoding: str, limit: int) -> bytes:
+    decoder = zlib.decompressobj(wbits=47)
+    try:
+        data = decoder.decompress(raw, limit + 1)
+    except zlib.error as e:
+        raise ProtocolError(f"malformed {encoding} body: {e}") from None
+    if len(data) > limit:
+        raise ProtocolError(f"response body larger than {limit} bytes once decompressed")
     return data
-
-
-async def _chunk_size(conn: _Conn) -> int:
-    end = await conn.read_line(0, 4096)
-    line = bytes(conn.buf[:end])
-    del conn.buf[: end + 2]
-    try:
-        size = int(line.split(b";", 1)[0].strip(), 16)
-    except ValueError:
-        raise ProtocolError(f"malformed chunked body: chunk size {line[:40]!r}") from None
-    if size < 0:
-        raise ProtocolError(f"malformed chunked body: chunk size {line[:40]!r}")
-    return size
-
-
-async def _skip_trailers(conn: _Conn) -> None:
-    while True:
-        end = await conn.read_line(0, _MAX_HEAD)
-        del conn.buf[: end + 2]
-        if end == 0:
-            return
-
-
-async def _read_chunked(conn: _Conn) -> bytes:
-    """A whole chunked body (each chunk copied once)."""
-    buf = conn.buf
-    parts: list[bytes] = []
-    while True:
-        end = buf.find(b"\r\n")
-        if end < 0:
-            end = await conn.read_line(0, 4096)
-        line = buf[:end]
-        try:
-            size = int(line.split(b";", 1)[0], 16)
-        except ValueError:
-            raise ProtocolError(f"malformed chunked body: chunk size {bytes(line[:40])!r}") from None
-        if size < 0:
-            raise ProtocolError(f"malformed chunked body: chunk size {bytes(line[:40])!r}")
-        start = end + 2
-        if size == 0:
-            del buf[:start]
-            await _skip_trailers(conn)
-            return b"".join(parts) if len(parts) != 1 else parts[0]
-        stop = start + size
-        if len(buf) < stop + 2:
-            await conn.fill(stop + 2)
-        if buf[stop : stop + 2] != b"\r\n":
-            raise ProtocolError("malformed chunked body: no CRLF after a chunk")
-        parts.append(bytes(buf[start:stop]))
-        del buf[: stop + 2]
-
-
-def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    try:
-        text = head.decode("latin-1")
-        lines = text.split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        if not version.startswith("HTTP/1."):
-            raise ValueError
-        status = int(rest[:3])
-        if not 100 <= status <= 999 or rest[3:4] not in ("", " "):
-            raise ValueError
-    except ValueError:
-        raise ProtocolError(f"malformed HTTP response: {head[:80]!r}") from None
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name[-1] in " \t":
-            raise ProtocolError(f"malformed HTTP header line: {line[:80]!r}")
-        name = name.lower()
-        value = value.strip()
-        old = headers.get(name)
-        headers[name] = value if old is None else f"{old}, {value}"
-    return status, headers
 
 
 class Pool:
@@ -392,16 +474,20 @@ class Pool:
         connect_timeout: float | None = None,
         proxy_url: str | None = None,
         proxy_ssl_context: ssl.SSLContext | None = None,
+        max_body: int = _MAX_BODY,
     ) -> None:
         parts = urlsplit(url)
         self._https = parts.scheme == "https"
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if self._https else 80)
         self._authority = parts.netloc.rpartition("@")[2]
+        if not _TARGET(self._authority):
+            raise ValueError(f"invalid server address {self._authority!r}")
         self._origin = f"{parts.scheme}://{self._authority}"
         self._ssl = ssl_context if self._https else None
         self._server_hostname = server_hostname or self._host
         self._connect_timeout = connect_timeout
+        self._max_body = max_body
         self._proxy: tuple[str, int, bool] | None = None
         self._proxy_auth: str | None = None
         self._proxy_ssl = proxy_ssl_context
@@ -415,8 +501,12 @@ class Pool:
         self._idle: list[_Conn] = []
         self._all: set[_Conn] = set()
         self._slots = asyncio.Semaphore(max_connections)
+        self._checked: tuple[tuple[str, str], ...] | None = None  # the last header tuple validated
         self._loop = asyncio.get_running_loop()
         self.closed = False
+
+    def __repr__(self) -> str:
+        return f"<Pool {self._origin} {len(self._all)} connections>"
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -455,12 +545,19 @@ class Pool:
             lines = [f"CONNECT {where} HTTP/1.1", f"Host: {where}"]
             if self._proxy_auth:
                 lines.append(f"Proxy-Authorization: {self._proxy_auth}")
+            conn.begin(stream=True, limit=0)
             transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            status, _ = await _read_head(conn)
-            if status != 200:
-                raise ConnectionRefusedError(f"the proxy answered CONNECT with HTTP {status}")
-            conn.buf.clear()
+            await conn.read_head()
+            if conn.status != 200:
+                raise ConnectionRefusedError(f"the proxy answered CONNECT with HTTP {conn.status}")
+            if conn.parts:
+                raise ConnectionRefusedError("the proxy sent data before the TLS handshake")
+            conn.parser = None
+            conn._reset(stream=False, limit=self._max_body)
             tls = await loop.start_tls(transport, conn, self._ssl, server_hostname=self._server_hostname)
+        except HttpError as e:
+            transport.close()
+            raise ConnectionRefusedError(f"the proxy's answer to CONNECT: {e}") from None
         except BaseException:
             transport.close()
             raise
@@ -470,8 +567,11 @@ class Pool:
         return conn
 
     def _release(self, conn: _Conn, *, reuse: bool) -> None:
-        self._slots.release()
-        if reuse and not conn.closed and not conn.eof and not conn.buf and not self.closed:
+        if conn.slot:
+            conn.slot = False
+            self._slots.release()
+        conn.parser = None
+        if reuse and not conn.closed and not conn.eof and not conn.dirty and not self.closed:
             conn.fresh = False
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
@@ -485,20 +585,26 @@ class Pool:
             if conn.transport is not None:
                 conn.transport.close()
 
-    async def _checkout(self) -> _Conn:
-        await self._slots.acquire()
+    async def _checkout(self, *, slot: bool) -> _Conn:
+        """A connection; a normal request's holds a slot (``slot``), a stream's does not."""
+        if slot:
+            await self._slots.acquire()
         try:
             now = time.monotonic()
             while self._idle:
                 conn = self._idle.pop()
-                if conn.closed or conn.eof or conn.buf or now - conn.idle_since > _IDLE_TIMEOUT:
+                if conn.closed or conn.eof or conn.dirty or now - conn.idle_since > _IDLE_TIMEOUT:
                     self._discard(conn)
                     continue
-                return conn
-            return await self._open()
+                break
+            else:
+                conn = await self._open()
         except BaseException:
-            self._slots.release()
+            if slot:
+                self._slots.release()
             raise
+        conn.slot = slot
+        return conn
 
     async def close(self) -> None:
         """Close every connection, including those of requests and streams still running."""
@@ -513,12 +619,21 @@ class Pool:
     def _head(
         self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes | None
     ) -> bytes:
+        if not _TOKEN(method):
+            raise ValueError(f"invalid HTTP method {method[:40]!r}")
+        if not _TARGET(target):
+            raise ValueError(
+                f"invalid request target {target[:80]!r}: only visible ASCII, no spaces or control characters"
+            )
         if self._proxy is not None and self._ssl is None:
             target = self._origin + target
         lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._authority}\r\n"]
+        if headers is not self._checked:
+            for name, value in headers:
+                _check_header(name, value)
+            if isinstance(headers, tuple):
+                self._checked = headers  # the transport sends the same tuple again and again
         for name, value in headers:
-            if "\n" in value or "\r" in value:
-                raise ValueError(f"header {name} contains a line break")
             lines.append(f"{name}: {value}\r\n")
         if self._proxy_auth and self._proxy is not None and self._ssl is None:
             lines.append(f"Proxy-Authorization: {self._proxy_auth}\r\n")
@@ -527,7 +642,7 @@ class Pool:
         elif method in ("POST", "PUT", "PATCH"):
             lines.append("Content-Length: 0\r\n")
         lines.append("\r\n")
-        return "".join(lines).encode()
+        return "".join(lines).encode("latin-1")
 
     async def request(
         self,
@@ -549,16 +664,17 @@ class Pool:
         """
         if self.closed:
             raise ConnectionClosed("the connection pool is closed")
+        if method == "HEAD":
+            raise ValueError("HEAD requests are not supported (a response to HEAD has no body)")
         head = self._head(method, target, headers, body)
         data = head + body if body is not None and len(body) < 65536 else head
         if not stream:
             async with asyncio.timeout(timeout):
-                return await self._exchange(method, data, head, body, idempotent, False, None)
-        return await self._exchange(method, data, head, body, idempotent, True, stream_deadline)
+                return await self._exchange(data, head, body, idempotent, False, None)
+        return await self._exchange(data, head, body, idempotent, True, stream_deadline)
 
     async def _exchange(
         self,
-        method: str,
         data: bytes,
         head: bytes,
         body: bytes | None,
@@ -570,25 +686,29 @@ class Pool:
         while True:
             if stream or (self._connect_timeout is not None and not self._idle):
                 async with asyncio.timeout(self._connect_timeout):
-                    conn = await self._checkout()
+                    conn = await self._checkout(slot=not stream)
             else:
-                conn = await self._checkout()
+                conn = await self._checkout(slot=True)
             reused = not conn.fresh
             timer: asyncio.TimerHandle | None = None
             if deadline is not None:
                 timer = self._loop.call_later(deadline, conn.abort, TimeoutError())
             try:
+                conn.begin(stream=stream, limit=self._max_body)
                 transport = conn.transport
                 assert transport is not None
                 transport.write(data)
                 if data is head and body:
                     transport.write(body)
-                status, headers = await _read_head(conn)
+                if stream:
+                    await conn.read_head()
+                else:
+                    await conn.read_all()
             except ConnectionClosed:
                 if timer is not None:
                     timer.cancel()
                 self._release(conn, reuse=False)
-                if reused and idempotent and not retried and not conn.buf:
+                if reused and idempotent and not retried and not conn.sample:
                     retried = True
                     continue
                 raise
@@ -598,122 +718,36 @@ class Pool:
                 self._release(conn, reuse=False)
                 raise
             try:
-                return await self._body(conn, method, status, headers, stream, timer)
+                return self._response(conn, stream, timer)
             except BaseException:
                 if timer is not None:
                     timer.cancel()
                 self._release(conn, reuse=False)
                 raise
 
-    async def _body(
-        self,
-        conn: _Conn,
-        method: str,
-        status: int,
-        headers: dict[str, str],
-        stream: bool,
-        timer: asyncio.TimerHandle | None,
-    ) -> Response:
-        keep_alive = "close" not in headers.get("connection", "").lower()
+    def _response(self, conn: _Conn, stream: bool, timer: asyncio.TimerHandle | None) -> Response:
+        headers = conn.headers
         encoding = headers.get("content-encoding", "").lower()
         gzip = encoding in ("gzip", "x-gzip", "deflate")
         if encoding and not gzip and encoding != "identity":
             raise ProtocolError(f"unsupported content-encoding {encoding!r}")
-        te = headers.get("transfer-encoding", "").lower()
-        length = -1
-        if method == "HEAD" or status in _NO_BODY:
-            mode, length = "length", 0
-        elif te:
-            if not te.endswith("chunked"):
-                raise ProtocolError(f"unsupported transfer-encoding {te!r}")
-            mode = "chunked"
-        elif "content-length" in headers:
-            try:
-                length = int(headers["content-length"])
-            except ValueError:
-                length = -1
-            if length < 0:
-                raise ProtocolError(f"malformed content-length {headers['content-length']!r}")
-            mode = "length"
-        else:
-            mode = "eof"
         if stream:
-            resp = Response(status, headers)
+            resp = Response(conn.status, headers)
             resp._pool = self
-            resp._body_reader = _StreamBody(conn, mode, length, gzip, keep_alive, timer)
+            resp._body = _StreamBody(conn, gzip, timer)
             return resp
-        buf = conn.buf
-        if mode == "length":
-            if len(buf) < length:
-                await conn.fill(length)
-            if len(buf) == length:
-                raw = bytes(buf)
-                buf.clear()
-            else:
-                raw = bytes(buf[:length])
-                del buf[:length]
-        elif mode == "chunked":
-            raw = await _read_chunked(conn)
-        else:
-            reader = _BodyReader(conn, mode, length, False, False)
-            raw = b"".join([chunk async for chunk in reader._raw()])
-            keep_alive = False
+        parts = conn.take()
+        raw = parts[0] if len(parts) == 1 else b"".join(parts)
         if gzip and raw:
-            try:
-                raw = zlib.decompress(raw, wbits=47)
-            except zlib.error as e:
-                raise ProtocolError(f"malformed {encoding} body: {e}") from None
-        self._release(conn, reuse=keep_alive)
-        return Response(status, headers, raw)
+            raw = _gunzip(raw, encoding, self._max_body)
+        self._release(conn, reuse=conn.reusable())
+        return Response(conn.status, headers, raw)
 
 
-class _StreamBody(_BodyReader):
-    """A streaming body; cancels the stream's deadline when the connection is released."""
-
-    __slots__ = ("_timer",)
-
-    def __init__(
-        self,
-        conn: _Conn,
-        mode: str,
-        length: int,
-        gzip: bool,
-        keep_alive: bool,
-        timer: asyncio.TimerHandle | None,
-    ) -> None:
-        super().__init__(conn, mode, length, gzip, keep_alive)
-        self._timer = timer
-
-    async def iterate(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in super().iterate():
-                yield chunk
-        except zlib.error as e:
-            raise ProtocolError(f"malformed compressed body: {e}") from None
-        finally:
-            if self._timer is not None:
-                self._timer.cancel()
-
-
-async def _read_head(conn: _Conn) -> tuple[int, dict[str, str]]:
-    """Status and headers of the next response; informational (1xx) responses are skipped."""
-    buf = conn.buf
-    while True:
-        start = 0
-        while True:
-            end = buf.find(b"\r\n\r\n", start)
-            if end >= 0:
-                break
-            if len(buf) > _MAX_HEAD:
-                raise ProtocolError("response headers too large")
-            start = max(0, len(buf) - 3)
-            try:
-                await conn.fill(len(buf) + 1)
-            except ConnectionClosed:
-                if buf:
-                    raise ProtocolError(f"incomplete HTTP response: {bytes(buf[:80])!r}") from None
-                raise
-        status, headers = _parse_head(bytes(buf[:end]))
-        del buf[: end + 4]
-        if not 100 <= status < 200:
-            return status, headers
+def _check_header(name: str, value: str) -> None:
+    if not _TOKEN(name):
+        raise ValueError(f"invalid HTTP header name {name[:40]!r}: must be a token (letters, digits, -)")
+    if not _FIELD_VALUE(value):
+        raise ValueError(
+            f"invalid value of HTTP header {name}: control characters (CR, LF, NUL) are not allowed"
+        )

@@ -36,8 +36,12 @@ __all__ = ["ApiConnectionError", "Transport"]
 log = logging.getLogger("kubeop.client")
 
 # Watches stay open for minutes; without a read deadline a half-dead TCP connection would leave a
-# zombie watch forever. The server closes a watch at timeoutSeconds; allow this much on top.
+# zombie watch forever (TCP keepalive notices a vanished peer, not a live one that stopped talking).
+# The server closes a watch at timeoutSeconds; allow this much on top.
 _WATCH_GRACE = 60.0
+# A watch without timeoutSeconds is closed by the server within twice its --min-request-timeout
+# (1800 s by default); past that, nothing more is coming on it.
+_WATCH_DEFAULT_DEADLINE = 3600.0
 # A connection pool replaced because the client certificate changed is closed this long after, so
 # requests and watches still running on it can finish.
 _RETIRED_POOL_GRACE = 300.0
@@ -170,7 +174,7 @@ class Transport:
         deadline: float | None = None
         if req.stream:
             seconds = dict(req.query).get("timeoutSeconds")
-            deadline = float(seconds) + _WATCH_GRACE if seconds else None
+            deadline = (float(seconds) if seconds else _WATCH_DEFAULT_DEADLINE) + _WATCH_GRACE
         while True:
             attempt += 1
             if self.limiter is not None:

@@ -12,6 +12,7 @@ from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 import orjson
 
+from kubeop.client.http import ProtocolError
 from kubeop.core.errors import ApiError, error_from_status
 
 __all__ = ["EventType", "WatchEvent", "decode_event", "split_lines"]
@@ -47,10 +48,16 @@ class WatchEvent(NamedTuple, Generic[T]):
         return annotations.get("k8s.io/initial-events-end") == "true"
 
 
-async def split_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+# One watch event is one object (etcd stores at most ~1.5 MB per object by default); a "line"
+# longer than this is a server gone wrong, not an event to buffer without end.
+MAX_LINE = 64 * 1024 * 1024
+
+
+async def split_lines(chunks: AsyncIterable[bytes], max_line: int = MAX_LINE) -> AsyncIterator[bytes]:
     """Yield complete non-empty lines (without the newline) from arbitrarily split chunks.
 
-    A trailing line without a newline is yielded at the end of the stream.
+    A trailing line without a newline is yielded at the end of the stream. A line longer than
+    ``max_line`` bytes raises :class:`~kubeop.client.http.ProtocolError`.
     """
     pending = bytearray()
     async for chunk in chunks:
@@ -70,6 +77,8 @@ async def split_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
                 yield line
         if start < len(chunk):
             pending += chunk[start:]
+            if len(pending) > max_line:
+                raise ProtocolError(f"a watch event longer than {max_line} bytes")
     if pending.strip():
         yield bytes(pending)
 

@@ -8,6 +8,7 @@ import asyncio
 import gzip
 import socket
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -15,6 +16,7 @@ from kubeop.client import transport as transport_module
 from kubeop.client.config import ClientConfig
 from kubeop.client.http import Pool, ProtocolError
 from kubeop.client.transport import ApiConnectionError, Transport
+from kubeop.client.watch import split_lines
 from kubeop.core.request import Request
 
 from .test_http import CLOSE, H, RawServer, Serve, chunked, ok, serve
@@ -170,3 +172,16 @@ async def test_a_watch_without_timeout_seconds_still_has_a_read_deadline(
     finally:
         await transport.close()
         await server.close()
+
+
+async def test_a_watch_line_without_end_is_refused() -> None:
+    async def endless() -> AsyncIterator[bytes]:
+        yield b'{"type":"ADDED"}\n'
+        while True:
+            yield b"x" * 1000
+
+    got = []
+    with pytest.raises(ProtocolError, match="longer than 100000 bytes"):
+        async for line in split_lines(endless(), max_line=100_000):
+            got.append(line)
+    assert got == [b'{"type":"ADDED"}']

@@ -29,6 +29,8 @@ from kubeop.core.selectors import LabelSelector
 __all__ = ["ReconcilerClient", "contains", "merge_desired"]
 
 Obj = dict[str, Any]
+_SWEEP_MIN = 1024
+_RECENT_MAX = 50_000
 
 
 def contains(current: Any, desired: Any) -> bool:
@@ -114,6 +116,7 @@ class ReconcilerClient:
         self.field_manager = field_manager
         self._resources: dict[Any, ApiResource] = {}
         self._recent: dict[tuple[ApiResource, str], Obj] = {}
+        self._sweep_at = _SWEEP_MIN
         self._canonical: dict[tuple[str, str, str], ApiResource] = {}
         self._informers: dict[ApiResource, Any] = {}
 
@@ -224,8 +227,35 @@ class ReconcilerClient:
         )
         if key:
             self._recent[(res, key)] = obj
-            if len(self._recent) > 50_000:
-                self._recent.clear()
+            if len(self._recent) >= self._sweep_at:
+                self._sweep()
+
+    @property
+    def remembered_writes(self) -> int:
+        """How many write results are kept for read-your-writes (exported as a gauge)."""
+        return len(self._recent)
+
+    def _sweep(self) -> None:
+        """Forget remembered writes the cache has caught up with.
+
+        An entry is otherwise dropped only when its key is read again, so writes to keys that
+        are never read back (objects created and later deleted, kinds nobody reads) would pile
+        up. A write to a kind without an informer is forgotten too: a first read of that kind
+        lists it from the server, which includes the write. Sweeping when the map has doubled
+        since the last sweep keeps the cost at O(1) per write.
+        """
+        informers = self._informers
+        stale = []
+        for (res, key), obj in self._recent.items():
+            informer = informers.get(res)
+            rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
+            if informer is None or informer.has_applied(rv):
+                stale.append((res, key))
+        for entry in stale:
+            del self._recent[entry]
+        if len(self._recent) > _RECENT_MAX:  # the cache is far behind (or stopped): stay bounded
+            self._recent.clear()
+        self._sweep_at = max(_SWEEP_MIN, 2 * len(self._recent))
 
     # -- writes (API) --------------------------------------------------------------------------
     async def create(self, obj: Any, **kwargs: Any) -> Any:

@@ -140,6 +140,12 @@ class EventRecorder:
         }
         self._spawn(self._create(body))
 
+    @property
+    def tracked(self) -> dict[str, int]:
+        """Sizes of the recorder's bookkeeping (exported as gauges): event series it may still
+        aggregate into, objects with an event budget, and event writes in flight."""
+        return {"series": len(self._series), "budgets": len(self._budget), "pending": len(self._tasks)}
+
     def _prune(self, now: float) -> None:
         """Forget series and budgets older than the window, so a long-running operator that
         sees many short-lived objects does not keep them all."""

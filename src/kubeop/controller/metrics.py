@@ -6,10 +6,17 @@ resolved once per controller, so the per-reconcile cost is a few increments.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kubeop.queue import MetricsProvider
 from kubeop.queue.metrics import CounterMetric, GaugeMetric, HistogramMetric, SettableGaugeMetric
+
+if TYPE_CHECKING:
+    from kubeop.controller.client import ReconcilerClient
+    from kubeop.controller.events import EventRecorder
 
 __all__ = ["ControllerSeries", "Metrics"]
 
@@ -128,6 +135,29 @@ class Metrics:
             registry=r,
         )
         self.queue = _QueueMetrics(r)
+        self.remembered_writes = Gauge(
+            "kubeop_reconciler_client_remembered_writes",
+            "Write results the reconciler client keeps until its cache has them (read-your-writes)",
+            registry=r,
+        )
+        self.event_recorder = Gauge(
+            "kubeop_event_recorder_tracked",
+            "Event recorder bookkeeping: series it may still aggregate into (series), objects with "
+            "an event budget (budgets), event writes in flight (pending)",
+            ["kind"],
+            registry=r,
+        )
+
+    def observe_bookkeeping(self, client: ReconcilerClient, recorder: EventRecorder) -> None:
+        """Export the sizes of the client's and the recorder's bookkeeping, read at scrape time
+        (so a leak shows on /metrics before it shows in the process's memory)."""
+        self.remembered_writes.set_function(lambda: client.remembered_writes)
+
+        def size(kind: str) -> Callable[[], float]:
+            return lambda: recorder.tracked[kind]
+
+        for kind in ("series", "budgets", "pending"):
+            self.event_recorder.labels(kind).set_function(size(kind))
 
     def controller(self, name: str) -> ControllerSeries:
         return ControllerSeries(self, name)

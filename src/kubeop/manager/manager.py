@@ -139,6 +139,8 @@ class Manager:
         self.cache = SharedInformerFactory(api, resync_period=self.resync_period)
         self.client = ReconcilerClient(api, self.cache, field_manager=self.field_manager)
         self.recorder = EventRecorder(api, self.name)
+        if recording is not None:
+            recording.observe_bookkeeping(self.client, self.recorder)
         runtime = ControllerRuntime(
             self.cache,
             self.client,

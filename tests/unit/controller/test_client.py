@@ -218,3 +218,25 @@ async def test_failed_cleanup_keeps_the_finalizer() -> None:
     with pytest.raises(RuntimeError):
         await client.finalize(deleting, "f", cleanup)
     assert api.writes == []
+
+
+async def test_remembered_writes_the_cache_has_applied_are_swept() -> None:
+    """Writes to keys never read back (objects created and later deleted) do not pile up: once
+    the map has doubled, entries the cache has applied, or of kinds without an informer, go."""
+    client, _api, factory = _client()
+    informer = factory.informer(CONFIGMAPS)
+    client.use_informer(CONFIGMAPS, informer)
+    for i in range(5000):
+        await client.create(dict(_cm("1"), metadata={"name": f"c{i}", "namespace": "default"}))
+        informer.applied_rv = 100 + i + 1  # the watch delivered the create
+    assert client.remembered_writes < 1024
+    # Writes the cache has not seen are kept, however many there are (the watch stalls here).
+    for i in range(3000):
+        await client.create(dict(_cm("1"), metadata={"name": f"d{i}", "namespace": "default"}))
+    assert client.remembered_writes >= 3000
+    latest = await client.get(CONFIGMAPS, "d2999", namespace="default")
+    assert latest is not None and latest["metadata"]["name"] == "d2999"
+    # A kind nobody reads through this client: nothing to keep its writes for.
+    for i in range(3000):
+        await client.create(app(f"a{i}"))
+    assert client.remembered_writes <= 2 * 3000

@@ -68,3 +68,34 @@ async def test_old_series_and_budgets_are_forgotten() -> None:
         rec.event(app(f"o{i}"), "Normal", "Other", "y")
     await rec.flush()
     assert not any(key[0] == "uid-a" for key in rec._series) and "uid-a" not in rec._budget
+
+
+async def test_tracked_reports_the_bookkeeping_sizes() -> None:
+    api = Api()
+    rec = EventRecorder(api, "c")  # type: ignore[arg-type]
+    assert rec.tracked == {"series": 0, "budgets": 0, "pending": 0}
+    for i in range(3):
+        rec.event(app(f"o{i}"), "Normal", "Synced", "ok")
+    rec.event(app("o0"), "Normal", "Synced", "ok")  # a repeat: same series
+    assert rec.tracked["series"] == 3 and rec.tracked["budgets"] == 3 and rec.tracked["pending"] >= 3
+    await rec.flush()
+    assert rec.tracked["pending"] == 0
+
+
+async def test_the_bookkeeping_sizes_are_gauges() -> None:
+    from kubeop.controller import Metrics, ReconcilerClient
+
+    from .fakes import FakeFactory
+
+    rec = EventRecorder(Api(), "c")  # type: ignore[arg-type]
+    client = ReconcilerClient(Api(), FakeFactory())  # type: ignore[arg-type]
+    metrics = Metrics()
+    metrics.observe_bookkeeping(client, rec)
+    rec.event(app("a"), "Normal", "Synced", "ok")
+    client._recent[(object(), "k")] = {}  # type: ignore[index]
+    sample = metrics.registry.get_sample_value
+    assert sample("kubeop_event_recorder_tracked", {"kind": "series"}) == 1
+    assert sample("kubeop_event_recorder_tracked", {"kind": "budgets"}) == 1
+    assert sample("kubeop_reconciler_client_remembered_writes") == 1
+    await rec.flush()
+    assert sample("kubeop_event_recorder_tracked", {"kind": "pending"}) == 0

@@ -23,7 +23,7 @@ from kubeop.client.transport import Transport
 from kubeop.core.errors import ApiError
 from kubeop.core.gvk import GroupVersionKind
 from kubeop.core.request import Request
-from kubeop.core.resource import ApiResource
+from kubeop.core.resource import ApiResource, check_group, check_version
 
 __all__ = ["Discovery", "UnknownResource"]
 
@@ -127,10 +127,17 @@ class Discovery:
         resources: list[ApiResource] = []
         preferred: dict[str, list[str]] = {"": list(core.get("versions") or ["v1"])}
         group_list = await self._transport.request(Request("GET", "/apis", target="discovery"))
+        # Group and version names come from the server (an aggregated API can say anything) and
+        # become paths here: skip what is not a valid group or version instead of requesting it.
+        preferred[""] = [v for v in preferred[""] if _valid(check_version, v, "core")]
         paths = [("", v, f"/api/{v}") for v in preferred[""]]
         for group in (group_list or {}).get("groups") or ():
             name = group.get("name", "")
-            versions = [v["version"] for v in group.get("versions") or ()]
+            if not name or not _valid(check_group, name, "group list"):
+                continue
+            versions = [
+                v["version"] for v in group.get("versions") or () if _valid(check_version, v["version"], name)
+            ]
             pref = (group.get("preferredVersion") or {}).get("version")
             if pref in versions:
                 versions.remove(pref)
@@ -151,21 +158,32 @@ class Discovery:
         return resources, preferred
 
 
+def _valid(check: Callable[[object], str], value: object, where: str) -> bool:
+    try:
+        check(value)
+    except ValueError as e:
+        log.warning("discovery: skipping what the server listed in %s: %s", where, e)
+        return False
+    return True
+
+
 def _parse_aggregated(
     doc: Mapping[str, Any], out: list[ApiResource], preferred: dict[str, list[str]]
 ) -> None:
     for item in doc.get("items") or ():
         group = (item.get("metadata") or {}).get("name") or ""
+        if not _valid(check_group, group, "aggregated discovery"):
+            continue
         versions = preferred.setdefault(group, [])
         for ver in item.get("versions") or ():
             version = ver.get("version")
-            if not version:
+            if not version or not _valid(check_version, version, group or "core"):
                 continue
             versions.append(version)
             for r in ver.get("resources") or ():
                 kind = (r.get("responseKind") or {}).get("kind") or ""
-                out.append(
-                    ApiResource(
+                try:
+                    resource = ApiResource(
                         group=group,
                         version=version,
                         plural=r.get("resource", ""),
@@ -176,7 +194,10 @@ def _parse_aggregated(
                         verbs=tuple(r.get("verbs") or ()),
                         subresources=tuple(s.get("subresource", "") for s in r.get("subresources") or ()),
                     )
-                )
+                except ValueError as e:  # a resource name that cannot be a path segment
+                    log.warning("discovery: skipping a resource of %s/%s: %s", group, version, e)
+                    continue
+                out.append(resource)
 
 
 def _parse_resource_list(group: str, version: str, doc: Mapping[str, Any]) -> list[ApiResource]:
@@ -191,8 +212,8 @@ def _parse_resource_list(group: str, version: str, doc: Mapping[str, Any]) -> li
         name = r.get("name", "")
         if "/" in name:
             continue
-        out.append(
-            ApiResource(
+        try:
+            resource = ApiResource(
                 group=group,
                 version=version,
                 plural=name,
@@ -203,5 +224,8 @@ def _parse_resource_list(group: str, version: str, doc: Mapping[str, Any]) -> li
                 verbs=tuple(r.get("verbs") or ()),
                 subresources=tuple(subs.get(name, ())),
             )
-        )
+        except ValueError as e:  # a resource name that cannot be a path segment
+            log.warning("discovery: skipping a resource of %s/%s: %s", group or "core", version, e)
+            continue
+        out.append(resource)
     return out

@@ -7,6 +7,23 @@ tests pin the URLs with no server. Bodies are encoded here, once, with orjson.
 Scope rules: for a namespaced resource, ``namespace=None`` means "all namespaces" for the
 collection verbs (list, watch, delete_collection) and is an error for single-object verbs; for a
 cluster-scoped resource the namespace is ignored (objects copied from elsewhere often carry one).
+
+Everything a caller passes that becomes part of the path is checked before a request exists, as
+the API server's own validation would (apimachinery's path segment rules), so no value can add a
+segment, a dot segment a proxy would collapse, or break the request line (CR/LF, spaces):
+
+- a name is any object name the API allows: not empty, not ``.`` or ``..``, no ``/`` or ``%``,
+  no whitespace or control/invisible characters; what is not plain is percent-encoded;
+- a namespace is a DNS-1123 label (``^[a-z0-9]([-a-z0-9]*[a-z0-9])?$``, at most 63 characters);
+- a subresource is a lowercase path name (``status``, ``scale``, ``eviction``, ``log``...),
+  optionally with one more such segment (``proxy/metrics``);
+- group, version and plural are checked when the :class:`ApiResource` is made;
+- a hand-made :class:`Request`'s path is refused if it is not an absolute path of plain or
+  percent-encoded characters, or has empty, ``.`` or ``..`` segments (encoded ones included).
+
+Query values are always percent-encoded (``urlencode``). Bad values raise :class:`ValueError`
+naming the field, the value and the rule. The common case costs one precompiled ``fullmatch`` per
+value.
 """
 
 from __future__ import annotations
@@ -15,12 +32,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import orjson
 
 from kubeop.core.patch import PatchType
-from kubeop.core.resource import ApiResource
+from kubeop.core.resource import ApiResource, invalid, shown
 from kubeop.core.selectors import FieldSelector, LabelSelector
 
 __all__ = [
@@ -42,6 +59,19 @@ LabelSelectorLike = str | LabelSelector | Mapping[str, str]
 FieldSelectorLike = str | FieldSelector | Mapping[str, str]
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
+_TOKEN = re.compile(r"[A-Z]{1,20}").fullmatch
+
+# An absolute path whose segments are plain characters (RFC 3986 pchar without '%') and do not
+# start with '.': every path RequestBuilder makes from DNS names. Anything else is checked by
+# _check_path, which also allows percent-encoding.
+_PLAIN_PATH = re.compile(r"(?:/[\w~:@!$&'()*+,;=-][\w.~:@!$&'()*+,;=-]*)+/?|/", re.ASCII).fullmatch
+_PATH_CHAR = re.compile(r"[^\w.~:@!$&'()*+,;=%/-]", re.ASCII).search
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})").search
+_PATH_RULE = (
+    "an absolute path ('/api/v1/...') of letters, digits, \"-._~:@!$&'()*+,;=\" and percent-escapes, "
+    "without empty, '.' or '..' segments (no whitespace, control characters, '?', '#' or non-ASCII)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +106,77 @@ class Request:
     def __str__(self) -> str:
         return f"{self.method} {self.url}"
 
+    def __post_init__(self) -> None:
+        # The method and path go into the request line as they are: refuse anything that could
+        # break it or that a proxy would rewrite (the query is always encoded, see ``url``).
+        if self.method not in _METHODS and not (isinstance(self.method, str) and _TOKEN(self.method)):
+            raise invalid("request method", self.method, "an HTTP method such as 'GET' or 'PATCH'")
+        try:
+            if _PLAIN_PATH(self.path):
+                return
+        except TypeError:
+            pass
+        _check_path(self.path)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _built(
+    method: str,
+    path: str,
+    query: tuple[tuple[str, str], ...] = (),
+    body: bytes | None = None,
+    content_type: str | None = None,
+    target: str = "",
+    stream: bool = False,
+) -> Request:
+    """A :class:`Request` from RequestBuilder, without ``__post_init__``'s check of the path.
+
+    The builder's paths are made of checked segments, so checking the whole path again would be
+    work on every API call for nothing; this sets the fields as the dataclass's ``__init__``
+    would (a test keeps the two in step).
+    """
+    req: Request = _new(Request)
+    _set(req, "method", method)
+    _set(req, "path", path)
+    _set(req, "query", query)
+    _set(req, "body", body)
+    _set(req, "content_type", content_type)
+    _set(req, "target", target)
+    _set(req, "stream", stream)
+    _set(req, "accept", None)
+    return req
+
+
+def _check_path(path: object) -> None:
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise invalid("request path", path, _PATH_RULE)
+    bad = _PATH_CHAR(path)
+    if bad:
+        raise ValueError(
+            f"invalid request path {shown(path)}: character {bad.group()!r} at {bad.start()} is not "
+            f"allowed; must be {_PATH_RULE}"
+        )
+    if _BAD_ESCAPE(path):
+        raise invalid("request path", path, f"{_PATH_RULE}; '%' starts an escape like '%2F'")
+    segments = path[1:].split("/")
+    last = len(segments) - 1
+    for i, segment in enumerate(segments):
+        if not segment:
+            if i == last:  # "/" alone, or a trailing slash
+                continue
+            raise invalid("request path", path, f"{_PATH_RULE}; it has an empty segment ('//')")
+        escaped = "%" in segment
+        decoded = unquote(segment) if escaped else segment
+        if decoded in (".", ".."):
+            raise invalid("request path", path, f"{_PATH_RULE}; it has a {segment!r} segment")
+        if escaped and ("/" in decoded or not decoded.isprintable()):
+            raise invalid(
+                "request path", path, f"{_PATH_RULE}; segment {segment!r} encodes '/' or a control character"
+            )
+
 
 def label_selector_text(selector: LabelSelectorLike | None) -> str | None:
     """Normalise any accepted label-selector form to the query-string form (``None`` = none)."""
@@ -98,21 +199,60 @@ def field_selector_text(selector: FieldSelectorLike | None) -> str | None:
     return str(FieldSelector.from_fields(selector)) or None
 
 
+# DNS names (almost every object): nothing to check further and nothing to escape. Starting with
+# a letter or digit, they are never "." or "..".
+_PLAIN_NAME = re.compile(r"[a-z0-9][-a-z0-9.]*").fullmatch
+_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?").fullmatch
+_SUBRESOURCE = re.compile(r"[a-z][-a-z0-9]{0,62}(?:/[a-z][-a-z0-9]{0,62})?").fullmatch
+
+_NAME_RULE = "an object name: not '.' or '..', without '/', '%', whitespace or control characters"
+_NAMESPACE_RULE = (
+    "a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or "
+    "digit, at most 63 characters"
+)
+_SUBRESOURCE_RULE = (
+    "a lowercase path name such as 'status', 'scale' or 'eviction' (letters, digits and '-', "
+    "starting with a letter), optionally followed by one more such segment ('proxy/metrics')"
+)
+
+
 def _check_name(name: str, resource: ApiResource) -> str:
-    if not name:
+    """``name`` as a path segment: checked, and percent-encoded where it is not plain."""
+    try:
+        if _PLAIN_NAME(name):
+            return name
+    except TypeError:
+        pass
+    if name == "":
         raise ValueError(f"{resource.display_name}: name must not be empty")
-    if "/" in name or name in (".", ".."):
-        raise ValueError(f"{resource.display_name}: invalid name {name!r} (no '/', not '.' or '..')")
-    if _PLAIN(name):  # DNS names (almost every object): nothing to escape
-        return name
+    if (
+        not isinstance(name, str)
+        or name in (".", "..")
+        or "/" in name
+        or "%" in name
+        or not name.isprintable()  # control characters, line/paragraph separators, invisible
+        or " " in name  # ... and the one whitespace character isprintable() lets through
+    ):
+        raise ValueError(f"{resource.display_name}: {invalid('name', name, _NAME_RULE)}")
     return quote(name, safe=":@")
 
 
-def _segment(value: str) -> str:
-    return value if _PLAIN(value) else quote(value, safe="")
+def _check_namespace(namespace: str) -> str:
+    try:
+        if _NAMESPACE(namespace):
+            return namespace
+    except TypeError:
+        pass
+    raise invalid("namespace", namespace, _NAMESPACE_RULE)
 
 
-_PLAIN = re.compile(r"[a-z0-9.-]+").fullmatch
+def _check_subresource(subresource: str) -> str:
+    try:
+        if _SUBRESOURCE(subresource):
+            return subresource
+    except TypeError:
+        pass
+    raise invalid("subresource", subresource, _SUBRESOURCE_RULE)
 
 
 def _encode(body: Any) -> bytes:
@@ -131,7 +271,7 @@ class RequestBuilder:
         self.namespace = namespace if resource.namespaced and namespace else None
         root = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
         if self.namespace:
-            root = f"{root}/namespaces/{_segment(self.namespace)}"
+            root = f"{root}/namespaces/{_check_namespace(self.namespace)}"
         self._collection = f"{root}/{resource.plural}"
 
     # -- paths ------------------------------------------------------------------------------------
@@ -143,11 +283,11 @@ class RequestBuilder:
     def object_path(self, name: str, subresource: str | None = None) -> str:
         if self.resource.namespaced and not self.namespace:
             raise ValueError(
-                f"{self.resource.display_name} is namespaced: a namespace is needed to address {name!r}"
+                f"{self.resource.display_name} is namespaced: a namespace is needed to address {shown(name)}"
             )
         path = f"{self._collection}/{_check_name(name, self.resource)}"
         if subresource:
-            path = f"{path}/{subresource}"
+            path = f"{path}/{_check_subresource(subresource)}"
         return path
 
     def _target(self, name: str | None = None, subresource: str | None = None) -> str:
@@ -165,7 +305,7 @@ class RequestBuilder:
         self, name: str, *, subresource: str | None = None, resource_version: str | None = None
     ) -> Request:
         query = (("resourceVersion", resource_version),) if resource_version is not None else ()
-        return Request(
+        return _built(
             "GET", self.object_path(name, subresource), query, target=self._target(name, subresource)
         )
 
@@ -198,7 +338,7 @@ class RequestBuilder:
             query.append(("resourceVersionMatch", resource_version_match))
         if timeout_seconds is not None:
             query.append(("timeoutSeconds", str(timeout_seconds)))
-        return Request("GET", self._collection, tuple(query), target=self._target())
+        return _built("GET", self._collection, tuple(query), target=self._target())
 
     def watch(
         self,
@@ -240,7 +380,7 @@ class RequestBuilder:
             query.append(("sendInitialEvents", "true"))
         if timeout_seconds is not None:
             query.append(("timeoutSeconds", str(timeout_seconds)))
-        return Request("GET", self._collection, tuple(query), target=self._target(name), stream=True)
+        return _built("GET", self._collection, tuple(query), target=self._target(name), stream=True)
 
     # -- writes -------------------------------------------------------------------------------------
 
@@ -263,7 +403,7 @@ class RequestBuilder:
             path = self._collection
         query = _write_query(dry_run, field_manager, field_validation)
         target = self._target(subresource_of or _body_name(body), subresource)
-        return Request("POST", path, query, _encode(body), "application/json", target)
+        return _built("POST", path, query, _encode(body), "application/json", target)
 
     def replace(
         self,
@@ -277,7 +417,7 @@ class RequestBuilder:
     ) -> Request:
         path = self.object_path(name, subresource)
         query = _write_query(dry_run, field_manager, field_validation)
-        return Request("PUT", path, query, _encode(body), "application/json", self._target(name, subresource))
+        return _built("PUT", path, query, _encode(body), "application/json", self._target(name, subresource))
 
     def patch(
         self,
@@ -301,7 +441,7 @@ class RequestBuilder:
         query = list(_write_query(dry_run, field_manager, field_validation))
         if force:
             query.append(("force", "true"))
-        return Request(
+        return _built(
             "PATCH",
             path,
             tuple(query),
@@ -325,7 +465,7 @@ class RequestBuilder:
             propagation_policy, grace_period_seconds, precondition_uid, precondition_resource_version, dry_run
         )
         query = (("dryRun", "All"),) if dry_run else ()
-        return Request("DELETE", self.object_path(name), query, body, "application/json", self._target(name))
+        return _built("DELETE", self.object_path(name), query, body, "application/json", self._target(name))
 
     def delete_collection(
         self,
@@ -345,7 +485,7 @@ class RequestBuilder:
         if dry_run:
             query.append(("dryRun", "All"))
         body = _delete_options(propagation_policy, grace_period_seconds, None, None, dry_run)
-        return Request("DELETE", self._collection, tuple(query), body, "application/json", self._target())
+        return _built("DELETE", self._collection, tuple(query), body, "application/json", self._target())
 
 
 def _selectors(

@@ -88,15 +88,21 @@ def decode_event(line: bytes, *, request: str = "", target: str = "") -> WatchEv
 
     The stream always ends after an ERROR event (a 410 ``Expired`` when the resourceVersion is
     too old), so raising is the iterator's natural end and ``except Gone`` is the relist signal.
+    Anything else that is not ``{"type": <string>, "object": <object>}`` raises :class:`ApiError`
+    with the line's start; this never raises anything but an ApiError.
     """
     try:
         doc = orjson.loads(line)
         etype = doc["type"]
         obj = doc["object"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        raise ApiError(
-            f"malformed watch event from {target or 'the server'}: {line[:200]!r}", request=request
-        ) from None
+    except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+        raise _malformed(line, request, target) from None
     if etype == "ERROR":
-        raise error_from_status(obj if isinstance(obj, dict) else {}, request=request, target=target)
+        raise error_from_status(obj, request=request, target=target)
+    if type(etype) is not str or type(obj) is not dict:
+        raise _malformed(line, request, target)
     return WatchEvent(etype, obj)
+
+
+def _malformed(line: bytes, request: str, target: str) -> ApiError:
+    return ApiError(f"malformed watch event from {target or 'the server'}: {line[:200]!r}", request=request)

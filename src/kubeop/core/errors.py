@@ -6,10 +6,17 @@ class by ``reason`` first (it is the more specific: 409 is both AlreadyExists an
 both Gone and Expired) and by HTTP code second, so ``except NotFound`` works whichever way the
 server phrased it. Responses that are not a Status (a proxy's HTML page, an empty 503) still map
 to the class for their code, with the body's start as the message.
+
+Nothing here trusts the shape of what the server sent: a Status whose fields have the wrong types
+(``code: "410"``, ``details: 5``, ``causes: ["x"]``, ``retryAfterSeconds: "soon"``), or a body
+that is no Status at all, still becomes an :class:`ApiError` (never a TypeError or ValueError),
+with the fields that could be read and the raw value in ``status`` or the message.
 """
 
 from __future__ import annotations
 
+import math
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,7 +90,7 @@ class ApiError(Exception):
         self.message = message
         self.code = code if code is not None else self.default_code
         self.reason = reason
-        self.details: Mapping[str, Any] = details or {}
+        self.details: Mapping[str, Any] = details if isinstance(details, Mapping) else {}
         self.status = status
         self.request = request
         super().__init__(self._text())
@@ -99,18 +106,25 @@ class ApiError(Exception):
 
     @property
     def kind(self) -> str:
-        return str(self.details.get("kind") or "")
+        return _text(self.details.get("kind"))
 
     @property
     def name(self) -> str:
-        return str(self.details.get("name") or "")
+        return _text(self.details.get("name"))
 
     @property
     def causes(self) -> list[FieldCause]:
-        return [
-            FieldCause(c.get("reason", ""), c.get("message", ""), c.get("field", ""))
-            for c in self.details.get("causes") or ()
-        ]
+        """``details.causes``; entries that are not objects are skipped (a bare string is a message)."""
+        causes = self.details.get("causes")
+        if not isinstance(causes, (list, tuple)):
+            return []
+        out = []
+        for c in causes:
+            if isinstance(c, Mapping):
+                out.append(FieldCause(_text(c.get("reason")), _text(c.get("message")), _text(c.get("field"))))
+            elif isinstance(c, str):
+                out.append(FieldCause("", c, ""))
+        return out
 
 
 class BadRequest(ApiError):
@@ -176,8 +190,8 @@ class TooManyRequests(ApiError):
 
     @property
     def retry_after(self) -> float | None:
-        value = self.details.get("retryAfterSeconds")
-        return float(value) if value is not None else None
+        """``details.retryAfterSeconds``; None when absent or not a finite, non-negative number."""
+        return _seconds(self.details.get("retryAfterSeconds"))
 
 
 class InternalError(ApiError):
@@ -231,7 +245,7 @@ _BY_CODE: dict[int, type[ApiError]] = {
 
 
 def error_from_status(
-    status: Mapping[str, Any],
+    status: Mapping[str, Any] | Any,
     *,
     http_code: int | None = None,
     retry_after: float | None = None,
@@ -244,20 +258,77 @@ def error_from_status(
     the code only in the Status). ``retry_after`` (from the Retry-After header) fills
     ``details.retryAfterSeconds`` when the Status lacks it. ``target`` names the object for
     messages when the server's message is empty.
+
+    A malformed Status still gives an ApiError: fields of the wrong type are left out (``code``
+    may be a string of digits), and a "Status" that is not a mapping becomes the message.
     """
-    code_value = status.get("code")
-    code = http_code if http_code is not None else (code_value if isinstance(code_value, int) else 0)
-    reason = str(status.get("reason") or "")
-    details: dict[str, Any] = dict(status.get("details") or {})
-    if retry_after is not None and "retryAfterSeconds" not in details:
-        details["retryAfterSeconds"] = retry_after
+    if not isinstance(status, Mapping):
+        synthetic = {"message": f"malformed Status from the server: {_snippet(status)}"}
+        err = error_from_status(
+            synthetic, http_code=http_code, retry_after=retry_after, request=request, target=target
+        )
+        err.status = None
+        return err
+    code = http_code if http_code is not None else _status_code(status.get("code"))
+    reason = _text(status.get("reason"))
+    raw_details = status.get("details")
+    details = _retry_details(dict(raw_details) if isinstance(raw_details, Mapping) else {}, retry_after)
     cls = _BY_REASON.get(reason) or _BY_CODE.get(code)
     if cls is None:
         cls = InternalError if code >= 500 else ApiError
-    message = str(status.get("message") or "")
+    raw_message = status.get("message")
+    message = raw_message if isinstance(raw_message, str) else _snippet(raw_message) if raw_message else ""
     if not message:
         message = _default_message(cls, code, reason, target)
     return cls(message, code=code, reason=reason, details=details, status=status, request=request)
+
+
+def _status_code(value: Any) -> int:
+    """``status.code`` if it is an HTTP status (an int, or a string of up to 3 digits), else 0."""
+    if type(value) is int:
+        return value if 0 <= value <= 999 else 0
+    if isinstance(value, str) and 0 < len(value) <= 3 and value.isascii() and value.isdigit():
+        return int(value)
+    return 0
+
+
+def _retry_details(details: dict[str, Any], retry_after: float | None) -> dict[str, Any]:
+    if retry_after is not None and "retryAfterSeconds" not in details and _seconds(retry_after) is not None:
+        details["retryAfterSeconds"] = retry_after
+    return details
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        seconds = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _text(value: Any) -> str:
+    """A Status field that should be a string: itself if it is one, else ""."""
+    return value if isinstance(value, str) else ""
+
+
+_repr = reprlib.Repr()
+_repr.maxlevel = 3
+_repr.maxstring = 200
+_repr.maxother = 200
+
+
+def _snippet(value: Any, limit: int = 300) -> str:
+    """At most ``limit`` characters of a value for a message (bounded in depth: never recursive)."""
+    if isinstance(value, str):
+        return value[:limit]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value[:limit]).decode("utf-8", "replace").strip()
+    try:
+        return _repr.repr(value)[:limit]
+    except Exception:  # e.g. an int too long to print; a message must never fail
+        return f"<{type(value).__name__} that cannot be shown>"
 
 
 def error_from_response(
@@ -277,12 +348,7 @@ def error_from_response(
         return error_from_status(
             body, http_code=code, retry_after=retry_after, request=request, target=target
         )
-    if isinstance(body, bytes):
-        text = body[:300].decode("utf-8", "replace").strip()
-    elif body is None:
-        text = ""
-    else:
-        text = str(body)[:300]
+    text = "" if body is None else _snippet(body)
     synthetic: dict[str, Any] = {"code": code}
     if text:
         synthetic["message"] = text

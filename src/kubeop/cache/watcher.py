@@ -74,6 +74,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("kubeop.cache")
+# Longest wait a 429 may ask of a watch (client-go caps its own backoff at about a minute).
+_MAX_RETRY_AFTER = 60.0
 
 Obj = dict[str, Any]
 
@@ -414,7 +416,8 @@ class Watcher:
             return
         delay = self._backoff.next_delay()
         if isinstance(err, TooManyRequests) and err.retry_after:
-            delay = max(delay, err.retry_after)
+            # The server's word, but bounded: a Retry-After of 1e300 must not park the watch forever.
+            delay = max(delay, min(err.retry_after, _MAX_RETRY_AFTER))
         level = logging.WARNING if _expected(err) else logging.ERROR
         log.log(
             level,
@@ -431,6 +434,9 @@ class Watcher:
         if use_probe and probe is not None and self.config.server_probe:
             if await probe.wait(delay):
                 self.stats.probe_releases += 1
+                # The delays grew while the server was down; it is back, so a failure while it
+                # warms up (a 503 before its paths are installed) waits 0.8 s, not that growth.
+                self._backoff.reset()
                 log.info("%s: the API server is back; retrying now", self.description)
         else:
             await asyncio.sleep(delay)

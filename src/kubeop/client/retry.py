@@ -14,6 +14,7 @@ The rules, and why:
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -30,7 +31,7 @@ def parse_retry_after(value: str | None) -> float | None:
         seconds = float(value.strip())
     except ValueError:
         return None
-    return seconds if seconds >= 0 else None
+    return seconds if 0 <= seconds < math.inf else None  # not NaN, not infinite
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,7 +119,17 @@ def test_delay_honours_retry_after_and_caps() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("3", 3.0), (" 1.5 ", 1.5), ("", None), (None, None), ("soon", None), ("-1", None)],
+    [
+        ("3", 3.0),
+        (" 1.5 ", 1.5),
+        ("", None),
+        (None, None),
+        ("soon", None),
+        ("-1", None),
+        ("inf", None),
+        ("nan", None),
+        ("1e999", None),
+    ],
 )
 def test_parse_retry_after(value: str | None, expected: float | None) -> None:
     assert parse_retry_after(value) == expected

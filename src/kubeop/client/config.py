@@ -8,17 +8,86 @@ own, so tests and multi-cluster programs are explicit about where a connection c
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["ClientConfig", "ConfigError", "ExecConfig", "load_config"]
+
+REDACTED = "<redacted>"
+
+# RFC 7230 section 3.2.6: token = 1*tchar
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# Headers the transport or the HTTP layer own: overriding them would break framing or routing.
+_RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
 
 
 class ConfigError(Exception):
     """The connection configuration is missing or wrong; the message names the file and field."""
 
 
-@dataclass(frozen=True, slots=True)
+def redact_url(url: str) -> str:
+    """``url`` with a password in it (``http://user:secret@proxy``) replaced, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
+    if "@" not in parts.netloc:
+        return url
+    # The user name goes too: some proxies take a token as the user name.
+    return urlunsplit(parts._replace(netloc=f"{REDACTED}@{parts.netloc.rpartition('@')[2]}"))
+
+
+_SECRET_WORDS = ("secret", "password", "passwd", "token", "key", "credential")
+
+
+def redact_args(args: Sequence[str]) -> tuple[str, ...]:
+    """Plugin arguments with the values of secret-looking flags replaced.
+
+    ``--oidc-client-secret=X`` and ``--oidc-client-secret X`` both lose ``X``: kubelogin and
+    friends take client secrets on the command line.
+    """
+    out: list[str] = []
+    hide_next = False
+    for arg in args:
+        if hide_next and not arg.startswith("-"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        flag, eq, _ = arg.partition("=")
+        secret = flag.startswith("-") and any(w in flag.lower() for w in _SECRET_WORDS)
+        if secret and eq:
+            out.append(f"{flag}={REDACTED}")
+        else:
+            out.append(arg)
+            hide_next = secret
+    return tuple(out)
+
+
+def _repr(obj: Any, secret: frozenset[str], show: dict[str, str] | None = None) -> str:
+    """A dataclass repr that says whether a secret field is set but never shows its value."""
+    parts = []
+    for f in fields(obj):
+        if not f.repr:
+            continue
+        value = getattr(obj, f.name)
+        if show is not None and f.name in show:
+            text = show[f.name]
+        elif f.name in secret and value:
+            text = REDACTED
+        elif isinstance(value, bytes):
+            text = f"<{len(value)} bytes>"  # PEM: long, and not worth reading in a repr
+        else:
+            text = repr(value)
+        parts.append(f"{f.name}={text}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class ExecConfig:
     """An exec credential plugin (``users[].user.exec`` in a kubeconfig).
 
@@ -34,8 +103,22 @@ class ExecConfig:
     install_hint: str = ""
     interactive_mode: str = "IfAvailable"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.provide_cluster_info, bool):
+            raise ConfigError(f"exec plugin {self.command!r}: provide_cluster_info must be a bool")
+        if self.interactive_mode not in _INTERACTIVE_MODES:
+            raise ConfigError(
+                f"exec plugin {self.command!r}: interactive_mode must be one of "
+                f"{', '.join(_INTERACTIVE_MODES)}"
+            )
 
-@dataclass(frozen=True, slots=True)
+    def __repr__(self) -> str:
+        # The environment often carries secrets (client secrets, passwords): show names only.
+        env = "{" + ", ".join(f"{k!r}: {REDACTED!r}" for k in self.env) + "}"
+        return _repr(self, frozenset(), {"env": env, "args": repr(redact_args(self.args))})
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class ClientConfig:
     """Connection, TLS, authentication and client-side limits for one API server.
 
@@ -51,6 +134,10 @@ class ClientConfig:
     costs the client less CPU than the uncompressed stream (bench/client/RESULTS.md).
     ``proxy_url`` sends requests through an HTTP(S) proxy (``proxy-url`` in a kubeconfig).
     ``source`` describes where the config came from (file and context) for error messages.
+    ``extra_headers`` are sent with every request; names must be HTTP tokens and values free of
+    CR, LF and NUL, and Host, Content-Length, Transfer-Encoding and Connection cannot be set.
+
+    ``repr()`` shows which secrets are set (``token=<redacted>``), never their values.
     """
 
     server: str
@@ -83,20 +170,78 @@ class ClientConfig:
     def __post_init__(self) -> None:
         if not self.server:
             raise ConfigError(f"{self.source}: no server URL")
-        if not self.server.startswith(("https://", "http://")):
-            raise ConfigError(f"{self.source}: server {self.server!r} is not an http(s) URL")
+        if not isinstance(self.server, str) or not self.server.startswith(("https://", "http://")):
+            shown = redact_url(self.server) if isinstance(self.server, str) else type(self.server).__name__
+            raise ConfigError(f"{self.source}: server {shown!r} is not an http(s) URL")
+        for name in ("insecure_skip_tls_verify", "compression"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(
+                    f"{self.source}: {name} must be a bool, not {type(getattr(self, name)).__name__}"
+                )
+        if self.insecure_skip_tls_verify and (self.ca_data or self.ca_file):
+            # As client-go: a CA that is then not used for verification is a mistake either way.
+            raise ConfigError(
+                f"{self.source}: specifying a root certificates file with the insecure flag is not "
+                "allowed (set either insecure_skip_tls_verify or ca_data/ca_file, not both)"
+            )
         if self.qps is not None and self.qps <= 0:
             raise ConfigError(f"{self.source}: qps must be positive or None (no client-side limit)")
         if self.burst < 1:
             raise ConfigError(f"{self.source}: burst must be at least 1")
         if self.proxy_url and not self.proxy_url.startswith(("http://", "https://")):
             raise ConfigError(
-                f"{self.source}: proxy-url {self.proxy_url!r} is not supported (only http(s) proxies)"
+                f"{self.source}: proxy-url {redact_url(self.proxy_url)!r} is not supported "
+                "(only http(s) proxies)"
             )
+        # Normalised to a tuple of pairs: a mapping is accepted, and the config stays immutable.
+        object.__setattr__(self, "extra_headers", _check_headers(self.extra_headers, self.source))
+
+    def __repr__(self) -> str:
+        show = {
+            "server": repr(redact_url(self.server)),
+            "extra_headers": "(" + "".join(f"({n!r}, {REDACTED!r}), " for n, _ in self.extra_headers) + ")",
+        }
+        if self.proxy_url:
+            show["proxy_url"] = repr(redact_url(self.proxy_url))
+        return _repr(self, frozenset({"token", "password", "client_key_data"}), show)
 
     def with_options(self, **changes: object) -> ClientConfig:
         """A copy with some fields changed (``config.with_options(qps=None, namespace="x")``)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _check_headers(headers: object, source: str) -> tuple[tuple[str, str], ...]:
+    if isinstance(headers, Mapping):
+        items: list[object] = list(headers.items())
+    elif isinstance(headers, Sequence) and not isinstance(headers, str | bytes):
+        items = list(headers)
+    else:
+        raise ConfigError(f"{source}: extra_headers must be a mapping or a sequence of (name, value) pairs")
+    out: list[tuple[str, str]] = []
+    for i, item in enumerate(items):
+        if not (isinstance(item, tuple | list) and len(item) == 2):
+            raise ConfigError(f"{source}: extra_headers[{i}] is not a (name, value) pair")
+        name, value = item
+        if not isinstance(name, str):
+            raise ConfigError(f"{source}: extra_headers[{i}]: the name must be a string")
+        if not _TOKEN.fullmatch(name):
+            # Named by its valid beginning only: "Authorization: Bearer ..." must not be echoed.
+            valid = _TOKEN.match(name)
+            end = valid.end() if valid else 0
+            what = f"extra header {name[:end]!r}" if end else f"extra_headers[{i}]"
+            problem = f"contains {name[end]!r}" if end < len(name) else "is empty"
+            raise ConfigError(
+                f"{source}: {what}: the name {problem}; a header name is letters, digits and "
+                "!#$%&'*+-.^_`|~ only (no spaces, colons, line breaks)"
+            )
+        if name.lower() in _RESERVED_HEADERS:
+            raise ConfigError(f"{source}: extra header {name!r} cannot be set: the HTTP client manages it")
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: extra header {name!r}: the value must be a string")
+        if "\r" in value or "\n" in value or "\0" in value:
+            raise ConfigError(f"{source}: extra header {name!r}: the value contains CR, LF or NUL")
+        out.append((name, value))
+    return tuple(out)
 
 
 def load_config(*, context: str | None = None, kubeconfig: str | Sequence[str] | None = None) -> ClientConfig:

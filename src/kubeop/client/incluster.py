@@ -42,8 +42,12 @@ def in_cluster_config(
     namespace = "default"
     ns_file = os.path.join(sa_dir, "namespace")
     if os.path.exists(ns_file):
-        with open(ns_file, encoding="utf-8") as f:
-            namespace = f.read().strip() or "default"
+        try:
+            with open(ns_file, encoding="utf-8") as f:
+                namespace = f.read().strip() or "default"
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) else "not UTF-8 text"
+            raise ConfigError(f"in-cluster config: cannot read {ns_file}: {reason}") from None
     ca_file = os.path.join(sa_dir, "ca.crt")
     settings: dict[str, Any] = {
         "server": f"https://{host}:{port}",
@@ -52,5 +56,11 @@ def in_cluster_config(
         "namespace": namespace,
         "source": f"in-cluster service account ({sa_dir})",
     }
+    if (
+        overrides.get("insecure_skip_tls_verify")
+        and "ca_data" not in overrides
+        and "ca_file" not in overrides
+    ):
+        settings["ca_file"] = None  # an insecure override drops the service account's CA
     settings.update(overrides)
     return ClientConfig(**settings)

@@ -37,24 +37,48 @@ def default_kubeconfig_paths(env: Mapping[str, str] | None = None) -> list[str]:
     return [os.path.expanduser("~/.kube/config")]
 
 
-@dataclass
+@dataclass(repr=False)
 class _Entry:
     """A named cluster/user/context and the file it came from (for paths and messages)."""
 
     name: str
     body: Mapping[str, Any]
     file: str
+    kind: str = "entry"
+
+    @property
+    def where(self) -> str:
+        return f"kubeconfig {self.file}: {self.kind} {self.name!r}"
+
+    def __repr__(self) -> str:
+        # The body holds tokens, passwords and keys: name the fields, never show their values.
+        return (
+            f"_Entry(kind={self.kind!r}, name={self.name!r}, file={self.file!r}, fields={sorted(self.body)})"
+        )
 
 
-@dataclass
+@dataclass(repr=False)
 class KubeConfig:
-    """Several kubeconfig files merged with kubectl's first-wins rules."""
+    """Several kubeconfig files merged with kubectl's first-wins rules.
+
+    Every field is type-checked as it is used, as kubectl does: a string where a boolean belongs
+    (``insecure-skip-tls-verify: "false"``), a string where a list or mapping belongs, or a number
+    where a string belongs is a :class:`ConfigError` naming the file, the entry and the field.
+    ``repr()`` lists files and names only: the entries hold credentials.
+    """
 
     files: list[str] = field(default_factory=list)
     clusters: dict[str, _Entry] = field(default_factory=dict)
     users: dict[str, _Entry] = field(default_factory=dict)
     contexts: dict[str, _Entry] = field(default_factory=dict)
     current_context: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"KubeConfig(files={self.files!r}, clusters={sorted(self.clusters)!r}, "
+            f"users={sorted(self.users)!r}, contexts={sorted(self.contexts)!r}, "
+            f"current_context={self.current_context!r})"
+        )
 
     @classmethod
     def load(cls, paths: str | Sequence[str], *, must_exist: bool = True) -> KubeConfig:
@@ -76,6 +100,8 @@ class KubeConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, path: str = "<memory>") -> KubeConfig:
         """A kubeconfig given as a dict; relative paths resolve against ``path``'s directory."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"kubeconfig {path}: top level must be a mapping, not {_type(data)}")
         merged = cls()
         merged._merge(path, data)
         return merged
@@ -91,16 +117,29 @@ class KubeConfig:
             if items is None:
                 items = []
             if not isinstance(items, list):
-                raise ConfigError(f"kubeconfig {path}: '{section}' must be a list")
+                raise ConfigError(f"kubeconfig {path}: '{section}' must be a list, not {_type(items)}")
             for i, item in enumerate(items):
                 if not isinstance(item, Mapping) or not item.get("name"):
                     raise ConfigError(f"kubeconfig {path}: {section}[{i}] has no name")
-                body = item.get(inner) or {}
+                name = item["name"]
+                if not isinstance(name, str):
+                    raise ConfigError(
+                        f"kubeconfig {path}: {section}[{i}].name must be a string, not {_type(name)}"
+                    )
+                body = item.get(inner)
+                if body is None:
+                    body = {}
                 if not isinstance(body, Mapping):
-                    raise ConfigError(f"kubeconfig {path}: {section}[{i}].{inner} must be a mapping")
-                target.setdefault(str(item["name"]), _Entry(str(item["name"]), body, path))
-        if self.current_context is None and data.get("current-context"):
-            self.current_context = str(data["current-context"])
+                    raise ConfigError(
+                        f"kubeconfig {path}: {section}[{i}] ({name!r}): '{inner}' must be a mapping, "
+                        f"not {_type(body)}"
+                    )
+                target.setdefault(name, _Entry(name, body, path, inner))
+        current = data.get("current-context")
+        if current is not None and not isinstance(current, str):
+            raise ConfigError(f"kubeconfig {path}: 'current-context' must be a string, not {_type(current)}")
+        if self.current_context is None and current:
+            self.current_context = current
 
     def client_config(self, context: str | None = None, **overrides: Any) -> ClientConfig:
         """Resolve ``context`` (default: current-context) to a ClientConfig."""
@@ -117,21 +156,25 @@ class KubeConfig:
                 f"kubeconfig {where}: context {name!r} not found "
                 f"(available: {', '.join(sorted(self.contexts)) or 'none'})"
             )
-        cluster_name = ctx.body.get("cluster")
-        cluster = self.clusters.get(str(cluster_name)) if cluster_name else None
+        cluster_name = _get(ctx, "cluster", str)
+        cluster = self.clusters.get(cluster_name) if cluster_name else None
         if cluster is None:
             raise ConfigError(
                 f"kubeconfig {ctx.file}: context {name!r} refers to unknown cluster {cluster_name!r}"
             )
-        user_name = ctx.body.get("user")
-        user = self.users.get(str(user_name)) if user_name else None
+        user_name = _get(ctx, "user", str)
+        user = self.users.get(user_name) if user_name else None
         if user_name and user is None:
             raise ConfigError(f"kubeconfig {ctx.file}: context {name!r} refers to unknown user {user_name!r}")
         source = f"kubeconfig {ctx.file} (context {name!r})"
-        settings: dict[str, Any] = {"source": source, "namespace": ctx.body.get("namespace") or "default"}
+        settings: dict[str, Any] = {"source": source, "namespace": _get(ctx, "namespace", str) or "default"}
         settings.update(_cluster_settings(cluster))
         if user is not None:
             settings.update(_user_settings(user))
+        if overrides.get("insecure_skip_tls_verify") and not {"ca_data", "ca_file"} & overrides.keys():
+            # As kubectl's --insecure-skip-tls-verify: the override drops the file's CA.
+            settings.pop("ca_data", None)
+            settings.pop("ca_file", None)
         settings.update(overrides)
         return ClientConfig(**settings)
 
@@ -162,105 +205,186 @@ def _read(path: str) -> Mapping[str, Any]:
         raise ConfigError(f"kubeconfig {path}:{where} malformed YAML: {getattr(e, 'problem', e)}") from None
     except OSError as e:
         raise ConfigError(f"kubeconfig {path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"kubeconfig {path}: not UTF-8 text") from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):
-        raise ConfigError(f"kubeconfig {path}: top level must be a mapping, not {type(data).__name__}")
+        raise ConfigError(f"kubeconfig {path}: top level must be a mapping, not {_type(data)}")
     return data
 
 
-def _resolve(entry: _Entry, value: Any) -> str:
-    path = os.path.expanduser(str(value))
+# -- typed field access ----------------------------------------------------------------------------
+
+_TYPE_NAMES: dict[type, str] = {str: "a string", bool: "a boolean", list: "a list", Mapping: "a mapping"}
+
+
+def _type(value: object) -> str:
+    """How YAML would call ``value``'s type, for messages (never the value: it may be a secret)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"
+
+
+def _check(value: Any, expected: type, where: str, key: str) -> Any:
+    """``value`` if it is of ``expected`` type (None stays None), else a ConfigError."""
+    if value is None or isinstance(value, expected):
+        return value
+    message = f"{where}: '{key}' must be {_TYPE_NAMES[expected]}, not {_type(value)}"
+    if expected is bool and isinstance(value, str):
+        # The classic: insecure-skip-tls-verify: "false" is a non-empty string. kubectl refuses
+        # it too; taking its truthiness would turn TLS verification off.
+        message += " (write true or false without quotes)"
+    elif expected is str and isinstance(value, bool | int | float):
+        message += " (quote it)"
+    raise ConfigError(message)
+
+
+def _get(entry: _Entry, key: str, expected: type) -> Any:
+    return _check(entry.body.get(key), expected, entry.where, key)
+
+
+def _resolve(entry: _Entry, value: str) -> str:
+    path = os.path.expanduser(value)
     if not os.path.isabs(path):
         path = str(Path(entry.file).resolve().parent / path)
     return path
 
 
-def _b64(entry: _Entry, key: str, value: Any) -> bytes:
+def _b64(entry: _Entry, key: str) -> bytes | None:
+    value = _get(entry, key, str)
+    if not value:
+        return None
     try:
-        return base64.b64decode(str(value), validate=True)
+        return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise ConfigError(f"kubeconfig {entry.file}: {entry.name}: '{key}' is not valid base64") from None
+        raise ConfigError(f"{entry.where}: '{key}' is not valid base64") from None
 
 
 def _cluster_settings(entry: _Entry) -> dict[str, Any]:
-    body = entry.body
-    server = body.get("server")
+    server = _get(entry, "server", str)
     if not server:
         raise ConfigError(f"kubeconfig {entry.file}: cluster {entry.name!r} has no 'server'")
-    out: dict[str, Any] = {"server": str(server).rstrip("/")}
-    if body.get("certificate-authority-data"):
-        out["ca_data"] = _b64(entry, "certificate-authority-data", body["certificate-authority-data"])
-    elif body.get("certificate-authority"):
-        out["ca_file"] = _resolve(entry, body["certificate-authority"])
-    if body.get("insecure-skip-tls-verify"):
+    out: dict[str, Any] = {"server": server.rstrip("/")}
+    ca_data = _b64(entry, "certificate-authority-data")
+    ca_file = _get(entry, "certificate-authority", str)
+    if ca_data:
+        out["ca_data"] = ca_data
+    elif ca_file:
+        out["ca_file"] = _resolve(entry, ca_file)
+    if _get(entry, "insecure-skip-tls-verify", bool):
+        if ca_data or ca_file:
+            raise ConfigError(
+                f"{entry.where}: specifying a root certificates file with the insecure flag is not "
+                "allowed (kubectl refuses it too): remove insecure-skip-tls-verify, or "
+                "certificate-authority(-data)"
+            )
         out["insecure_skip_tls_verify"] = True
-    if body.get("tls-server-name"):
-        out["tls_server_name"] = str(body["tls-server-name"])
-    if body.get("proxy-url"):
-        out["proxy_url"] = str(body["proxy-url"])
-    if body.get("disable-compression"):
+    tls_server_name = _get(entry, "tls-server-name", str)
+    if tls_server_name:
+        out["tls_server_name"] = tls_server_name
+    proxy_url = _get(entry, "proxy-url", str)
+    if proxy_url:
+        out["proxy_url"] = proxy_url
+    if _get(entry, "disable-compression", bool):
         out["compression"] = False
+    _get(entry, "extensions", list)
     return out
 
 
 def _user_settings(entry: _Entry) -> dict[str, Any]:
-    body = entry.body
     out: dict[str, Any] = {}
-    if body.get("client-certificate-data"):
-        out["client_cert_data"] = _b64(entry, "client-certificate-data", body["client-certificate-data"])
-    elif body.get("client-certificate"):
-        out["client_cert_file"] = _resolve(entry, body["client-certificate"])
-    if body.get("client-key-data"):
-        out["client_key_data"] = _b64(entry, "client-key-data", body["client-key-data"])
-    elif body.get("client-key"):
-        out["client_key_file"] = _resolve(entry, body["client-key"])
+    cert_data = _b64(entry, "client-certificate-data")
+    cert_file = _get(entry, "client-certificate", str)
+    if cert_data:
+        out["client_cert_data"] = cert_data
+    elif cert_file:
+        out["client_cert_file"] = _resolve(entry, cert_file)
+    key_data = _b64(entry, "client-key-data")
+    key_file = _get(entry, "client-key", str)
+    if key_data:
+        out["client_key_data"] = key_data
+    elif key_file:
+        out["client_key_file"] = _resolve(entry, key_file)
     has_cert = "client_cert_data" in out or "client_cert_file" in out
     has_key = "client_key_data" in out or "client_key_file" in out
     if has_cert != has_key:
         missing = "client-key" if has_cert else "client-certificate"
         raise ConfigError(f"kubeconfig {entry.file}: user {entry.name!r} has no {missing}(-data)")
-    if body.get("token"):
-        out["token"] = str(body["token"])
-    elif body.get("tokenFile"):
-        out["token_file"] = _resolve(entry, body["tokenFile"])
-    if body.get("username"):
-        out["username"] = str(body["username"])
-        out["password"] = str(body.get("password") or "")
-    if body.get("exec"):
-        out["exec"] = _exec_config(entry, body["exec"])
-    if body.get("auth-provider"):
-        provider = (body["auth-provider"] or {}).get("name", "?")
+    token = _get(entry, "token", str)
+    token_file = _get(entry, "tokenFile", str)
+    if token:
+        out["token"] = token
+    elif token_file:
+        out["token_file"] = _resolve(entry, token_file)
+    username = _get(entry, "username", str)
+    password = _get(entry, "password", str)
+    if username:
+        out["username"] = username
+        out["password"] = password or ""
+    spec = _get(entry, "exec", Mapping)
+    if spec:
+        out["exec"] = _exec_config(entry, spec)
+    provider = _get(entry, "auth-provider", Mapping)
+    if provider is not None:
+        name = _check(provider.get("name"), str, entry.where, "auth-provider.name") or "?"
         raise ConfigError(
-            f"kubeconfig {entry.file}: user {entry.name!r} uses auth-provider {provider!r}, which "
+            f"kubeconfig {entry.file}: user {entry.name!r} uses auth-provider {name!r}, which "
             "Kubernetes removed in 1.26; use an exec credential plugin instead"
         )
     return out
 
 
-def _exec_config(entry: _Entry, spec: Any) -> ExecConfig:
-    if not isinstance(spec, Mapping) or not spec.get("command"):
+def _exec_config(entry: _Entry, spec: Mapping[str, Any]) -> ExecConfig:
+    where = entry.where
+
+    def get(key: str, expected: type) -> Any:
+        return _check(spec.get(key), expected, where, f"exec.{key}")
+
+    command = get("command", str)
+    if not command:
         raise ConfigError(f"kubeconfig {entry.file}: user {entry.name!r}: exec has no 'command'")
-    api_version = str(spec.get("apiVersion") or "")
+    api_version = get("apiVersion", str) or ""
     if api_version not in ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"):
         raise ConfigError(
             f"kubeconfig {entry.file}: user {entry.name!r}: exec apiVersion {api_version!r} is not "
             "client.authentication.k8s.io/v1 or v1beta1"
         )
-    command = str(spec["command"])
     if os.sep in command or (os.altsep and os.altsep in command):
         command = _resolve(entry, command)
+    args: list[str] = []
+    for i, arg in enumerate(get("args", list) or ()):
+        if not isinstance(arg, str):
+            raise ConfigError(f"{where}: 'exec.args[{i}]' must be a string, not {_type(arg)} (quote it)")
+        args.append(arg)
     env: dict[str, str] = {}
-    for i, item in enumerate(spec.get("env") or ()):
+    for i, item in enumerate(get("env", list) or ()):
         if not isinstance(item, Mapping) or "name" not in item:
             raise ConfigError(f"kubeconfig {entry.file}: user {entry.name!r}: exec.env[{i}] has no name")
-        env[str(item["name"])] = str(item.get("value") or "")
+        name = _check(item["name"], str, where, f"exec.env[{i}].name")
+        value = _check(item.get("value"), str, where, f"exec.env[{i}].value")
+        env[name] = value or ""
+    mode = get("interactiveMode", str) or "IfAvailable"
+    if mode not in ("Never", "IfAvailable", "Always"):
+        raise ConfigError(
+            f"{where}: 'exec.interactiveMode' must be Never, IfAvailable or Always, not {mode!r}"
+        )
     return ExecConfig(
         command=command,
-        args=tuple(str(a) for a in spec.get("args") or ()),
+        args=tuple(args),
         env=env,
         api_version=api_version,
-        provide_cluster_info=bool(spec.get("provideClusterInfo")),
-        install_hint=str(spec.get("installHint") or ""),
-        interactive_mode=str(spec.get("interactiveMode") or "IfAvailable"),
+        provide_cluster_info=bool(get("provideClusterInfo", bool)),
+        install_hint=get("installHint", str) or "",
+        interactive_mode=mode,
     )

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from kubeop.client.auth import Auth, Credentials, auth_for
+from kubeop.client.auth import Auth, Credentials, auth_for, refresh_after_unauthorized
 from kubeop.client.config import ClientConfig
 from kubeop.client.http import ConnectError, HttpError, Pool, Response
 from kubeop.client.ratelimit import TokenBucket
@@ -169,7 +169,7 @@ class Transport:
         closes it. Error responses are read, decoded and raised here.
         """
         attempt = 0
-        refreshed = False
+        auth_retries = 0
         target = self._prefix + req.url
         deadline: float | None = None
         if req.stream:
@@ -217,9 +217,12 @@ class Transport:
             else:
                 body = resp.body
             retry_after = parse_retry_after(resp.headers.get("retry-after"))
-            if status == 401 and not refreshed:
-                refreshed = True
-                if await self.auth.refresh():
+            # 401: the credentials this request used are rejected. Concurrent 401s share one
+            # refresh; a request whose credentials were replaced meanwhile just retries with the
+            # new ones. Twice at most: once with someone else's refresh, once with its own.
+            if status == 401 and auth_retries < 2:
+                auth_retries += 1
+                if await refresh_after_unauthorized(self.auth, creds):
                     attempt -= 1  # a credential refresh is not a retry
                     continue
             if self.retry.should_retry(attempt, status=status, idempotent=req.idempotent):

@@ -1,0 +1,171 @@
+"""The fault suite's Widget operator, run as a separate process by ``support.OperatorProcess``.
+
+    KUBECONFIG=... python widget_operator.py --namespace NS [--workers 16]
+        [--leader-election [--lease-duration 6 --renew-deadline 4 --retry-period 1]]
+        [--log-level INFO] [--resync SECONDS]
+
+Each Widget (``faults.kubeop.dev/v1``) in NS gets a ConfigMap of the same name that it controls
+(controller reference, so the garbage collector deletes it with its Widget), with
+``data.value = spec.value`` and the label ``faults.kubeop.dev/widget=NAME``; then
+``status.observedGeneration = metadata.generation`` and ``status.configMap = NAME``. A deleted
+Widget needs nothing from the operator: its ConfigMap is garbage-collected. Reads come from the
+cache, writes are compared first (``create_or_update``, ``patch_status``): in a steady state the
+operator makes no request.
+
+One line on stdout per event, for the harness:
+
+    metrics PORT   /metrics (controller-runtime's series, rest_client_requests_total among them)
+                   listens on 127.0.0.1:PORT
+    leading ID     (with --leader-election) this process holds the lease, as identity ID
+    synced         every cache has synced; reconciling
+    lists KIND N   the KIND informer (widgets, configmaps) has completed N lists: the initial one,
+                   then one per relist (after a 410 Gone)
+    stopped        a graceful shutdown (SIGTERM) has finished
+
+Logs (stderr) carry wall-clock timestamps with milliseconds, so they can be lined up with the
+harness's own timeline. The process exits by itself when its parent dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from kubeop.controller import Context, Controller, Request, set_controller_reference
+from kubeop.core.resource import ApiResource
+from kubeop.manager import Manager
+
+GROUP = "faults.kubeop.dev"
+WIDGETS = ApiResource(GROUP, "v1", "widgets", kind="Widget")
+CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+OWNER_LABEL = f"{GROUP}/widget"
+# WIDGET_OPERATOR_TRACE=1: log every reconcile's outcome (for finding where time goes).
+TRACE = os.environ.get("WIDGET_OPERATOR_TRACE") == "1"
+trace = logging.getLogger("widget-operator.trace")
+
+
+async def reconcile(req: Request, ctx: Context) -> None:
+    if TRACE:
+        try:
+            await _reconcile(req, ctx)
+        except Exception as exc:
+            trace.info("reconcile %s failed: %s", req.name, type(exc).__name__)
+            raise
+        trace.info("reconcile %s ok", req.name)
+    else:
+        await _reconcile(req, ctx)
+
+
+async def _reconcile(req: Request, ctx: Context) -> None:
+    widget = await ctx.client.get(WIDGETS, req.name, namespace=req.namespace)
+    if widget is None or widget["metadata"].get("deletionTimestamp"):
+        return  # gone or going: the garbage collector deletes the ConfigMap
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": req.name, "namespace": req.namespace, "labels": {OWNER_LABEL: req.name}},
+        "data": {"value": (widget.get("spec") or {}).get("value", "")},
+    }
+    set_controller_reference(widget, cm)
+    await ctx.client.create_or_update(cm)
+    await ctx.client.patch_status(
+        widget, {"observedGeneration": widget["metadata"]["generation"], "configMap": req.name}
+    )
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+async def run(args: argparse.Namespace) -> None:
+    manager = Manager(
+        name="widget-operator",
+        metrics_address="127.0.0.1:0",
+        health_address=None,
+        leader_election=args.leader_election,
+        leader_election_id="widget-operator",
+        leader_election_namespace=args.namespace,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+        graceful_shutdown_timeout=10,
+        resync_period=args.resync,
+    )
+    manager.add(
+        Controller.for_(WIDGETS, namespace=args.namespace)
+        .owns(CONFIGMAPS)
+        .max_concurrent(args.workers)
+        .reconcile(reconcile)
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    parent = os.getppid()
+
+    async def announce() -> None:
+        # The manager offers no events for these: poll (a few checks, once per start).
+        while not manager.servers:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        say(f"metrics {manager.servers[0].port}")
+        if args.leader_election:
+            while manager.elector is None or not manager.elector.is_leader:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+            say(f"leading {manager.elector.identity}")
+        while not manager._synced:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        say("synced")
+        assert manager.cache is not None
+        lists: dict[str, int] = {}
+        while True:
+            for informer in manager.cache.informers:
+                kind = informer.source.description.split()[0].split(".")[0]
+                done = informer.watcher.stats.lists_completed
+                if lists.get(kind) != done:
+                    lists[kind] = done
+                    say(f"lists {kind} {done}")
+            await asyncio.sleep(0.05)
+
+    async def orphaned() -> None:
+        while os.getppid() == parent:  # noqa: ASYNC110
+            await asyncio.sleep(0.5)
+        logging.getLogger("widget-operator").error("the harness died; exiting")
+        os._exit(3)
+
+    helpers = [asyncio.create_task(announce()), asyncio.create_task(orphaned())]
+    try:
+        await manager.start(stop)
+    finally:
+        for task in helpers:
+            task.cancel()
+    say("stopped")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--leader-election", action="store_true")
+    parser.add_argument("--lease-duration", type=float, default=6.0)
+    parser.add_argument("--renew-deadline", type=float, default=4.0)
+    parser.add_argument("--retry-period", type=float, default=1.0)
+    parser.add_argument("--resync", type=float, default=0.0)
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -119,6 +119,13 @@ class ReconcilerClient:
         self._sweep_at = _SWEEP_MIN
         self._canonical: dict[tuple[str, str, str], ApiResource] = {}
         self._informers: dict[ApiResource, Any] = {}
+        self.write_guard: Callable[[], None] | None = None
+        """Called before every write; raising refuses the write. The Manager fences writes with
+        its lease: a leader that may have been replaced does not write."""
+
+    def _fence(self) -> None:
+        if self.write_guard is not None:
+            self.write_guard()
 
     # -- resolving -----------------------------------------------------------------------------
     async def resource(self, what: ResourceLike | Mapping[str, Any]) -> ApiResource:
@@ -260,6 +267,7 @@ class ReconcilerClient:
     # -- writes (API) --------------------------------------------------------------------------
     async def create(self, obj: Any, **kwargs: Any) -> Any:
         res = await self.resource(obj)
+        self._fence()
         out = await self.api.create(obj, resource=res, **kwargs)
         if not kwargs.get("dry_run"):
             self._remember(res, to_dict(out))
@@ -267,6 +275,7 @@ class ReconcilerClient:
 
     async def update(self, obj: Any, **kwargs: Any) -> Any:
         res = await self.resource(obj)
+        self._fence()
         out = await self.api.update(obj, resource=res, **kwargs)
         if not kwargs.get("dry_run"):
             self._remember(res, to_dict(out))
@@ -275,12 +284,14 @@ class ReconcilerClient:
     async def update_status(self, obj: Any) -> Any:
         """PUT the status subresource (optimistic concurrency: Conflict on a stale object)."""
         res = await self.resource(obj)
+        self._fence()
         out = await self.api.update_status(obj, resource=res)
         self._remember(res, to_dict(out))
         return out
 
     async def patch(self, what: ResourceLike, name: str, patch: Any, **kwargs: Any) -> Any:
         res = await self.resource(what)
+        self._fence()
         out = await self.api.patch(res, name, patch, **kwargs)
         self._remember(res, to_dict(out))
         return out
@@ -288,6 +299,7 @@ class ReconcilerClient:
     async def apply(self, obj: Any, *, force: bool = True, field_manager: str | None = None) -> Any:
         """Server-side apply ``obj`` (always one request; prefer :meth:`create_or_patch` in hot paths)."""
         res = await self.resource(obj)
+        self._fence()
         out = await self.api.apply(
             obj, field_manager=field_manager or self.field_manager, force=force, resource=res
         )
@@ -302,6 +314,7 @@ class ReconcilerClient:
             d = to_dict(what)
             name, namespace = m.name(d), m.namespace(d) or namespace
         res = await self.resource(what)
+        self._fence()
         try:
             await self.api.delete(res, name, namespace=namespace, **kwargs)
         except NotFound:
@@ -333,6 +346,7 @@ class ReconcilerClient:
             raise ValueError(f"{want.get('kind') or 'object'} has no metadata.name")
         current = await self.get(res, name, namespace=namespace)
         if current is None:
+            self._fence()
             try:
                 created: Obj = await self.api.create(want, resource=res)
             except AlreadyExists:
@@ -343,6 +357,7 @@ class ReconcilerClient:
         assert current is not None
         if contains(current, _without_status(want)):
             return "unchanged", current
+        self._fence()
         if patch:
             body = {k: v for k, v in want.items() if k not in ("status", "apiVersion", "kind")}
             out: Obj = await self.api.patch(res, name, body, namespace=namespace, type=PatchType.MERGE)
@@ -355,6 +370,7 @@ class ReconcilerClient:
                 if contains(fresh, _without_status(want)):
                     self._remember(res, fresh)
                     return "unchanged", fresh
+                self._fence()
                 out = await self.api.update(merge_desired(fresh, want), resource=res)
         self._remember(res, out)
         return "updated", out
@@ -370,6 +386,7 @@ class ReconcilerClient:
             return False
         res = await self.resource(obj)
         md = current.get("metadata") or {}
+        self._fence()
         out = await self.api.patch(
             res,
             md["name"],
@@ -407,6 +424,7 @@ class ReconcilerClient:
         else:
             ops.append({"op": "test", "path": "/metadata/finalizers", "value": old})
             ops.append({"op": "replace", "path": "/metadata/finalizers", "value": [*new]})
+        self._fence()
         try:
             out = await self.api.patch(
                 res, m.name(current), ops, namespace=m.namespace(current) or None, type=PatchType.JSON

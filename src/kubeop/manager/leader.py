@@ -6,6 +6,13 @@ locally* (the time since this process last saw the lease record change, so clock
 agree). The leader renews every ``retry_period``; if no renewal succeeds for ``renew_deadline``
 it has lost the lease and must stop working. Every write carries the lease's resourceVersion, so
 two candidates can never both win.
+
+Renewals are timed from when their request was *sent*, and :meth:`LeaderElector.holds` says
+whether the last one is younger than ``renew_deadline``: a leader that was paused or starved
+(SIGSTOP, a blocked event loop, a stalled VM) knows it may have been replaced the moment it runs
+again, before any renew attempt, and the Manager refuses its controllers' writes from then on.
+Another candidate can take the lease only ``lease_duration`` after it *observed* that renewal,
+later than the sender's deadline, so the old and the new leader's writes cannot interleave.
 """
 
 from __future__ import annotations
@@ -77,7 +84,14 @@ class LeaderElector:
         self._observed: dict[str, Any] | None = None
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
+        self._renewed_at: float | None = None  # when the last successful acquire/renew was sent
         self.is_leader = False
+
+    def holds(self) -> bool:
+        """Is this candidate the leader *now*: it won the lease and its last successful renewal
+        was sent less than ``renew_deadline`` ago (monotonic clock)?"""
+        renewed = self._renewed_at
+        return self.is_leader and renewed is not None and time.monotonic() - renewed < self.renew_deadline
 
     def _set_leader(self, value: bool) -> None:
         if value != self.is_leader:
@@ -145,8 +159,10 @@ class LeaderElector:
     async def acquire(self) -> None:
         """Wait until this candidate holds the lease."""
         while True:
+            sent = time.monotonic()
             try:
                 if await self._try_acquire_or_renew():
+                    self._renewed_at = sent
                     self._set_leader(True)
                     return
             except (ApiError, OSError) as exc:
@@ -157,10 +173,19 @@ class LeaderElector:
 
     async def hold(self) -> None:
         """Renew until the lease is lost (raises :class:`LeadershipLost`) or this task is cancelled."""
-        last_renew = time.monotonic()
+        last_renew = self._renewed_at if self._renewed_at is not None else time.monotonic()
         try:
             while True:
                 await asyncio.sleep(self.retry_period)
+                if time.monotonic() - last_renew >= self.renew_deadline:
+                    # Woken up past the deadline (the process was paused or its loop blocked):
+                    # another candidate may lead already. Stop before anything else runs.
+                    self._set_leader(False)
+                    raise LeadershipLost(
+                        f"lease {self.namespace}/{self.name} not renewed for "
+                        f"{time.monotonic() - last_renew:.1f} s (renew deadline {self.renew_deadline:.0f} s)"
+                    )
+                sent = time.monotonic()
                 try:
                     ok = await asyncio.wait_for(
                         self._try_acquire_or_renew(),
@@ -170,7 +195,7 @@ class LeaderElector:
                     log.warning("leader election: renew failed: %s", exc)
                     ok = False
                 if ok:
-                    last_renew = time.monotonic()
+                    last_renew = self._renewed_at = sent
                 elif time.monotonic() - last_renew >= self.renew_deadline:
                     self._set_leader(False)
                     raise LeadershipLost(

@@ -139,6 +139,8 @@ class Manager:
         self.cache = SharedInformerFactory(api, resync_period=self.resync_period)
         self.client = ReconcilerClient(api, self.cache, field_manager=self.field_manager)
         self.recorder = EventRecorder(api, self.name)
+        if self.leader_election:
+            self.client.write_guard = self._fence
         if recording is not None:
             recording.observe_bookkeeping(self.client, self.recorder)
         runtime = ControllerRuntime(
@@ -235,6 +237,15 @@ class Manager:
             if self._owns_client:
                 await api.close()
                 self._client = None
+
+    def _fence(self) -> None:
+        """Refuse a controller's write unless this process holds the lease right now."""
+        elector = self.elector
+        if elector is not None and not elector.holds():
+            raise LeadershipLost(
+                f"not writing: lease {elector.namespace}/{elector.name} is not held "
+                f"(no renewal within {elector.renew_deadline:.0f} s)"
+            )
 
     def _observe_requests(self, api: Client) -> None:
         """Export the client's requests as controller-runtime's rest_client_* series."""

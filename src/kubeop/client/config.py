@@ -173,6 +173,12 @@ class ClientConfig:
         if not isinstance(self.server, str) or not self.server.startswith(("https://", "http://")):
             shown = redact_url(self.server) if isinstance(self.server, str) else type(self.server).__name__
             raise ConfigError(f"{self.source}: server {shown!r} is not an http(s) URL")
+        if "@" in self.server.split("/", 3)[2]:
+            # Never used for authentication, and it would be echoed in connection errors.
+            raise ConfigError(
+                f"{self.source}: server {redact_url(self.server)!r} has credentials in it; "
+                "use token or username/password instead"
+            )
         for name in ("insecure_skip_tls_verify", "compression"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(

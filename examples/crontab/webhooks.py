@@ -1,0 +1,31 @@
+"""The CronTab webhooks: validation of the cron expression, replicas defaulted to 1, conversion."""
+
+from __future__ import annotations
+
+from examples.crontab.api import CronTab, CronTabV1Beta1
+from examples.crontab.cron import cron_problem
+from kubeop.webhook import Allowed, Conversion, Denied, FieldError, Webhooks, defaulting, validating
+
+
+@validating(CronTabV1Beta1)
+def validate(new: CronTabV1Beta1, old: CronTabV1Beta1 | None) -> Allowed | None:
+    """Reject an invalid cron expression, naming spec.cronSpec; warn when replicas grows past 5."""
+    problem = cron_problem(new.spec.cron_spec)
+    if problem is not None:
+        raise Denied(fields=[FieldError("spec.cronSpec", problem)])
+    if (new.spec.replicas or 1) > 5:
+        return Allowed(warnings=[f"spec.replicas is {new.spec.replicas}: more than 5 runs at once"])
+    return None
+
+
+@defaulting(CronTab)
+def default(obj: CronTab) -> CronTab:
+    """replicas: 1 unless given."""
+    if obj.spec.replicas is None:
+        obj.spec.replicas = 1
+    return obj
+
+
+conversion = Conversion.of_models(CronTab, CronTabV1Beta1)
+
+webhooks = Webhooks([validate, default, conversion])

@@ -1,0 +1,42 @@
+"""kubeop.webhook: admission (validating, defaulting) and CRD conversion webhooks.
+
+- :func:`validating` / :func:`defaulting` turn functions of ``(new, old, operation, user_info)``
+  into :class:`AdmissionWebhook` s; :class:`Denied` with :class:`FieldError` s, :class:`Allowed`
+  with warnings;
+- :class:`Conversion`: hub-and-spoke conversion between the versions of one kind;
+- :class:`Webhooks`: the set one server answers; :class:`WebhookServer` serves it over HTTPS;
+- :func:`webhook_configurations` and :func:`with_conversion`: the manifests that make the API
+  server call them; :func:`local_certificates`: a CA and a serving certificate for 127.0.0.1.
+
+The review handling is pure (bytes in, bytes out); only :mod:`kubeop.webhook.server` does I/O.
+"""
+
+from kubeop.webhook.admission import (
+    AdmissionWebhook,
+    Allowed,
+    Denied,
+    FieldError,
+    Rule,
+    defaulting,
+    validating,
+)
+from kubeop.webhook.conversion import Conversion, Spoke
+from kubeop.webhook.registry import Webhooks
+from kubeop.webhook.review import AdmissionRequest, BadReview, ConversionRequest, UserInfo
+
+__all__ = [
+    "AdmissionRequest",
+    "AdmissionWebhook",
+    "Allowed",
+    "BadReview",
+    "Conversion",
+    "ConversionRequest",
+    "Denied",
+    "FieldError",
+    "Rule",
+    "Spoke",
+    "UserInfo",
+    "Webhooks",
+    "defaulting",
+    "validating",
+]

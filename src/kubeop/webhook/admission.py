@@ -1,0 +1,410 @@
+"""Admission webhooks: validating and defaulting handlers as plain functions.
+
+::
+
+    @validating(CronTab)
+    def check(new: CronTab, old: CronTab | None, operation: str, user: UserInfo) -> Allowed | None:
+        if not is_cron(new.spec.cron_spec):
+            raise Denied(fields=[FieldError("spec.cronSpec", "not a cron expression")])
+        return Allowed(warnings=["..."]) if ... else None          # None: allowed
+
+    @defaulting(CronTab)
+    def default(obj: CronTab) -> CronTab:
+        obj.spec.replicas = obj.spec.replicas or 1
+        return obj                                                 # kubeop computes the JSON patch
+
+A handler takes up to four positional arguments, ``(new, old, operation, user_info)``, and is
+called with as many as it declares; it may be ``async``. Declared with a
+:class:`~kubeop.crd.CustomResource` class it receives instances of that class (an object the
+model rejects is denied with one cause per field, before the handler runs); declared with an
+:class:`~kubeop.core.resource.ApiResource` it receives plain dicts (copies: mutate freely).
+
+Guarantees: every decoded review gets a verdict. A handler that raises :class:`Denied` denies
+with its fields as ``metav1.Status`` causes; any other exception denies with the exception's
+message (code 500) and is logged once; a handler still running at the deadline denies with a
+message saying so. Nothing a handler does makes the server answer with an HTTP error.
+
+A defaulting handler's result is merged over the request's object three ways (the object, the
+model's view of it, the returned model): fields the model does not know are kept as they came,
+fields the handler did not touch are not rewritten, so the patch holds only real changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from kubeop.core.resource import ApiResource
+from kubeop.crd import CustomResource
+from kubeop.webhook import jsonpatch
+from kubeop.webhook.review import AdmissionRequest, admission_response
+
+__all__ = [
+    "AdmissionWebhook",
+    "Allowed",
+    "Denied",
+    "FieldError",
+    "Rule",
+    "defaulting",
+    "validating",
+]
+
+log = logging.getLogger("kubeop.webhook")
+
+FailurePolicy = Literal["Fail", "Ignore"]
+MatchPolicy = Literal["Equivalent", "Exact"]
+SideEffects = Literal["None", "NoneOnDryRun"]
+Handler = Callable[..., Any]
+Target = type[CustomResource] | ApiResource
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One offending field: a ``metav1.StatusCause`` (``field`` is a dotted path, ``spec.cronSpec``)."""
+
+    field: str
+    message: str
+    reason: str = "FieldValueInvalid"
+
+
+class Denied(Exception):
+    """Raise (or return) to deny; each :class:`FieldError` is named in the message and as a cause."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        fields: Sequence[FieldError] = (),
+        code: int | None = None,
+        warnings: Sequence[str] = (),
+    ) -> None:
+        self.fields = tuple(fields)
+        self.code = code or (422 if self.fields else 403)
+        self.warnings = list(warnings)
+        parts = [f"{f.field}: {f.message}" for f in self.fields]
+        self.message = "; ".join(([message] if message else []) + parts) or "denied"
+        super().__init__(self.message)
+
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = {
+            "status": "Failure",
+            "code": self.code,
+            "reason": "Invalid" if self.code == 422 else "Forbidden",
+            "message": self.message,
+        }
+        if self.fields:
+            status["details"] = {
+                "causes": [{"field": f.field, "message": f.message, "reason": f.reason} for f in self.fields]
+            }
+        return status
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """Return to allow with warnings (shown by kubectl as ``Warning: ...``); ``None`` allows too."""
+
+    warnings: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Which requests the API server sends (``rules[]`` of a webhook configuration)."""
+
+    api_groups: tuple[str, ...]
+    api_versions: tuple[str, ...]
+    resources: tuple[str, ...]
+    operations: tuple[str, ...] = ("CREATE", "UPDATE")
+    scope: Literal["*", "Cluster", "Namespaced"] = "*"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "apiGroups": list(self.api_groups),
+            "apiVersions": list(self.api_versions),
+            "resources": list(self.resources),
+            "operations": list(self.operations),
+            "scope": self.scope,
+        }
+
+
+@dataclass
+class AdmissionWebhook:
+    """One validating or mutating webhook: its handler and how the API server should call it."""
+
+    name: str
+    path: str
+    handler: Handler
+    mutating: bool
+    rules: tuple[Rule, ...]
+    model: type[CustomResource] | None = None
+    failure_policy: FailurePolicy = "Fail"
+    timeout_seconds: int = 10
+    match_policy: MatchPolicy = "Equivalent"
+    side_effects: SideEffects = "None"
+    namespace_selector: dict[str, Any] | None = None
+    object_selector: dict[str, Any] | None = None
+    _arity: int = field(default=4, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.timeout_seconds <= 30:
+            raise ValueError(
+                f"webhook {self.name}: timeout_seconds must be 1..30, not {self.timeout_seconds}"
+            )
+        if self.name.count(".") < 2:
+            raise ValueError(f"webhook name {self.name!r} must be fully qualified (three DNS labels or more)")
+        if not self.path.startswith("/"):
+            raise ValueError(f"webhook {self.name}: path {self.path!r} must start with '/'")
+        self._arity = _arity(self.handler)
+
+    async def review(self, request: AdmissionRequest, timeout: float | None = None) -> bytes:
+        """The AdmissionReview response for ``request`` (never raises, except on cancellation)."""
+        deadline = self.timeout_seconds if timeout is None else min(timeout, self.timeout_seconds)
+        try:
+            async with asyncio.timeout(max(deadline - 0.2, 0.05)):
+                return await self._review(request)
+        except Denied as denied:
+            return admission_response(
+                request.uid, allowed=False, status=denied.status(), warnings=denied.warnings
+            )
+        except TimeoutError:
+            log.warning("webhook %s: handler did not answer within %.1f s", self.name, deadline)
+            return _deny(request.uid, f"webhook {self.name} did not answer within {deadline:g} s", 504)
+        except Exception as exc:
+            log.warning("webhook %s: handler raised %s: %s", self.name, type(exc).__name__, exc)
+            return _deny(request.uid, f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), 500)
+
+    async def _review(self, request: AdmissionRequest) -> bytes:
+        raw_new, raw_old = request.object, request.old_object
+        if self.mutating and raw_new is None:  # DELETE (or CONNECT): nothing to mutate
+            return admission_response(request.uid, allowed=True)
+        new, old = self._typed(raw_new, "object"), self._typed(raw_old, "oldObject")
+        args = (new, old, request.operation, request.user_info)[: self._arity]
+        result = await _call(self.handler, args)
+        if not self.mutating:
+            if isinstance(result, Denied):
+                raise result
+            warnings = list(result.warnings) if isinstance(result, Allowed) else []
+            return admission_response(request.uid, allowed=True, warnings=warnings)
+        if isinstance(result, Denied):
+            raise result
+        changed = new if result is None else result
+        if isinstance(changed, BaseModel):
+            base = _dump(self._typed(raw_new, "object"))
+            merged = _merge3(raw_new, base, _dump(changed))
+        elif isinstance(changed, dict):
+            merged = changed
+        else:
+            raise TypeError(
+                f"defaulting handler {getattr(self.handler, '__name__', self.handler)!r} returned a "
+                f"{type(changed).__name__}; return the changed object"
+            )
+        return admission_response(request.uid, allowed=True, patch=jsonpatch.diff(raw_new, merged))
+
+    def _typed(self, obj: dict[str, Any] | None, where: str) -> Any:
+        if obj is None:
+            return None
+        if self.model is None:
+            return copy.deepcopy(obj)
+        try:
+            return self.model.model_validate(obj)
+        except ValidationError as exc:
+            raise Denied(
+                f"{where} is not a valid {self.model.kind}" if where != "object" else "",
+                fields=[
+                    FieldError(".".join(str(p) for p in e["loc"]) or where, e["msg"], "FieldValueInvalid")
+                    for e in exc.errors()
+                ],
+            ) from None
+
+    def configuration(self, client_config: dict[str, Any]) -> dict[str, Any]:
+        """This webhook's entry in a Validating/MutatingWebhookConfiguration."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client_config,
+            "rules": [r.to_dict() for r in self.rules],
+            "failurePolicy": self.failure_policy,
+            "matchPolicy": self.match_policy,
+            "sideEffects": self.side_effects,
+            "timeoutSeconds": self.timeout_seconds,
+        }
+        if self.namespace_selector is not None:
+            out["namespaceSelector"] = self.namespace_selector
+        if self.object_selector is not None:
+            out["objectSelector"] = self.object_selector
+        if self.mutating:
+            out["reinvocationPolicy"] = "Never"
+        return out
+
+
+def _deny(uid: str, message: str, code: int) -> bytes:
+    status = {"status": "Failure", "code": code, "reason": "InternalError", "message": message}
+    return admission_response(uid, allowed=False, status=status)
+
+
+def _arity(fn: Handler) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 4
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 4
+    if not 1 <= len(positional) <= 4:
+        raise TypeError(
+            f"webhook handler {getattr(fn, '__name__', fn)!r} must take 1 to 4 positional arguments "
+            "(new, old, operation, user_info)"
+        )
+    return len(positional)
+
+
+async def _call(fn: Handler, args: tuple[Any, ...]) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await asyncio.to_thread(fn, *args)  # a slow sync handler must not stall the server
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _merge3(raw: Any, base: Any, desired: Any) -> Any:
+    """``raw`` with the changes from ``base`` to ``desired`` (see the module docstring)."""
+    if isinstance(raw, dict) and isinstance(desired, dict):
+        base_d = base if isinstance(base, dict) else {}
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in desired:
+                out[key] = _merge3(value, base_d.get(key, _MISSING), desired[key])
+            elif key not in base_d:
+                out[key] = value  # unknown to the model: keep it
+        for key, value in desired.items():
+            if key not in raw and not (key in base_d and base_d[key] == value):
+                out[key] = value  # added by the handler (a model default alone is not a change)
+        return out
+    if base is not _MISSING and desired == base:
+        return raw  # untouched by the handler: keep the object's own spelling
+    return desired
+
+
+def _target(target: Target) -> tuple[ApiResource, type[CustomResource] | None]:
+    if isinstance(target, ApiResource):
+        return target, None
+    if isinstance(target, type) and issubclass(target, CustomResource) and target.is_declared():
+        return target.resource, target
+    raise TypeError(f"a webhook needs a declared CustomResource class or an ApiResource, not {target!r}")
+
+
+def _webhook(
+    target: Target,
+    fn: Handler,
+    *,
+    mutating: bool,
+    name: str | None,
+    path: str | None,
+    operations: Sequence[str],
+    **options: Any,
+) -> AdmissionWebhook:
+    resource, model = _target(target)
+    kind = (resource.kind or resource.plural).lower()
+    prefix = "m" if mutating else "v"
+    group_label = resource.group or "core"
+    group_path = resource.group.replace(".", "-")
+    default_name = f"{prefix}{kind}.{resource.group}" if resource.group.count(".") >= 1 else None
+    return AdmissionWebhook(
+        name=name or default_name or f"{prefix}{kind}.{group_label}.kubeop.dev",
+        path=path or f"/{'mutate' if mutating else 'validate'}-{group_path}-{resource.version}-{kind}",
+        handler=fn,
+        mutating=mutating,
+        rules=(
+            Rule(
+                api_groups=(resource.group,),
+                api_versions=(resource.version,),
+                resources=(resource.plural,),
+                operations=tuple(operations),
+                scope="Namespaced" if resource.namespaced else "Cluster",
+            ),
+        ),
+        model=model,
+        **options,
+    )
+
+
+def validating(
+    target: Target,
+    *,
+    name: str | None = None,
+    path: str | None = None,
+    operations: Sequence[str] = ("CREATE", "UPDATE"),
+    failure_policy: FailurePolicy = "Fail",
+    timeout_seconds: int = 10,
+    match_policy: MatchPolicy = "Equivalent",
+    namespace_selector: dict[str, Any] | None = None,
+    object_selector: dict[str, Any] | None = None,
+) -> Callable[[Handler], AdmissionWebhook]:
+    """Decorate a validating handler of ``target``'s objects; see the module docstring.
+
+    The name defaults to ``v<kind>.<group>`` and the path to ``/validate-<group>-<version>-<kind>``
+    (kubebuilder's spelling).
+    """
+
+    def wrap(fn: Handler) -> AdmissionWebhook:
+        return _webhook(
+            target,
+            fn,
+            mutating=False,
+            name=name,
+            path=path,
+            operations=operations,
+            failure_policy=failure_policy,
+            timeout_seconds=timeout_seconds,
+            match_policy=match_policy,
+            namespace_selector=namespace_selector,
+            object_selector=object_selector,
+        )
+
+    return wrap
+
+
+def defaulting(
+    target: Target,
+    *,
+    name: str | None = None,
+    path: str | None = None,
+    operations: Sequence[str] = ("CREATE", "UPDATE"),
+    failure_policy: FailurePolicy = "Fail",
+    timeout_seconds: int = 10,
+    match_policy: MatchPolicy = "Equivalent",
+    namespace_selector: dict[str, Any] | None = None,
+    object_selector: dict[str, Any] | None = None,
+) -> Callable[[Handler], AdmissionWebhook]:
+    """Decorate a defaulting (mutating) handler: it returns the changed object (or changes it in place
+    and returns None); the JSON patch is computed. Name ``m<kind>.<group>``, path ``/mutate-...``."""
+
+    def wrap(fn: Handler) -> AdmissionWebhook:
+        return _webhook(
+            target,
+            fn,
+            mutating=True,
+            name=name,
+            path=path,
+            operations=operations,
+            failure_policy=failure_policy,
+            timeout_seconds=timeout_seconds,
+            match_policy=match_policy,
+            namespace_selector=namespace_selector,
+            object_selector=object_selector,
+        )
+
+    return wrap

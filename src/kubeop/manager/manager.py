@@ -24,7 +24,10 @@ from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client, load_config
 from kubeop.controller import Controller, ControllerRuntime, EventRecorder, Metrics, ReconcilerClient
 from kubeop.manager.leader import LeaderElector, LeadershipLost
-from kubeop.manager.server import Check, ProbeServer
+from kubeop.manager.server import Check, ProbeServer, parse_address
+from kubeop.webhook import AdmissionWebhook, Conversion, Webhooks
+from kubeop.webhook.certs import DEFAULT_CERT_DIR, local_certificates
+from kubeop.webhook.server import WebhookServer
 
 __all__ = ["Manager"]
 
@@ -53,6 +56,9 @@ class Manager:
         resync_period: float = 0.0,
         field_manager: str | None = None,
         sync_workers: int = 8,
+        webhooks: Webhooks | None = None,
+        webhook_address: str = "127.0.0.1:9443",
+        webhook_cert_dir: str | None = None,
     ) -> None:
         self.name = name
         self._client = client
@@ -80,6 +86,12 @@ class Manager:
         self.recorder: EventRecorder | None = None
         self.servers: list[ProbeServer] = []
         self._synced = False
+        # Webhooks are served by every replica, leader or not, from before the caches sync.
+        # Without a cert dir (a local run) a CA and a certificate for the bind address are made.
+        self.webhooks = webhooks or Webhooks()
+        self._webhook_address = webhook_address
+        self._webhook_cert_dir = webhook_cert_dir
+        self.webhook_server: WebhookServer | None = None
 
     def add(self, controller: Controller) -> Controller:
         """Register a controller (before :meth:`start`)."""
@@ -87,6 +99,10 @@ class Manager:
             raise ValueError(f"a controller named {controller.name!r} is already registered; use .named(...)")
         self.controllers.append(controller)
         return controller
+
+    def add_webhook(self, webhook: AdmissionWebhook | Conversion) -> None:
+        """Serve an admission webhook or a conversion (before :meth:`start`)."""
+        self.webhooks.add(webhook)
 
     def add_health_check(self, name: str, check: Check) -> None:
         self.health_checks[name] = check
@@ -233,6 +249,8 @@ class Manager:
                 await self.cache.stop()
             for server in self.servers:
                 await server.stop()
+            if self.webhook_server is not None:
+                await self.webhook_server.stop()
             executor.shutdown(wait=False, cancel_futures=True)
             if self._owns_client:
                 await api.close()
@@ -272,6 +290,14 @@ class Manager:
         def synced() -> bool:
             return self._synced or (self.elector is not None and not self.elector.is_leader)
 
+        if len(self.webhooks):
+            cert_dir = self._webhook_cert_dir
+            if cert_dir is None:
+                host = parse_address(self._webhook_address)[0]
+                cert_dir = str(local_certificates(DEFAULT_CERT_DIR, hosts=(host,)).directory)
+            self.webhook_server = WebhookServer(self.webhooks, self._webhook_address, cert_dir=cert_dir)
+            await self.webhook_server.start()
+            self.ready_checks["webhook"] = self.webhook_server.ready
         addresses: dict[str, ProbeServer] = {}
         if self._health_address:
             addresses[self._health_address] = ProbeServer(self._health_address)

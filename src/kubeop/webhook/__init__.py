@@ -5,8 +5,9 @@
   with warnings;
 - :class:`Conversion`: hub-and-spoke conversion between the versions of one kind;
 - :class:`Webhooks`: the set one server answers; :class:`WebhookServer` serves it over HTTPS;
-- :func:`webhook_configurations` and :func:`with_conversion`: the manifests that make the API
-  server call them; :func:`local_certificates`: a CA and a serving certificate for 127.0.0.1.
+- :func:`webhook_configurations` and :func:`with_conversion` (with an :class:`Endpoint`): the
+  manifests that make the API server call them; :func:`local_certificates`: a CA and a
+  serving certificate for 127.0.0.1.
 
 The review handling is pure (bytes in, bytes out); only :mod:`kubeop.webhook.server` does I/O.
 """
@@ -20,9 +21,12 @@ from kubeop.webhook.admission import (
     defaulting,
     validating,
 )
+from kubeop.webhook.certs import LocalCertificates, issue_serving, local_certificates
 from kubeop.webhook.conversion import Conversion, Spoke
+from kubeop.webhook.manifest import Endpoint, webhook_configurations, with_conversion
 from kubeop.webhook.registry import Webhooks
 from kubeop.webhook.review import AdmissionRequest, BadReview, ConversionRequest, UserInfo
+from kubeop.webhook.server import WebhookServer
 
 __all__ = [
     "AdmissionRequest",
@@ -32,11 +36,18 @@ __all__ = [
     "Conversion",
     "ConversionRequest",
     "Denied",
+    "Endpoint",
     "FieldError",
+    "LocalCertificates",
     "Rule",
     "Spoke",
     "UserInfo",
+    "WebhookServer",
     "Webhooks",
     "defaulting",
+    "issue_serving",
+    "local_certificates",
     "validating",
+    "webhook_configurations",
+    "with_conversion",
 ]

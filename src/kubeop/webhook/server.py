@@ -6,12 +6,13 @@
     await server.start()        # ... await server.stop()
 
 The certificate and key (``tls.crt`` / ``tls.key`` in ``cert_dir``) are re-read when either file
-changes: every TLS handshake checks the files' stat (two ``stat`` calls, microseconds) and a
-changed pair is loaded into a fresh SSL context that later handshakes use (the SNI callback
-swaps it in; it runs for clients that send no server name too). A pair that does not load
-(half-written, key and certificate not matching) is ignored until it does, and the old one keeps
-serving. Connections already open keep the certificate they started with, as with
-controller-runtime's certwatcher.
+changes: every TLS handshake, and a poll every ``cert_poll_interval`` seconds, check the files'
+stat (two ``stat`` calls, microseconds); a changed pair is loaded into a fresh SSL context that
+later handshakes use (the SNI callback swaps it in; it runs for clients that send no server name
+too). A pair that does not load (half-written, key and certificate not matching) is ignored until
+it does, and the old one keeps serving. When the poll finds a new pair it closes the idle
+keep-alive connections, so the API server's next call shakes hands with the new certificate
+instead of riding an old connection for minutes (a request in flight finishes first).
 
 HTTP: POST only, ``Content-Length`` required, bodies above ``max_body`` refused with 413 before
 they are read, keep-alive, one request at a time per connection (the API server's Go client
@@ -112,6 +113,7 @@ class WebhookServer:
         cert_name: str = CERT_NAME,
         key_name: str = KEY_NAME,
         max_body: int = DEFAULT_MAX_BODY,
+        cert_poll_interval: float = 1.0,
     ) -> None:
         self.webhooks = webhooks
         self.host, self.port = _parse_address(address)
@@ -121,6 +123,10 @@ class WebhookServer:
         self._watcher: _CertWatcher | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._idle: dict[asyncio.StreamWriter, None] = {}
+        self._poll_interval = cert_poll_interval
+        self._poller: asyncio.Task[None] | None = None
+        self.handshakes_since_reload = 0
 
     @property
     def url(self) -> str:
@@ -139,7 +145,11 @@ class WebhookServer:
         base = watcher.context
 
         def swap(sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
+            reloads = watcher.reloads
             current = watcher.current()
+            self.handshakes_since_reload = (
+                1 if watcher.reloads != reloads else self.handshakes_since_reload + 1
+            )
             if current is not sslobj.context:
                 sslobj.context = current
 
@@ -155,12 +165,26 @@ class WebhookServer:
         )
         if self.port == 0 and self._server.sockets:
             self.port = self._server.sockets[0].getsockname()[1]
+        self._poller = asyncio.ensure_future(self._poll(watcher))
         log.info("serving %d webhooks on %s", len(self.webhooks), self.url)
+
+    async def _poll(self, watcher: _CertWatcher) -> None:
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            reloads = watcher.reloads
+            watcher.current()
+            if watcher.reloads != reloads:
+                self.handshakes_since_reload = 0
+                for writer in list(self._idle):
+                    writer.close()  # its reader sees EOF; the client reconnects with the new certificate
 
     async def stop(self) -> None:
         if self._server is None:
             return
         self._server.close()
+        if self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
@@ -186,6 +210,7 @@ class WebhookServer:
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; whether the connection stays open."""
+        self._idle[writer] = None
         try:
             async with asyncio.timeout(_IDLE_SECONDS):
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -194,6 +219,8 @@ class WebhookServer:
         except asyncio.LimitOverrunError:
             await self._reply(writer, 400, b'{"message": "request head too large"}', keep_alive=False)
             return False
+        finally:
+            self._idle.pop(writer, None)
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):

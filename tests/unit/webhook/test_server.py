@@ -141,3 +141,24 @@ def test_local_certificates_are_reused_while_valid(tmp_path: Path) -> None:
     assert again.ca_pem == first.ca_pem and (tmp_path / "tls.crt").read_bytes() == cert
     other = local_certificates(tmp_path, hosts=("127.0.0.1", "localhost"))
     assert other.ca_pem == first.ca_pem and (tmp_path / "tls.crt").read_bytes() != cert
+
+
+async def test_rotation_closes_idle_keep_alive_connections(tmp_path: Path) -> None:
+    local_certificates(tmp_path)
+    srv = WebhookServer(webhooks, "127.0.0.1:0", cert_dir=tmp_path, cert_poll_interval=0.05)
+    await srv.start()
+    try:
+        reader, writer = await asyncio.open_connection(srv.host, srv.port, ssl=client_context(tmp_path))
+        writer.write(post(validate.path, REVIEW))
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert b"200 OK" in head and b"keep-alive" in head
+        await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]))
+        issue_serving(tmp_path)
+        async with asyncio.timeout(2):
+            assert await reader.read() == b""  # closed by the server: the next call shakes hands anew
+        writer.close()
+        assert srv.certificate_reloads == 1 and srv.handshakes_since_reload == 0
+        await call(srv, post(validate.path, REVIEW))
+        assert srv.handshakes_since_reload == 1
+    finally:
+        await srv.stop()

@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["ServerProbe", "probe_for"]
+__all__ = ["ReturnGuard", "ServerProbe", "probe_for"]
 
 log = logging.getLogger("kubeop.cache")
 
@@ -152,6 +152,47 @@ class ServerProbe:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class ReturnGuard:
+    """Cancels ``task`` if ``probe`` sees the server come back within ``window`` seconds.
+
+    For a request sent to a server that was failing: an idempotent request (a watch, a list) is
+    retried by the client's transport on connection errors and 503s, with pauses growing to
+    seconds, blind to the server's return, so the request can still be asleep in those pauses
+    seconds after the server is back. The owner ``stop()`` s the guard once the request has
+    answered; if a ``CancelledError`` arrives first it asks :meth:`fired`, and when that is True
+    (the cancellation was the guard's alone) sends the request again at once. Costs one task while
+    armed, and probes only while the request is outstanding.
+    """
+
+    __slots__ = ("_cancelling", "_fired", "_task", "_waiter")
+
+    def __init__(self, probe: ServerProbe, task: asyncio.Task[Any], window: float = 15.0) -> None:
+        self._task = task
+        self._fired = False
+        self._cancelling = 0
+        self._waiter: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
+            self._watch(probe, window), name="kubeop-return-guard"
+        )
+
+    async def _watch(self, probe: ServerProbe, window: float) -> None:
+        if await probe.wait(window) and self._waiter is not None and not self._task.done():
+            self._fired = True
+            self._cancelling = self._task.cancelling()
+            self._task.cancel()
+
+    def stop(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.cancel()
+
+    def fired(self) -> bool:
+        """On CancelledError: True when the cancellation was this guard's (and no one else's)."""
+        if not self._fired:
+            return False
+        self._fired = False
+        return self._task.uncancel() <= self._cancelling
 
 
 # The one registry of shared probes: a client's probe lives as long as the client does.

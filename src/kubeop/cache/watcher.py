@@ -25,7 +25,10 @@ machine, with the values of client-go's reflector (k8s.io/client-go/tools/cache/
 - **other failures**: the first one after progress is retried at once (a stream that worked and
   broke), later ones wait 0.8 s doubling to 30 s with jitter, reset after 2 minutes without
   failures; while the wait is caused by an unreachable or failing server, a shared
-  :class:`~kubeop.cache.probe.ServerProbe` cuts it short as soon as the server is back;
+  :class:`~kubeop.cache.probe.ServerProbe` cuts it short as soon as the server is back, and so
+  it does for the next request while that one is still outstanding (the client's transport
+  retries a GET on connection errors and 503s with pauses of up to seconds, which would
+  otherwise keep the watch down seconds after the server's return: a ``ReturnGuard``);
 - **stall detection**: a stream that delivers nothing (no event, no bookmark) for
   ``stall_timeout`` seconds while the watcher waits on it is abandoned and re-opened: the API
   server sends a bookmark at least every minute, so silence means a dead connection (a frozen
@@ -50,6 +53,7 @@ from typing import Any
 
 from kubeop.cache.backoff import Backoff, BackoffConfig
 from kubeop.cache.listwatch import ListerWatcher, ListWatch
+from kubeop.cache.probe import ReturnGuard
 from kubeop.cache.stall import StallGuard
 from kubeop.cache.transform import Transform
 from kubeop.client.client import Client, ResourceLike
@@ -218,6 +222,7 @@ class Watcher:
         self._failures = 0  # consecutive failures without progress
         self._gone_streak = 0  # consecutive relists forced by 410 without a watch event between
         self._stream_events = 0
+        self._return_guard: ReturnGuard | None = None
 
     @property
     def description(self) -> str:
@@ -229,6 +234,7 @@ class Watcher:
     async def _events(self) -> AsyncIterator[Event]:
         while True:
             streaming = False
+            self._arm_return_guard()
             try:
                 if self._need_list and self._streaming is not False:
                     streaming = True
@@ -245,8 +251,16 @@ class Watcher:
                     async for event in self._consume(stream, initial=False):
                         yield event
             except asyncio.CancelledError:
-                raise
+                if self._return_guard is None or not self._return_guard.fired():
+                    raise
+                # The probe saw the server come back while this attempt's request still sat in
+                # the transport's retry pauses: send it again now.
+                self.stats.probe_releases += 1
+                self._backoff.reset()
+                log.info("%s: the API server is back; retrying now", self.description)
+                continue
             except Exception as err:
+                self._disarm_return_guard()  # before any wait below: the guard cancels this task
                 if streaming and self._streaming is None and _rejects_streaming(err, self._stream_events):
                     log.info(
                         "%s: the server does not support streaming lists (%s); using paged lists",
@@ -256,6 +270,27 @@ class Watcher:
                     self._streaming = False
                     continue
                 await self._recover(err)
+            finally:
+                self._disarm_return_guard()
+
+    def _arm_return_guard(self) -> None:
+        """While recovering from an unavailable server, let the probe cut the next request short."""
+        probe = self.source.probe
+        if (
+            self._failures
+            and probe is not None
+            and self.config.server_probe
+            and isinstance(self.last_error, Exception)
+            and _server_unavailable(self.last_error)
+        ):
+            task = asyncio.current_task()
+            if task is not None:
+                self._return_guard = ReturnGuard(probe, task)
+
+    def _disarm_return_guard(self) -> None:
+        guard, self._return_guard = self._return_guard, None
+        if guard is not None:
+            guard.stop()
 
     # -- phases -----------------------------------------------------------------------------------
 
@@ -292,6 +327,7 @@ class Watcher:
             page = await self.source.list(
                 limit=limit, continue_=token, resource_version=None if token or rv == "" else rv
             )
+            self._disarm_return_guard()
             self._failures = 0
             if first:
                 first = False
@@ -344,6 +380,7 @@ class Watcher:
                 guard.waiting_since = None
                 if not count:
                     self._stream_events = 1
+                    self._disarm_return_guard()
                     self._failures = 0
                     if initial:
                         yield Init()

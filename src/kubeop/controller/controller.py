@@ -12,8 +12,10 @@ for the whole process, however many controllers look at it.
 Reconcile semantics are controller-runtime's: an exception is a rate-limited requeue (backoff
 5 ms doubling to 1000 s), a :class:`TerminalError` is counted and not retried,
 ``Result(requeue_after=s)`` forgets the backoff and comes back after ``s``, and ``Result()``
-forgets. One key is never reconciled by two workers at once, and no reconcile starts before every
-watched cache has synced.
+forgets. One departure: a failure because the API server is unreachable or not serving (a
+connection error, 503, 504) is not the object's and is not charged to the rate limiter; such
+requests wait for the server instead (see ``Controller._park``). One key is never reconciled
+by two workers at once, and no reconcile starts before every watched cache has synced.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubeop.cache import (
+    Backoff,
+    BackoffConfig,
     DeletedFinalStateUnknown,
     FuncHandler,
     HandlerRegistration,
@@ -70,8 +74,24 @@ class _Watch:
 
 
 def _server_unavailable(exc: BaseException) -> bool:
-    """Did the request fail because the API server could not be reached or was not serving?"""
-    return isinstance(exc, ApiConnectionError | ServiceUnavailable | ServerTimeout)
+    """Did the request fail because the API server could not be reached or was not serving?
+
+    Also true when the reconciler wrapped such an error (``raise MyError(...) from exc``).
+    """
+    for _ in range(4):
+        if isinstance(exc, ApiConnectionError | ServiceUnavailable | ServerTimeout):
+            return True
+        cause = exc.__cause__
+        if cause is None:
+            return False
+        exc = cause
+    return False
+
+
+#: Retries of requests parked on an unavailable server, when the readiness probe does not end the
+#: wait first: 0.2 s doubling to 30 s (each stretched by up to 2x), from 0.2 s again once the
+#: server is seen back or after 2 minutes without such failures.
+UNAVAILABLE_BACKOFF = BackoffConfig(initial=0.2, cap=30.0)
 
 
 @dataclass
@@ -110,6 +130,7 @@ class Controller:
     _rate_limiter: RateLimiter[Request] | None = None
     _parked: set[Request] = field(default_factory=set)
     _unpark_task: asyncio.Task[None] | None = None
+    _unavailable: Backoff = field(default_factory=lambda: Backoff(UNAVAILABLE_BACKOFF))
 
     # -- building ------------------------------------------------------------------------------
     @classmethod
@@ -301,9 +322,10 @@ class Controller:
                 extra={"controller": self.name, "request": str(req)},
             )
         except Exception as exc:
-            queue.add_rate_limited(req)
             if _server_unavailable(exc):
                 self._park(req)
+            else:
+                queue.add_rate_limited(req)
             if series is not None:
                 series.errors.inc()
                 series.results["error"].inc()
@@ -333,12 +355,16 @@ class Controller:
                 series.time.observe(time.perf_counter() - started)
 
     def _park(self, req: Request) -> None:
-        """Remember a request that failed because the API server was unreachable.
+        """Hold a request that failed because the API server was unreachable or not serving.
 
-        Its rate-limited retry stays scheduled (client-go's limits hold for a failing server),
-        but when the shared readiness probe sees the server go down and come back, every parked
-        request is retried at once: after an outage the controller converges within about a
-        second of the server's return instead of waiting out backoffs grown during the outage.
+        The failure is the server's, not the object's, so it goes through neither the per-item
+        backoff nor the controller's token bucket: an outage fails every pending request again
+        and again, and once charged to the rate limiter those failures pushed the retries of the
+        whole queue seconds to minutes past the server's return (the bucket's debt), including
+        any request that failed once more while the server was warming up. Parked requests are
+        retried together, all at once as soon as the shared readiness probe sees the server go
+        down and come back, otherwise after the controller's own backoff for an unavailable
+        server (0.2 s doubling to 30 s, reset when the server is seen back).
         """
         self._parked.add(req)
         if self._unpark_task is None or self._unpark_task.done():
@@ -346,16 +372,21 @@ class Controller:
 
     async def _unpark(self) -> None:
         probe = probe_for(self._runtime.client.api)
+        backoff = self._unavailable
         while self._parked:
-            if await probe.wait(60.0):
-                parked, self._parked = self._parked, set()
-                log.info(
-                    "API server is back: retrying %d requests now",
-                    len(parked),
-                    extra={"controller": self.name},
-                )
-                for req in parked:
-                    self._queue.add(req)
+            back = await probe.wait(backoff.next_delay())
+            if back:
+                backoff.reset()  # requests that fail again while it warms up retry within 0.4 s
+            parked, self._parked = self._parked, set()
+            log.info(
+                "%s: retrying %d requests now",
+                "API server is back" if back else "API server unavailable",
+                len(parked),
+                extra={"controller": self.name},
+            )
+            queue = self._queue
+            for req in parked:
+                queue.add_after(req, 0.0)  # a retry (counted as one), handed out now
 
     async def stop(self, *, drain: bool = True, timeout: float = 30.0) -> None:
         """Stop taking work; with ``drain``, let in-flight reconciles finish (up to ``timeout``)."""

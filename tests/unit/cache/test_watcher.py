@@ -21,6 +21,7 @@ from kubeop.cache import (
     WatcherConfig,
     strip_managed_fields,
 )
+from kubeop.client import ApiConnectionError
 from kubeop.core.errors import Expired, Forbidden, InternalError
 
 from .fakes import FakeListWatch, FakeServer, server_probe, too_large_rv_error
@@ -460,3 +461,66 @@ async def test_events_are_plain_values() -> None:
     assert Apply({"a": 1}) == Apply({"a": 1}, added=False)
     assert isinstance(Init(), Init)
     assert InitDone("5").resource_version == "5"
+
+
+async def test_a_failure_while_the_returned_server_warms_up_waits_the_initial_delay() -> None:
+    """The probe ends the outage's wait; the backoff that grew during the outage starts over, so a
+    503 from the restarted server (its paths not installed yet) costs 0.1 s here, not 1.6 s."""
+    from kubeop.core.errors import ServiceUnavailable
+
+    server = filled(1)
+    probe = server_probe(server, interval=0.02)
+    backoff = BackoffConfig(initial=0.1, cap=60.0, jitter=0.0)
+    watcher = Watcher(FakeListWatch(server, probe=probe), config(backoff=backoff))
+    events = Events(watcher)
+    await events.take(3)
+    await watching(server)
+    server.go_down()
+    await asyncio.sleep(1.0)  # failures: at once, then waits of 0.1, 0.2, 0.4: the next is 0.8
+    assert watcher.stats.errors >= 4
+    server.errors.append(ServiceUnavailable("the request has been made before all known HTTP paths"))
+    server.down = False
+    back = time.monotonic()
+    server.create("after-outage")
+    got = await events.take(1, within=3.0)
+    assert names(got) == ["Apply:after-outage"]
+    assert time.monotonic() - back < 0.5
+    assert watcher.stats.probe_releases == 1
+    await events.close()
+    await probe.close()
+
+
+class _RetryingListWatch(FakeListWatch):
+    """A watch sent while the server is down sits in the transport's retry pauses (30 s here)
+    before failing, as an idempotent request does in the client."""
+
+    async def watch(self, **options: Any) -> Any:
+        if not self.server.down:
+            return await super().watch(**options)
+
+        async def retrying() -> Any:
+            await asyncio.sleep(30)
+            raise ApiConnectionError("connection refused, after the transport's retries")
+            yield  # an async generator, as the transport's stream
+
+        return retrying()
+
+
+async def test_the_probe_cuts_short_a_request_still_in_the_transports_retries() -> None:
+    server = filled(1)
+    probe = server_probe(server, interval=0.02)
+    watcher = Watcher(_RetryingListWatch(server, probe=probe), config())
+    events = Events(watcher)
+    await events.take(3)
+    await watching(server)
+    server.go_down()  # the stream breaks; the watch is sent again at once and sits in the retries
+    await asyncio.sleep(0.2)
+    server.down = False
+    back = time.monotonic()
+    server.create("after-outage")
+    got = await events.take(1, within=2.0)
+    assert names(got) == ["Apply:after-outage"]
+    assert time.monotonic() - back < 0.5
+    assert watcher.stats.probe_releases == 1
+    await events.close()
+    await probe.close()

@@ -326,3 +326,102 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
     await _until(lambda: len(calls) == 2, timeout=2)
     await ctrl.stop(drain=False)
     assert calls[1] - calls[0] < 2
+
+
+class _CountingLimiter(ItemExponentialFailureRateLimiter[Request]):
+    """30 s per failure: a retry that went through the rate limiter would come far too late."""
+
+    def __init__(self) -> None:
+        super().__init__(30, 60)
+        self.calls = 0
+
+    def when(self, item: Request) -> float:
+        self.calls += 1
+        return super().when(item)
+
+
+def _probe(monkeypatch: pytest.MonkeyPatch, back: asyncio.Event | None) -> None:
+    """The shared readiness probe: the first wait ends when ``back`` is set (the server went down
+    and came back); every later one (or all, without ``back``) sleeps its delay: no transition."""
+    from kubeop.controller import controller as controller_module
+
+    released: list[bool] = []
+
+    class Probe:
+        async def wait(self, delay: float) -> bool:
+            if back is not None and not released:
+                await back.wait()
+                released.append(True)
+                return True
+            await asyncio.sleep(delay)
+            return False
+
+    monkeypatch.setattr(controller_module, "probe_for", lambda client: Probe())
+
+
+async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_warm_up_is_retried_promptly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An outage's failures go neither to the per-item backoff nor to the token bucket, and a
+    request that fails once more right after the server's return (a 503 while it installs its
+    paths) is retried within a fraction of a second, without waiting for another outage."""
+    from kubeop.client import ApiConnectionError
+    from kubeop.core.errors import ServiceUnavailable
+
+    back = asyncio.Event()
+    _probe(monkeypatch, back)
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    calls: list[float] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise ApiConnectionError("cannot connect to API server")
+        if len(calls) == 2:
+            raise ServiceUnavailable(
+                "the request has been made before all known HTTP paths have been installed"
+            )
+
+    limiter = _CountingLimiter()
+    ctrl = Controller.for_(APPS).with_rate_limiter(limiter).reconcile(reconcile)
+    await ctrl.start(_runtime(factory))
+    await _until(lambda: len(calls) == 1)
+    await asyncio.sleep(0.05)
+    back.set()
+    await _until(lambda: len(calls) == 3, timeout=2)
+    await ctrl.stop(drain=False)
+    assert calls[2] - calls[1] < 0.5  # the controller's own backoff, reset by the return: 0.2-0.4 s
+    assert limiter.calls == 0
+
+
+async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_own_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server the probe never sees down (a 503 from one aggregated API, say) is retried 0.2 s
+    doubling, all parked requests at once; a wrapped connection error counts as one."""
+    from kubeop.client import ApiConnectionError
+
+    _probe(monkeypatch, None)
+    factory = FakeFactory()
+    for name in ("a", "b"):
+        factory.informer(APPS).add(app(name))
+    calls: dict[str, list[float]] = {"a": [], "b": []}
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        calls[req.name].append(time.monotonic())
+        if len(calls[req.name]) <= 2:
+            try:
+                raise ApiConnectionError("connection refused")
+            except ApiConnectionError as exc:
+                raise RuntimeError("could not write the child") from exc
+
+    limiter = _CountingLimiter()
+    ctrl = Controller.for_(APPS).with_rate_limiter(limiter).max_concurrent(2).reconcile(reconcile)
+    await ctrl.start(_runtime(factory))
+    await _until(lambda: len(calls["a"]) == 3 and len(calls["b"]) == 3, timeout=3)
+    await ctrl.stop(drain=False)
+    for times in calls.values():
+        first, second = times[1] - times[0], times[2] - times[1]
+        assert 0.15 <= first < 0.5 and 0.35 <= second < 1.0, times  # 0.2-0.4 s, then 0.4-0.8 s
+    assert limiter.calls == 0

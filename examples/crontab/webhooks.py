@@ -18,9 +18,15 @@ def validate(new: CronTabV1Beta1, old: CronTabV1Beta1 | None) -> Allowed | None:
     return None
 
 
-@defaulting(CronTab)
-def default(obj: CronTab) -> CronTab:
-    """replicas: 1 unless given."""
+@defaulting(CronTabV1Beta1)
+def default(obj: CronTabV1Beta1) -> CronTabV1Beta1:
+    """replicas: 1 unless given.
+
+    Both webhooks take v1beta1 (v1 writes reach them converted, matchPolicy Equivalent): the
+    mutating webhook runs before anything validates, and a v1beta1 object with a malformed
+    cronSpec cannot be converted to v1's structured schedule, so a v1 defaulter would turn the
+    validator's clear denial into a conversion error.
+    """
     if obj.spec.replicas is None:
         obj.spec.replicas = 1
     return obj

@@ -94,7 +94,9 @@ class Denied(Exception):
         self.message = "; ".join(([message] if message else []) + parts) or "denied"
         super().__init__(self.message)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, request: AdmissionRequest | None = None) -> dict[str, Any]:
+        """The ``metav1.Status``; with the request, ``details`` names the object as the API server's
+        own validation does, so kubectl prints ``The CronTab "x" is invalid: spec.cronSpec: ...``."""
         status: dict[str, Any] = {
             "status": "Failure",
             "code": self.code,
@@ -102,9 +104,17 @@ class Denied(Exception):
             "message": self.message,
         }
         if self.fields:
-            status["details"] = {
-                "causes": [{"field": f.field, "message": f.message, "reason": f.reason} for f in self.fields]
-            }
+            details: dict[str, Any] = {}
+            if request is not None:
+                details = {
+                    "name": request.name,
+                    "group": request.kind.get("group", ""),
+                    "kind": request.kind.get("kind", ""),
+                }
+            details["causes"] = [
+                {"field": f.field, "message": f.message, "reason": f.reason} for f in self.fields
+            ]
+            status["details"] = details
         return status
 
 
@@ -172,7 +182,7 @@ class AdmissionWebhook:
                 return await self._review(request)
         except Denied as denied:
             return admission_response(
-                request.uid, allowed=False, status=denied.status(), warnings=denied.warnings
+                request.uid, allowed=False, status=denied.status(request), warnings=denied.warnings
             )
         except TimeoutError:
             log.warning("webhook %s: handler did not answer within %.1f s", self.name, deadline)

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-from examples.crontab.api import CronTab, CronTabV1Beta1
+from examples.crontab.api import CronTabV1Beta1
 from examples.crontab.webhooks import default, validate
 
 from kubeop.core.resource import ApiResource
@@ -153,12 +153,12 @@ def patch_of(out: dict[str, Any]) -> list[dict[str, Any]]:
     return orjson.loads(base64.b64decode(out["patch"]))  # type: ignore[no-any-return]
 
 
-def crontab_v1(replicas: int | None = None, **extra: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedule": {"minute": "*/5"}, "image": "busybox", **extra}
+def crontab_obj(replicas: int | None = None, **extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"cronSpec": "*/5 * * * *", "image": "busybox", **extra}
     if replicas is not None:
         spec["replicas"] = replicas
     return {
-        "apiVersion": "stable.example.com/v1",
+        "apiVersion": "stable.example.com/v1beta1",
         "kind": "CronTab",
         "metadata": {"name": "c", "namespace": "ns", "uid": "x", "managedFields": [{"m": 1}]},
         "spec": spec,
@@ -167,12 +167,12 @@ def crontab_v1(replicas: int | None = None, **extra: Any) -> dict[str, Any]:
 
 async def test_defaulting_patches_only_what_the_handler_changed() -> None:
     # Fields the model does not declare (managedFields is kept by ObjectMeta's extra="allow";
-    # spec.unknown is dropped by the model) and model defaults (schedule.hour) are not patched.
-    obj = crontab_v1(unknown={"keep": True})
+    # spec.unknown is dropped by the model) are kept, and only the handler's change is patched.
+    obj = crontab_obj(unknown={"keep": True})
     ops = patch_of(response(await default.review(request(obj))))
     assert ops == [{"op": "add", "path": "/spec/replicas", "value": 1}]
     assert jsonpatch.apply(obj, ops)["spec"]["unknown"] == {"keep": True}
-    assert patch_of(response(await default.review(request(crontab_v1(replicas=3))))) == []
+    assert patch_of(response(await default.review(request(crontab_obj(replicas=3))))) == []
 
 
 async def test_defaulting_with_dicts_in_place_or_returned() -> None:
@@ -205,4 +205,4 @@ def test_declaration_errors() -> None:
         validating(dict)(lambda new: None)  # type: ignore[arg-type]
     assert validate.name == "vcrontab.stable.example.com"
     assert validate.path == "/validate-stable-example-com-v1beta1-crontab"
-    assert default.model is CronTab and validate.model is CronTabV1Beta1
+    assert default.model is CronTabV1Beta1 and validate.model is CronTabV1Beta1

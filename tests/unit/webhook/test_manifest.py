@@ -40,7 +40,9 @@ def test_configurations_for_a_local_url() -> None:
     ]
     assert mutating["kind"] == "MutatingWebhookConfiguration"
     assert mutating["webhooks"][0]["reinvocationPolicy"] == "Never"
-    assert mutating["webhooks"][0]["clientConfig"]["url"].endswith("/mutate-stable-example-com-v1-crontab")
+    assert mutating["webhooks"][0]["clientConfig"]["url"].endswith(
+        "/mutate-stable-example-com-v1beta1-crontab"
+    )
 
 
 def test_service_endpoint_with_cert_manager() -> None:

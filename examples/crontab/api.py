@@ -79,4 +79,4 @@ class CronTabV1Beta1(
         return cls(metadata=hub.metadata, spec=spec)
 
 
-VERSIONS = [CronTabV1Beta1, CronTab]
+VERSIONS: list[type[CustomResource]] = [CronTabV1Beta1, CronTab]

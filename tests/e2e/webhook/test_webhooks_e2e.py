@@ -21,12 +21,11 @@ from typing import Any
 
 import pytest
 import yaml
-from examples.crontab.api import VERSIONS
-from examples.crontab.webhooks import conversion, webhooks
+from examples.crontab.operator import install, manifests
+from examples.crontab.webhooks import webhooks
 
 from kubeop.client import Client, load_kubeconfig
 from kubeop.core.resource import ApiResource
-from kubeop.crd import crd_manifest
 from kubeop.manager import Manager
 from kubeop.testing import ControlPlane
 from kubeop.webhook import (
@@ -36,7 +35,6 @@ from kubeop.webhook import (
     local_certificates,
     validating,
     webhook_configurations,
-    with_conversion,
 )
 
 pytestmark = pytest.mark.controlplane
@@ -143,9 +141,11 @@ def env(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     try:
         endpoint = Endpoint.url(server.url, ca_bundle=certs.ca_pem)
         down = Endpoint.url(f"https://127.0.0.1:{free_port()}", ca_bundle=certs.ca_pem)
-        cp.install_crds([with_conversion(crd_manifest(VERSIONS), conversion, endpoint)])
+        crd, *crontab_configs = manifests(endpoint)  # the example's: python -m examples.crontab
+        cp.install_crds([crd])
         configs = [
-            *webhook_configurations(server.webhooks, "e2e", endpoint),
+            *crontab_configs,
+            *webhook_configurations([raising], "e2e-raising", endpoint),
             *webhook_configurations([_down("Fail"), _down("Ignore")], "e2e-down", down),
         ]
         for config in configs:
@@ -155,7 +155,7 @@ def env(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         eventually(
             lambda: "spec.cronSpec" in create_v1beta1(cp, "probe", "x").stderr, "the webhooks to apply"
         )
-        yield {"server": server, "cert_dir": cert_dir, "configs": configs}
+        yield {"server": server, "cert_dir": cert_dir, "configs": configs, "endpoint": endpoint}
     finally:
         runner.stop()
 
@@ -265,6 +265,16 @@ def test_a_raising_handler_denies_with_its_message(cp: ControlPlane, env: Any) -
     )
     assert env["server"].ready()  # the manager carries on serving
     assert create_v1beta1(cp, "after-raise", "* * * * *").returncode == 0
+
+
+def test_the_example_installs_itself_with_server_side_apply(cp: ControlPlane, env: Any) -> None:
+    async def run() -> None:
+        async with Client(load_kubeconfig(cp.kubeconfig_path, qps=None)) as client:
+            await install(client, env["endpoint"])  # what python -m examples.crontab does first
+
+    asyncio.run(run())
+    assert create_v1beta1(cp, "reinstalled", "1 * * * *").returncode == 0
+    assert create_v1beta1(cp, "reinstalled-bad", "1 * * *").returncode != 0
 
 
 def configmap(cp: ControlPlane, name: str, label: str) -> Any:

@@ -70,12 +70,20 @@ class Conversion:
         return f"/convert/{self.plural or self.kind.lower()}.{self.group}"
 
     @classmethod
-    def of_models(cls, hub: type[CustomResource], *spokes: type[CustomResource]) -> Conversion:
-        """Hub and spokes as CustomResource classes of one kind; each spoke has to_hub/from_hub."""
+    def of_models(
+        cls,
+        hub: type[CustomResource],
+        *spokes: type[CustomResource],
+        functions: Mapping[type[CustomResource], tuple[Callable[[Any], Any], Callable[[Any], Any]]]
+        | None = None,
+    ) -> Conversion:
+        """Hub and spokes as CustomResource classes of one kind; each spoke has to_hub/from_hub,
+        or ``functions`` maps it to ``(to_hub(spoke) -> hub, from_hub(hub) -> spoke)``."""
         if not hub.is_declared():
             raise TypeError(f"{hub.__name__} declares no kind")
+        functions = dict(functions or {})
         table: dict[str, tuple[Convert, Convert]] = {}
-        for spoke in spokes:
+        for spoke in [*spokes, *(s for s in functions if s not in spokes)]:
             decl = spoke.__crd__
             if (decl.group, decl.kind) != (hub.__crd__.group, hub.__crd__.kind):
                 raise TypeError(
@@ -84,6 +92,10 @@ class Conversion:
             if decl.version == hub.__crd__.version or decl.version in table:
                 raise TypeError(f"{spoke.__name__}: version {decl.version} is declared twice")
             to_hub, from_hub = getattr(spoke, "to_hub", None), spoke.__dict__.get("from_hub")
+            if spoke in functions:
+                up, down = functions[spoke]
+                table[decl.version] = (_typed_to_hub(spoke, hub, up), _typed_from_hub(spoke, hub, down))
+                continue
             if not callable(to_hub) or from_hub is None:
                 raise TypeError(
                     f"{spoke.__name__} is a spoke of {hub.__name__}: define to_hub(self) -> {hub.__name__} "
@@ -141,9 +153,12 @@ def _dump(model: Any) -> Obj:
     return out
 
 
-def _typed_to_hub(spoke: type[CustomResource], hub: type[CustomResource]) -> Convert:
+def _typed_to_hub(
+    spoke: type[CustomResource], hub: type[CustomResource], fn: Callable[[Any], Any] | None = None
+) -> Convert:
     def convert(obj: Obj) -> Obj:
-        result = spoke.model_validate(obj).to_hub()  # type: ignore[attr-defined]
+        model = spoke.model_validate(obj)
+        result = fn(model) if fn is not None else model.to_hub()  # type: ignore[attr-defined]
         if not isinstance(result, hub):
             raise TypeError(
                 f"{spoke.__name__}.to_hub returned a {type(result).__name__}, not a {hub.__name__}"
@@ -153,9 +168,12 @@ def _typed_to_hub(spoke: type[CustomResource], hub: type[CustomResource]) -> Con
     return convert
 
 
-def _typed_from_hub(spoke: type[CustomResource], hub: type[CustomResource]) -> Convert:
+def _typed_from_hub(
+    spoke: type[CustomResource], hub: type[CustomResource], fn: Callable[[Any], Any] | None = None
+) -> Convert:
     def convert(obj: Obj) -> Obj:
-        result = spoke.from_hub(hub.model_validate(obj))  # type: ignore[attr-defined]
+        model = hub.model_validate(obj)
+        result = fn(model) if fn is not None else spoke.from_hub(model)  # type: ignore[attr-defined]
         if not isinstance(result, spoke):
             raise TypeError(
                 f"{spoke.__name__}.from_hub returned a {type(result).__name__}, not a {spoke.__name__}"

@@ -133,3 +133,26 @@ def test_dict_conversions() -> None:
         "spec": {"size": 3},
     }
     assert widgets.convert(v2, "example.com/v1") == v1
+
+
+def test_typed_functions_instead_of_methods() -> None:
+    class CronTabV2(CustomResource, group="stable.example.com", version="v2", kind="CronTab"):
+        spec: dict[str, Any]
+
+    def up(old: CronTabV2) -> CronTab:
+        return CronTab.model_validate({"metadata": old.metadata, "spec": old.spec})
+
+    def down(hub: CronTab) -> CronTabV2:
+        return CronTabV2(metadata=hub.metadata, spec=hub.spec.model_dump(by_alias=True, exclude_none=True))
+
+    both = Conversion.of_models(CronTab, CronTabV1Beta1, functions={CronTabV2: (up, down)})
+    assert both.versions == ["v1", "v1beta1", "v2"]
+    v1beta1 = {
+        "apiVersion": V1BETA1,
+        "kind": "CronTab",
+        "metadata": {"name": "n"},
+        "spec": {"cronSpec": "1 2 3 4 5", "image": "i"},
+    }
+    v2 = both.convert(v1beta1, "stable.example.com/v2")
+    assert v2["spec"]["schedule"]["dayOfWeek"] == "5"
+    assert both.convert(v2, V1BETA1) == v1beta1

@@ -9,9 +9,9 @@ import typer
 
 from kubeop.cli.helm import create_helm_api
 from kubeop.cli.output import Directory, errors_as_messages, project_at, report, say
-from kubeop.scaffold import create_api
+from kubeop.scaffold import create_api, create_webhook
 
-app = typer.Typer(help="Add to the project: create api.", no_args_is_help=True)
+app = typer.Typer(help="Add to the project: create api, create webhook.", no_args_is_help=True)
 
 
 @app.command()
@@ -62,3 +62,36 @@ def api(
         f"{pkg}/api/{version}/{names.module}.py and its reconcile in {pkg}/controllers/{names.module}.py, "
         "then make manifests install run"
     )
+
+
+@app.command()
+def webhook(
+    group: Annotated[str, typer.Option(help="the API group's first part, e.g. webapp")],
+    version: Annotated[str, typer.Option(help="the version of the kind the webhooks take")],
+    kind: Annotated[str, typer.Option(help="the kind, created before with kubeop create api")],
+    defaulting: Annotated[bool, typer.Option(help="a defaulting (mutating) webhook")] = False,
+    programmatic_validation: Annotated[bool, typer.Option(help="a validating webhook")] = False,
+    conversion: Annotated[
+        bool, typer.Option(help="a conversion webhook: this version is the hub, the kind's others spokes")
+    ] = False,
+    directory: Directory = None,
+) -> None:
+    """Add webhooks for a kind: handlers on its model, a test, registration in main.py, config/webhook."""
+    with errors_as_messages():
+        project = project_at(directory)
+        result = create_webhook(
+            project,
+            group=group,
+            version=version,
+            kind=kind,
+            defaulting=defaulting,
+            validation=programmatic_validation,
+            conversion=conversion,
+        )
+    if result.exists:
+        say(f"{result.path} already exists: nothing to do")
+        return
+    report(result.changes)
+    for todo in result.todo:
+        say(f"todo: {todo}")
+    say(f"\nEdit the handlers in {result.path}, then make manifests test run")

@@ -1,7 +1,8 @@
 """kubeop.scaffold: operator projects laid out like kubebuilder's, in Python.
 
-- :func:`init_project` (``kubeop init``) and :func:`create_api` (``kubeop create api``) write a
-  project and its APIs from the templates under ``templates/``, never clobbering user code;
+- :func:`init_project` (``kubeop init``), :func:`create_api` (``kubeop create api``) and
+  :func:`create_webhook` (``kubeop create webhook``) write a project, its APIs and webhooks
+  from the templates under ``templates/``, never clobbering user code;
 - :func:`generated` / :func:`plan_manifests` (``kubeop manifests``) derive config/crd,
   config/rbac and config/samples from the project's models and ``@rbac_rule`` declarations, and
   :func:`stale_manifests` says whether config/ is up to date;
@@ -19,6 +20,7 @@ from kubeop.scaffold.manifests import GENERATED, Generated, generated, plan_mani
 from kubeop.scaffold.names import ApiNames, ProjectNames
 from kubeop.scaffold.new_project import init_project
 from kubeop.scaffold.project import PROJECT_FILE, Project, Resource, find_project, load_project
+from kubeop.scaffold.webhook import WebhookResult, create_webhook
 
 __all__ = [
     "GENERATED",
@@ -32,8 +34,10 @@ __all__ = [
     "ProjectNames",
     "Resource",
     "ScaffoldError",
+    "WebhookResult",
     "build_kustomization",
     "create_api",
+    "create_webhook",
     "find_project",
     "generated",
     "init_project",

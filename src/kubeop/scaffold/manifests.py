@@ -6,7 +6,10 @@
   ``<package>.controllers`` plus events (the manager records them); the service account, the
   bindings, the leader-election Role (Leases in the operator's namespace only), the metrics
   reader role, and an editor and a viewer role per kind;
-- ``config/samples``: a sample for each kind that has none, and the index of all samples.
+- ``config/samples``: a sample for each kind that has none, and the index of all samples;
+- ``config/webhook``: the webhook configurations and their Service, from every webhook below
+  ``<package>.webhooks`` (cert-manager injects the CA); a kind with a conversion gets
+  ``conversion: Webhook`` in its CRD.
 
 Generated files start with :data:`GENERATED` and are rewritten on every run; a file whose first
 line is not that header any more belongs to the user and is kept. Samples are the user's once
@@ -16,7 +19,7 @@ written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Planned, pending
 from kubeop.scaffold.loader import import_tree
 from kubeop.scaffold.project import Project, find_project
+from kubeop.webhook import AdmissionWebhook, Conversion, Endpoint, webhook_configurations, with_conversion
 
 __all__ = ["GENERATED", "Generated", "generated", "plan_manifests", "stale_manifests"]
 
@@ -64,6 +68,7 @@ class Generated:
 
     models: list[type[CustomResource]]
     rules: list[PolicyRule]
+    webhooks: list[AdmissionWebhook | Conversion] = field(default_factory=list)
 
     def manager_rules(self) -> list[PolicyRule]:
         """The operator's ClusterRole rules: what its controllers declare, and events."""
@@ -76,7 +81,12 @@ def generated(project: Project, *, command: str = "manifests") -> Generated:
     models = custom_resources(*import_tree(project.root, f"{pkg}.api", command=command))
     controllers = import_tree(project.root, f"{pkg}.controllers", command=command)
     rules = Permissions().declared(*controllers).rules()
-    return Generated(models, rules)
+    hooks: list[AdmissionWebhook | Conversion] = []
+    for module in import_tree(project.root, f"{pkg}.webhooks", command=command):
+        for value in vars(module).values():
+            if isinstance(value, AdmissionWebhook | Conversion) and all(value is not h for h in hooks):
+                hooks.append(value)
+    return Generated(models, rules, hooks)
 
 
 def _sample(model: type[CustomResource]) -> str:
@@ -101,6 +111,19 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
         raise ScaffoldError(f"cannot generate the CRDs: {e}") from None
     plans: list[Planned] = []
     bases = []
+    endpoint = Endpoint.service(
+        names.prefixed("webhook-service"),
+        names.namespace,
+        cert_manager=f"{names.namespace}/{names.prefixed('serving-cert')}",
+    )
+    conversions = {(c.group, c.kind): c for c in found.webhooks if isinstance(c, Conversion)}
+    for i, crd in enumerate(crds):
+        conversion = conversions.get((crd["spec"]["group"], crd["spec"]["names"]["kind"]))
+        if conversion is not None:
+            try:
+                crds[i] = with_conversion(crd, conversion, endpoint)
+            except ValueError as e:
+                raise ScaffoldError(f"cannot generate the CRD's conversion: {e}") from None
     for crd in crds:
         spec = crd["spec"]
         filename = f"{spec['group']}_{spec['names']['plural']}.yaml"
@@ -148,6 +171,28 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
             existing.add(filename)
             plans.append(Planned(f"config/samples/{filename}", _sample(model)))
     plans.append(_generated("config/samples/kustomization.yaml", _kustomization(sorted(existing))))
+    configs = webhook_configurations(found.webhooks, names.prefixed("webhook"), endpoint)
+    if configs:
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "labels": labels,
+                "name": names.prefixed("webhook-service"),
+                "namespace": names.namespace,
+            },
+            "spec": {
+                "ports": [{"port": 443, "protocol": "TCP", "targetPort": 9443}],
+                "selector": {"control-plane": "controller-manager", "app.kubernetes.io/name": names.name},
+            },
+        }
+        plans.append(_generated("config/webhook/manifests.yaml", render_yaml(configs)))
+        plans.append(_generated("config/webhook/service.yaml", render_yaml(service)))
+        plans.append(
+            _generated(
+                "config/webhook/kustomization.yaml", _kustomization(["manifests.yaml", "service.yaml"])
+            )
+        )
     return plans
 
 

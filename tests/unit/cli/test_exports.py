@@ -20,6 +20,7 @@ MODULES = {
     "new_project",
     "project",
     "render",
+    "webhook",
 }
 
 
@@ -28,7 +29,7 @@ def test_all_is_complete() -> None:
     assert sorted(kubeop.scaffold.__all__) == [n for n in public if n not in MODULES]
 
 
-def test_scaffold_imports_only_crd_and_itself() -> None:
+def test_scaffold_imports_only_crd_webhook_and_itself() -> None:
     # The layers under it that do I/O (client, cache, controller, manager) are the CLI's business.
     package = pathlib.Path(kubeop.scaffold.__file__).parent
     for path in package.rglob("*.py"):
@@ -40,4 +41,8 @@ def test_scaffold_imports_only_crd_and_itself() -> None:
                 names = [a.name for a in node.names]
             for name in names:
                 if name.startswith("kubeop"):
-                    assert name.startswith(("kubeop.crd", "kubeop.scaffold")), (path.name, name)
+                    # kubeop.webhook: the webhook declarations and their manifests, as crd for CRDs
+                    assert name.startswith(("kubeop.crd", "kubeop.scaffold", "kubeop.webhook")), (
+                        path.name,
+                        name,
+                    )

@@ -40,6 +40,12 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # no default route (TEST-NET-1, RFC 5737: never routed; with the endpoint reconciler off nothing
 # ever dials it).
 FALLBACK_ADVERTISE_ADDRESS = "192.0.2.1"
+#: The full cluster's default StorageClass. Its volumes are hostPath directories under
+#: ``<data_dir>/volumes`` (the class's ``path`` parameter), created by a provisioner that watches
+#: for claims naming ``HOSTPATH_PROVISIONER`` (``examples/hostpath_provisioner``, a kubeop
+#: operator; nothing in the control plane itself provisions).
+DEFAULT_STORAGE_CLASS = "standard"
+HOSTPATH_PROVISIONER = "kubeop.dev/hostpath"
 
 Progress = Callable[[str], None]
 
@@ -456,6 +462,28 @@ class ControlPlane:
         health = AdminAPI(HOST, self.ports["scheduler"])
         self._wait(lambda: health.ok("/healthz"), "kube-scheduler /healthz", ["kube-scheduler"])
         health.close()
+        self.ensure_storage_class()
+
+    def ensure_storage_class(self) -> None:
+        """Create the default StorageClass (no-op when it exists); see ``DEFAULT_STORAGE_CLASS``."""
+        (self.data_dir / "volumes").mkdir(parents=True, exist_ok=True)
+        sc = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": DEFAULT_STORAGE_CLASS,
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": HOSTPATH_PROVISIONER,
+            "parameters": {"path": str((self.data_dir / "volumes").resolve())},
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+        status, body = self.api.raw("POST", "/apis/storage.k8s.io/v1/storageclasses", sc)
+        if status not in (201, 409):
+            raise ControlPlaneError(
+                f"creating StorageClass {DEFAULT_STORAGE_CLASS} failed: HTTP {status} {body[:300]!r}"
+            )
 
     def ensure_node(self, name: str) -> None:
         """Create a KWOK fake node (no-op when it exists)."""

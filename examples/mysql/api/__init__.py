@@ -1,0 +1,1 @@
+"""The API of the MySQL operator: one package per version."""

@@ -1,0 +1,1 @@
+"""The controllers of the MySQL operator: one module per kind."""

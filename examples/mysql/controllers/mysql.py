@@ -1,0 +1,425 @@
+"""The MySQL controller (seed 000).
+
+For each MySQL it keeps: a root-password Secret (generated once, never overwritten; or the
+user's, named in ``spec.rootPasswordSecret``), a headless Service for the pods' stable names, a
+client Service, and a StatefulSet of ``spec.replicas`` mysql pods, each with a volume from the
+``volumeClaimTemplate`` (removed with the StatefulSet).
+
+Mail on every pod start and stop, exactly once per transition. A reconcile compares the pods
+with ``status.pods`` (the pods whose start was already noticed): a Running pod not in it has
+started, a pod in it that is no longer Running (deleted, failed, gone) has stopped. Each
+transition is first *recorded* in ``status.outbox`` (a status write with the resourceVersion as
+precondition, so two writers cannot both record it), then mailed, then removed from the outbox.
+Resyncs, restarts and leader changes find the transitions already recorded: no second mail. A
+mail SMTP refuses stays in the outbox with its attempt count and next attempt time (backoff
+doubling up to a cap, kept on the cluster too), a Warning Event per failed attempt, and the
+``Notified`` condition saying why.
+
+Deleting a MySQL runs a finalizer: the StatefulSet is scaled to 0, the stop mails go out, and
+only then does the MySQL (and, by garbage collection, everything it owns) go away.
+
+Bad input (replicas < 0, a storage size that does not parse, a root password Secret that does
+not exist) is a ``Ready=False`` condition with the reason and a Warning Event, and nothing is
+created; a missing Secret is looked at again when it appears (Secrets are watched).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import secrets
+import smtplib
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from examples.kube import (
+    PODS,
+    SECRETS,
+    SERVICES,
+    STATEFULSETS,
+    Pod,
+    Secret,
+    StatefulSet,
+    now,
+    owner_labels,
+    parse_quantity,
+    parse_time,
+    rfc3339,
+    set_conditions,
+    status_dict,
+)
+from examples.mysql.api.v1alpha1.mysql import MySQL, MySQLStatus, Notification, TrackedPod
+from examples.mysql.controllers.notify import Mail, Mailer
+from kubeop.controller import (
+    Context,
+    Controller,
+    GenerationChanged,
+    Request,
+    Result,
+    set_controller_reference,
+)
+from kubeop.core.patch import PatchType
+
+MANAGER = "mysql-operator"
+FINALIZER = "db.example.com/stop-and-notify"
+
+
+class MySQLController:
+    """The reconciler and the state it shares with its watches (which Secrets are referenced)."""
+
+    def __init__(self, mailer: Mailer | None = None) -> None:
+        self.mailer = mailer
+        # (namespace, secret name) -> MySQLs that reference it: a Secret that appears wakes them.
+        self._secret_refs: dict[tuple[str, str], set[str]] = defaultdict(set)
+
+    # -- watches -------------------------------------------------------------------------------
+    def pod_owner(self, pod: Mapping[str, Any]) -> list[Request]:
+        md = pod.get("metadata") or {}
+        labels = md.get("labels") or {}
+        if (
+            labels.get("app.kubernetes.io/managed-by") != MANAGER
+            or "app.kubernetes.io/instance" not in labels
+        ):
+            return []
+        return [Request(md.get("namespace") or "", labels["app.kubernetes.io/instance"])]
+
+    def secret_users(self, secret: Mapping[str, Any]) -> list[Request]:
+        md = secret.get("metadata") or {}
+        ns = md.get("namespace") or ""
+        return [Request(ns, name) for name in self._secret_refs.get((ns, md.get("name") or ""), ())]
+
+    # -- reconcile -----------------------------------------------------------------------------
+    async def reconcile(self, req: Request, ctx: Context) -> Result | None:
+        db = await ctx.client.get(MySQL, req.name, namespace=req.namespace)
+        if db is None:
+            return None
+        deleting = db.metadata.deletion_timestamp is not None
+        if not deleting:
+            await ctx.client.add_finalizer(db, FINALIZER)
+        status = db.status.model_copy(deep=True) if db.status else MySQLStatus()
+        gen = db.metadata.generation
+
+        problem = self._check(db)
+        secret_name: str | None = None
+        if problem is None:
+            secret_name, problem = await self._password_secret(ctx, db)
+        if problem is not None and not deleting:
+            reason, message = problem
+            ctx.recorder.event(db, "Warning", reason, message)
+            ctx.log.warning("%s: %s", reason, message)
+            status.conditions = set_conditions(status.conditions, "Ready", False, reason, message, gen)
+            status.phase = "Invalid"
+            status.observed_generation = gen
+            await ctx.client.patch_status(db, status_dict(status))
+            return None  # nothing (more) is created; a spec change or the Secret appearing retries
+
+        sts = await self._children(ctx, db, secret_name, replicas=0 if deleting else None)
+        pods = await ctx.client.list(
+            Pod, namespace=req.namespace, labels=owner_labels("mysql", req.name, MANAGER)
+        )
+        status.root_password_secret = secret_name or status.root_password_secret
+        status.ready_replicas = sts.status.ready_replicas if sts is not None else 0
+        want = 0 if deleting else db.spec.replicas
+        ready = status.ready_replicas >= want and (sts is None or sts.status.replicas == want)
+        status.phase = "Stopping" if deleting else ("Running" if ready else "Pending")
+        status.observed_generation = gen
+        status.conditions = set_conditions(
+            status.conditions,
+            "Ready",
+            ready,
+            "PodsReady" if ready else "PodsNotReady",
+            f"{status.ready_replicas}/{want} pods ready",
+            gen,
+        )
+
+        # 1. Record the transitions (the cluster remembers them before any mail goes out).
+        rv, written = db.metadata.resource_version, db.status
+        if self._notice(db, status, pods):
+            rv, written = await self._write(ctx, db, status, rv), status.model_copy(deep=True)
+        # 2. Mail what is due; record what went out.
+        requeue = await self._deliver(ctx, db, status)
+        if status != written:
+            await self._write(ctx, db, status, rv)
+        if self.mailer is not None:
+            for sent in db.status.outbox if db.status else []:
+                if all(n.id != sent.id for n in status.outbox):
+                    self.mailer.forget(_message_id(db, sent))
+
+        if deleting and not pods and not status.outbox:
+            await ctx.client.remove_finalizer(db, FINALIZER)
+            ctx.log.info("stopped and notified; letting go")
+            return None
+        return Result(requeue_after=requeue) if requeue is not None else None
+
+    def _check(self, db: MySQL) -> tuple[str, str] | None:
+        if db.spec.replicas < 0:
+            return "InvalidReplicas", f"spec.replicas is {db.spec.replicas}: it must be 0 or more"
+        try:
+            size = parse_quantity(db.spec.storage)
+        except ValueError as exc:
+            return "InvalidStorage", f"spec.storage: {exc}"
+        if size <= 0:
+            return "InvalidStorage", f"spec.storage is {db.spec.storage!r}: it must be more than 0"
+        return None
+
+    async def _password_secret(self, ctx: Context, db: MySQL) -> tuple[str | None, tuple[str, str] | None]:
+        ns, name = db.metadata.namespace or "", db.metadata.name or ""
+        for users in self._secret_refs.values():
+            users.discard(name)
+        ref = db.spec.root_password_secret
+        if ref is not None:
+            self._secret_refs[(ns, ref.name)].add(name)
+            secret = await ctx.client.get(Secret, ref.name, namespace=ns)
+            if secret is None:
+                return None, (
+                    "SecretNotFound",
+                    f"Secret {ref.name!r} (spec.rootPasswordSecret) does not exist",
+                )
+            if ref.key not in secret.data:
+                return None, ("SecretKeyNotFound", f"Secret {ref.name!r} has no key {ref.key!r}")
+            return ref.name, None
+        generated = f"{name}-root-password"
+        if await ctx.client.get(Secret, generated, namespace=ns) is None:
+            password = base64.b64encode(secrets.token_urlsafe(24).encode()).decode()
+            secret_obj: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": generated,
+                    "namespace": ns,
+                    "labels": owner_labels("mysql", name, MANAGER),
+                },
+                "type": "Opaque",
+                "data": {"password": password},
+            }
+            set_controller_reference(db, secret_obj)
+            await ctx.client.create(
+                secret_obj
+            )  # never updated: a password is not rotated behind anyone's back
+            ctx.recorder.event(db, "Normal", "PasswordGenerated", f"generated Secret {generated}")
+        return generated, None
+
+    async def _children(
+        self, ctx: Context, db: MySQL, secret_name: str | None, *, replicas: int | None
+    ) -> StatefulSet | None:
+        ns, name = db.metadata.namespace or "", db.metadata.name or ""
+        labels = owner_labels("mysql", name, MANAGER)
+        current: StatefulSet | None = await ctx.client.get(StatefulSet, name, namespace=ns)
+        if secret_name is None:  # being deleted with a spec that never worked: scale what exists
+            if current is not None and current.spec.replicas != 0:
+                await ctx.client.patch(STATEFULSETS, name, {"spec": {"replicas": 0}}, namespace=ns)
+            return current
+        port = {"name": "mysql", "port": 3306, "targetPort": 3306}
+        headless = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": f"{name}-headless", "namespace": ns, "labels": labels},
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": labels,
+                "ports": [port],
+            },
+        }
+        client_svc = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"type": "ClusterIP", "selector": labels, "ports": [port]},
+        }
+        container = {
+            "name": "mysql",
+            "image": f"mysql:{db.spec.version}",
+            "ports": [{"name": "mysql", "containerPort": 3306}],
+            "env": [
+                {
+                    "name": "MYSQL_ROOT_PASSWORD",
+                    "valueFrom": {
+                        "secretKeyRef": {
+                            "name": secret_name,
+                            "key": db.spec.root_password_secret.key
+                            if db.spec.root_password_secret
+                            else "password",
+                        }
+                    },
+                }
+            ],
+            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
+        }
+        spec: dict[str, Any] = {
+            "replicas": db.spec.replicas if replicas is None else replicas,
+            "serviceName": f"{name}-headless",
+            "selector": {"matchLabels": labels},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        }
+        template = {
+            "metadata": {"name": "data", "labels": labels},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": db.spec.storage}},
+            },
+        }
+        if current is None:
+            spec["volumeClaimTemplates"] = [template]
+        sts = {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": spec,
+        }
+        children: list[dict[str, Any]] = [headless, client_svc, sts]
+        for child in children:
+            set_controller_reference(db, child)
+            action, _ = await ctx.client.create_or_update(child)
+            if action != "unchanged":
+                kind, child_name = child["kind"], child["metadata"]["name"]
+                ctx.log.info("%s %s %s", kind, child_name, action)
+                ctx.recorder.event(
+                    db, "Normal", f"{kind}{action.capitalize()}", f"{kind} {child_name} {action}"
+                )
+        out: StatefulSet | None = await ctx.client.get(StatefulSet, name, namespace=ns)
+        return out
+
+    def _notice(self, db: MySQL, status: MySQLStatus, pods: list[Pod]) -> bool:
+        """Move started and stopped pods into the outbox; True when anything was noticed."""
+        when = rfc3339(now())
+        running = {p.metadata.uid: p for p in pods if p.running and p.metadata.uid}
+        tracked = {t.uid: t for t in status.pods}
+        mail = bool(db.spec.notify) and self.mailer is not None
+        changed = False
+        for uid, gone in tracked.items():
+            if uid not in running:
+                status.pods = [t for t in status.pods if t.uid != uid]
+                if mail:
+                    status.outbox.append(
+                        Notification(
+                            id=f"{uid}/stopped", event="Stopped", pod=gone.name, node=gone.node, time=when
+                        )
+                    )
+                changed = True
+        for uid, pod in running.items():
+            if uid not in tracked:
+                status.pods.append(
+                    TrackedPod(name=pod.metadata.name or "", uid=uid, node=pod.spec.node_name, since=when)
+                )
+                if mail:
+                    status.outbox.append(
+                        Notification(
+                            id=f"{uid}/started",
+                            event="Started",
+                            pod=pod.metadata.name or "",
+                            node=pod.spec.node_name,
+                            time=when,
+                        )
+                    )
+                changed = True
+        return changed
+
+    async def _deliver(self, ctx: Context, db: MySQL, status: MySQLStatus) -> float | None:
+        """Send the due mails of the outbox; returns seconds until the next attempt, if any."""
+        gen = db.metadata.generation
+        if db.spec.notify and self.mailer is None:
+            status.conditions = set_conditions(
+                status.conditions, "Notified", False, "SMTPNotConfigured", "no SMTP server is configured", gen
+            )
+            return None
+        mailer = self.mailer
+        if mailer is None or not status.outbox:
+            if db.spec.notify:
+                status.conditions = set_conditions(
+                    status.conditions, "Notified", True, "Delivered", f"{status.mails_sent} mails sent", gen
+                )
+            return None
+        t = now()
+        failed: list[Notification] = []
+        error = ""
+        for note in list(status.outbox):
+            due = parse_time(note.next_attempt)
+            if due is not None and due > t:
+                continue
+            if failed:  # SMTP just failed: the rest wait for the next attempt too
+                failed.append(note)
+                continue
+            try:
+                await mailer.send(_mail(db, note))
+            except (OSError, smtplib.SMTPException) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                failed.append(note)
+            else:
+                status.outbox = [n for n in status.outbox if n.id != note.id]
+                status.mails_sent += 1
+                ctx.log.info("mailed: pod %s %s", note.pod, note.event.lower())
+        for note in failed:
+            note.attempts += 1
+            delay = mailer.delay(note.attempts)
+            note.next_attempt = rfc3339(t + dt.timedelta(seconds=delay))
+            note.last_error = error[:300]
+        if failed:
+            attempts = max(n.attempts for n in failed)
+            msg = (
+                f"could not mail {len(failed)} notification(s) through {mailer.host}:{mailer.port} "
+                f"(attempt {attempts}): {error}; next attempt in {mailer.delay(attempts):.1f} s"
+            )
+            ctx.recorder.event(db, "Warning", "MailFailed", msg)
+            ctx.log.warning("%s", msg)
+            status.conditions = set_conditions(
+                status.conditions, "Notified", False, "SMTPUnavailable", msg, gen
+            )
+        elif not status.outbox:
+            status.conditions = set_conditions(
+                status.conditions, "Notified", True, "Delivered", f"{status.mails_sent} mails sent", gen
+            )
+        if not status.outbox:
+            return None
+        nexts = [parse_time(n.next_attempt) or t for n in status.outbox]
+        return max(0.05, (min(nexts) - now()).total_seconds())
+
+    async def _write(self, ctx: Context, db: MySQL, status: MySQLStatus, rv: str | None) -> str | None:
+        """Write the status with ``rv`` as precondition (Conflict when someone wrote in between)."""
+        out = await ctx.client.patch(
+            MySQL,
+            db.metadata.name or "",
+            {"metadata": {"resourceVersion": rv}, "status": status_dict(status)},
+            namespace=db.metadata.namespace,
+            type=PatchType.MERGE,
+            subresource="status",
+        )
+        new_rv: str | None = out["metadata"]["resourceVersion"]  # patch answers a dict, model or not
+        return new_rv
+
+
+def _message_id(db: MySQL, note: Notification) -> str:
+    return f"<{note.id.replace('/', '.')}.{db.metadata.uid}@{MANAGER}>"
+
+
+def _mail(db: MySQL, note: Notification) -> Mail:
+    ns, name = db.metadata.namespace, db.metadata.name
+    verb = "started" if note.event == "Started" else "stopped"
+    body = (
+        f"Pod {ns}/{note.pod} of MySQL {name} {verb}.\n\n"
+        f"  pod:   {note.pod}\n  node:  {note.node or '(none)'}\n"
+        f"  time:  {note.time}\n  event: {note.event}\n"
+    )
+    return Mail(
+        to=tuple(db.spec.notify),
+        subject=f"[mysql {ns}/{name}] pod {note.pod} {verb} on {note.node or 'no node'}",
+        body=body,
+        message_id=_message_id(db, note),
+    )
+
+
+def controller(mailer: Mailer | None = None) -> Controller:
+    """The MySQL controller; ``mailer`` says where mails go (None: no mail is sent)."""
+    rec = MySQLController(mailer)
+    return (
+        Controller.for_(MySQL, GenerationChanged)
+        .owns(STATEFULSETS)
+        .owns(SERVICES)
+        .owns(SECRETS)
+        .watches(PODS, rec.pod_owner)
+        .watches(SECRETS, rec.secret_users)
+        .named("mysql")
+        .reconcile(rec.reconcile)
+    )

@@ -1,0 +1,50 @@
+"""The MySQL operator: one Manager running the MySQL controller.
+
+    python -m examples.mysql
+
+Configured from the environment: SMTP_HOST (no mail when unset), SMTP_PORT (25), MAIL_FROM,
+MAIL_BACKOFF (seconds before the first retry of a failed mail, doubling; 1), MAIL_BACKOFF_CAP
+(300), LEADER_ELECT (false).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from examples.mysql.controllers.mysql import controller
+from examples.mysql.controllers.notify import Mailer
+from kubeop.manager import Manager
+
+NAME = "mysql-operator"
+
+
+def mailer_from_env() -> Mailer | None:
+    env = os.environ.get
+    host = env("SMTP_HOST")
+    if not host:
+        return None
+    return Mailer(
+        host,
+        int(env("SMTP_PORT", "25")),
+        sender=env("MAIL_FROM", "mysql-operator@localhost"),
+        backoff=float(env("MAIL_BACKOFF", "1")),
+        backoff_cap=float(env("MAIL_BACKOFF_CAP", "300")),
+    )
+
+
+def build_manager(mailer: Mailer | None = None) -> Manager:
+    manager = Manager(
+        name=NAME,
+        metrics_address=os.environ.get("METRICS_BIND_ADDRESS", "127.0.0.1:8080") or None,
+        health_address=os.environ.get("HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:8081") or None,
+        leader_election=os.environ.get("LEADER_ELECT", "false").lower() in ("1", "true", "yes"),
+        leader_election_id=f"{NAME}-leader",
+    )
+    manager.add(controller(mailer))
+    return manager
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    build_manager(mailer_from_env()).run()

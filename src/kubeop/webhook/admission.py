@@ -334,7 +334,9 @@ def _webhook(
     default_name = f"{prefix}{kind}.{resource.group}" if resource.group.count(".") >= 1 else None
     return AdmissionWebhook(
         name=name or default_name or f"{prefix}{kind}.{group_label}.kubeop.dev",
-        path=path or f"/{'mutate' if mutating else 'validate'}-{group_path}-{resource.version}-{kind}",
+        # kubebuilder's path for a kind's webhook; a named one (several on a kind) by its name
+        path=path
+        or f"/{'mutate' if mutating else 'validate'}-{name or f'{group_path}-{resource.version}-{kind}'}",
         handler=fn,
         mutating=mutating,
         rules=(
@@ -366,7 +368,7 @@ def validating(
     """Decorate a validating handler of ``target``'s objects; see the module docstring.
 
     The name defaults to ``v<kind>.<group>`` and the path to ``/validate-<group>-<version>-<kind>``
-    (kubebuilder's spelling).
+    (kubebuilder's spelling), or ``/validate-<name>`` when a name is given.
     """
 
     def wrap(fn: Handler) -> AdmissionWebhook:

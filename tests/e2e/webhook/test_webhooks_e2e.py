@@ -50,6 +50,16 @@ def raising(new: dict[str, Any]) -> None:
     raise RuntimeError("the quota service is unreachable")
 
 
+@validating(
+    CONFIGMAPS,
+    name="slow.e2e.kubeop.dev",
+    timeout_seconds=2,
+    object_selector={"matchLabels": {"e2e": "slow"}},
+)
+async def slow(new: dict[str, Any]) -> None:
+    await asyncio.sleep(30)
+
+
 def _down(policy: str) -> Any:
     @validating(
         CONFIGMAPS,
@@ -136,7 +146,7 @@ def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 def env(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     cert_dir = tmp_path_factory.mktemp("webhook-certs")
     certs = local_certificates(cert_dir)
-    runner = ManagerThread(cp.kubeconfig_path, Webhooks([*webhooks, raising]), cert_dir)
+    runner = ManagerThread(cp.kubeconfig_path, Webhooks([*webhooks, raising, slow]), cert_dir)
     server = runner.start()
     try:
         endpoint = Endpoint.url(server.url, ca_bundle=certs.ca_pem)
@@ -145,7 +155,7 @@ def env(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         cp.install_crds([crd])
         configs = [
             *crontab_configs,
-            *webhook_configurations([raising], "e2e-raising", endpoint),
+            *webhook_configurations([raising, slow], "e2e-raising", endpoint),
             *webhook_configurations([_down("Fail"), _down("Ignore")], "e2e-down", down),
         ]
         for config in configs:
@@ -284,6 +294,16 @@ def configmap(cp: ControlPlane, name: str, label: str) -> Any:
         "metadata": {"name": name, "namespace": NS, "labels": {"e2e": label}},
     }
     return cp.kubectl("create", "-f", "-", input=json.dumps(cm), check=False)
+
+
+def test_a_handler_slower_than_timeout_seconds_is_a_denial_in_time(cp: ControlPlane, env: Any) -> None:
+    t0 = time.monotonic()
+    res = configmap(cp, "slow", "slow")
+    elapsed = time.monotonic() - t0
+    assert res.returncode != 0
+    assert 'admission webhook "slow.e2e.kubeop.dev" denied the request' in res.stderr
+    assert "did not answer within 2 s" in res.stderr
+    assert elapsed < 5
 
 
 def test_failure_policy_with_the_webhook_server_down(cp: ControlPlane, env: Any) -> None:

@@ -99,7 +99,7 @@ async def test_the_handler_gets_old_object_operation_and_user() -> None:
         "operations": ["CREATE", "UPDATE"],
         "scope": "Namespaced",
     }
-    assert check.path == "/validate--v1-configmap"
+    assert check.path == "/validate-vcm.test.kubeop.dev"
 
 
 async def test_a_raising_handler_denies_with_its_message() -> None:
@@ -184,7 +184,8 @@ async def test_defaulting_with_dicts_in_place_or_returned() -> None:
     assert ops == [
         {"op": "add", "path": "/metadata/labels", "value": {"app.kubernetes.io/managed-by": "kubeop"}}
     ]
-    assert label.path == "/mutate--v1-configmap" and label.mutating
+    assert label.path == "/mutate-mcm.test.kubeop.dev" and label.mutating
+    assert defaulting(CONFIGMAPS)(lambda obj: obj).path == "/mutate--v1-configmap"
 
     @defaulting(CONFIGMAPS, name="mcm2.test.kubeop.dev")
     def bad(obj: dict[str, Any]) -> int:

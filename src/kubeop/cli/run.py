@@ -3,6 +3,10 @@
 The operator runs as ``python -m <package>`` (what the image runs too), replacing this process,
 so signals and the exit code are the operator's own. Arguments after ``--`` go to it:
 ``kubeop run -- --leader-elect --metrics-bind-address 0``.
+
+A project with webhooks gets them registered for this run: a local CA and a certificate for the
+webhook address (the files the operator's Manager serves from), and webhook configurations and
+CRD conversions pointing at ``https://127.0.0.1:9443`` with that CA, applied before it starts.
 """
 
 from __future__ import annotations
@@ -12,15 +16,18 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from kubeop.cli.cluster_ops import connect
+from kubeop.cli.cluster_ops import apply_all, connect
 from kubeop.cli.output import Directory, Kubeconfig, errors_as_messages, fail, project_at, say
 from kubeop.cli.permissions import accesses, denied, identity
+from kubeop.crd import crd_manifests
 from kubeop.crd.rbac import LEASE_VERBS, PolicyRule
 from kubeop.scaffold import Project, generated
+from kubeop.webhook import Conversion, Endpoint, local_certificates, webhook_configurations, with_conversion
+from kubeop.webhook.certs import DEFAULT_CERT_DIR
 
 __all__ = ["run"]
 
@@ -77,12 +84,51 @@ async def _check(project: Project, args: Sequence[str], kubeconfig: Path | None)
             )
 
 
+def local_webhook_objects(project: Project, args: Sequence[str]) -> list[dict[str, Any]]:
+    """The CRDs with conversion webhooks and the webhook configurations for a local run (none
+    without webhooks); makes the local CA and serving certificate when they are missing."""
+    found = generated(project, command="run")
+    if not found.webhooks:
+        return []
+    address = (
+        _flag_value(args, "--webhook-bind-address")
+        or os.environ.get("WEBHOOK_BIND_ADDRESS")
+        or "127.0.0.1:9443"
+    )
+    host, _, port = address.rpartition(":")
+    host = host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    cert_dir = _flag_value(args, "--webhook-cert-dir") or os.environ.get("WEBHOOK_CERT_DIR")
+    if cert_dir:
+        ca_file = Path(cert_dir) / "ca.crt"
+        if not ca_file.is_file():
+            fail(f"{cert_dir} has no ca.crt: the API server needs the CA that signed tls.crt (the caBundle)")
+        ca = ca_file.read_bytes()
+    else:
+        ca = local_certificates(DEFAULT_CERT_DIR, hosts=(host,)).ca_pem
+    endpoint = Endpoint.url(f"https://{host}:{port}", ca_bundle=ca)
+    conversions = {(c.group, c.kind): c for c in found.webhooks if isinstance(c, Conversion)}
+    crds = []
+    for crd in crd_manifests(found.models):
+        conversion = conversions.get((crd["spec"]["group"], crd["spec"]["names"]["kind"]))
+        if conversion is not None:
+            crds.append(with_conversion(crd, conversion, endpoint))
+    return [*crds, *webhook_configurations(found.webhooks, project.names.prefixed("webhook"), endpoint)]
+
+
+async def _register_webhooks(objs: Sequence[dict[str, Any]], kubeconfig: Path | None) -> None:
+    async with connect(kubeconfig, None) as client:
+        await apply_all(client, objs)
+
+
 def run(
     ctx: typer.Context,
     directory: Directory = None,
     kubeconfig: Kubeconfig = None,
     rbac_check: Annotated[
         bool, typer.Option(help="first ask the cluster whether it grants what the code declares")
+    ] = True,
+    webhooks: Annotated[
+        bool, typer.Option(help="register the project's webhooks with the cluster, served from here")
     ] = True,
 ) -> None:
     """Run the operator here against the cluster; arguments after -- go to the operator."""
@@ -93,6 +139,10 @@ def run(
             fail(f"{project.package}/__main__.py is missing: restore it (kubeop init --force) to run")
         if rbac_check:
             asyncio.run(_check(project, args, kubeconfig))
+        if webhooks:
+            objs = local_webhook_objects(project, args)
+            if objs:
+                asyncio.run(_register_webhooks(objs, kubeconfig))
     env = dict(os.environ)
     if kubeconfig:
         env["KUBECONFIG"] = str(kubeconfig)

@@ -102,3 +102,29 @@ def test_refusals(project: Project, tmp_path: Path) -> None:
         create_webhook(project, group="webapp", version="v9", kind="Guestbook", defaulting=True)
     with pytest.raises(ScaffoldError, match="no other version"):
         create_webhook(project, group="webapp", version="v1", kind="Guestbook", conversion=True)
+
+
+def test_kubeop_run_registers_the_webhooks_at_a_local_url(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+
+    from kubeop.cli import run as run_module
+
+    assert run_module.local_webhook_objects(project, []) == []  # no webhooks: nothing to register
+    project = create_api(project, group="webapp", version="v2", kind="Guestbook").project
+    project = find_project(project.root)
+    create_webhook(project, group="webapp", version="v1", kind="Guestbook", validation=True)
+    create_webhook(project, group="webapp", version="v2", kind="Guestbook", conversion=True)
+    monkeypatch.setattr(run_module, "DEFAULT_CERT_DIR", tmp_path / "certs")
+    crd, validating = run_module.local_webhook_objects(project, ["--webhook-bind-address", "127.0.0.1:9555"])
+    ca = base64.b64encode((tmp_path / "certs" / "ca.crt").read_bytes()).decode()
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"] == {
+        "url": "https://127.0.0.1:9555/convert/guestbooks.webapp.example.com",
+        "caBundle": ca,
+    }
+    assert validating["webhooks"][0]["clientConfig"] == {
+        "url": "https://127.0.0.1:9555/validate-webapp-example-com-v1-guestbook",
+        "caBundle": ca,
+    }
+    assert (tmp_path / "certs" / "tls.crt").is_file()

@@ -1,7 +1,7 @@
 # The two commands of the README. Both work on a fresh machine: they create .venv, install
 # kubeop, and build the control-plane binaries from pinned Go modules into ~/.cache/kubeop
 # (first time ~10 min on 2 cores, then cached).
-.PHONY: demo test lint unit e2e bootstrap binaries bench
+.PHONY: demo test lint unit e2e faults bootstrap binaries bench
 
 PY := .venv/bin/python
 
@@ -26,6 +26,11 @@ unit: bootstrap
 
 e2e: binaries
 	.venv/bin/pytest tests/e2e -q
+
+# The fault suite at full scale (repetitions, 500-1,000 objects; ~15 min on 2 cores). `make test`
+# runs its short version (fewer repetitions and objects, the same assertions and recovery bounds).
+faults: binaries
+	KUBEOP_FAULTS=full .venv/bin/pytest tests/faults -q
 
 test: binaries lint
 	.venv/bin/pytest -q

@@ -10,7 +10,7 @@ import pytest
 
 from kubeop.testing import ControlPlane
 
-from .support import fresh_namespace, install_widget_crd
+from .support import fresh_namespace, install_widget_crd, wait_garbage_collector
 
 
 def _plane(request: pytest.FixtureRequest, full: bool) -> Iterator[ControlPlane]:
@@ -23,6 +23,9 @@ def _plane(request: pytest.FixtureRequest, full: bool) -> Iterator[ControlPlane]
     # A plane that cannot start fails the test (ControlPlaneError); nothing is skipped.
     with ControlPlane(full=full, nodes=1, progress=progress) as cp:
         install_widget_crd(cp)
+        if full:
+            took = wait_garbage_collector(cp)
+            progress(f"  the garbage collector handles Widgets ({took:.1f} s)")
         yield cp
 
 

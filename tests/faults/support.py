@@ -4,12 +4,14 @@ checks every scenario ends with.
 Scale
     ``FULL`` is True under ``KUBEOP_FAULTS=full`` (``make faults``); ``scale(short, full)`` picks a
     number. The short versions run in ``make test`` and keep the assertions and the recovery
-    bounds; only repetitions and object counts shrink.
+    bounds; only repetitions and object counts shrink. ``rng(scenario)`` is a random generator
+    seeded from ``SEED`` (``KUBEOP_FAULTS_SEED`` replays a run; ``report`` records it).
 
 Control planes (fixtures in conftest.py, one of each per session, started on first use, never
 the shared ``control_plane``: these tests kill, pause and compact things)
     ``fault_plane``: etcd + kube-apiserver; ``fault_plane_full``: plus controller-manager (the
-    garbage collector), scheduler and KWOK. Both have the Widget CRD installed.
+    garbage collector, checked to handle Widgets before the fixture returns: ``wait_garbage_
+    collector(plane)``), scheduler and one KWOK node. Both have the Widget CRD installed.
     ``fault_namespace(plane)`` (a function fixture of the same name uses ``fault_plane``) makes a
     fresh namespace.
 
@@ -18,8 +20,9 @@ The operator
     ``widget_operator.py`` (see its docstring for what it does) as a child process:
     ``start(wait="synced")`` returns once it printed that line (``"leading"``, ``"metrics"`` or
     None also work), ``stop()`` is SIGTERM (graceful), ``kill()`` SIGKILL, ``pause()`` /
-    ``resume()`` SIGSTOP / SIGCONT, ``restart()`` kills and starts again. ``wait_for(prefix)``
-    waits for a stdout line; ``lines`` holds ``(monotonic time, line)`` of every line so far.
+    ``resume()`` SIGSTOP / SIGCONT, ``restart()`` kills and starts again. ``wait_for(prefix,
+    since=t)`` waits for a stdout line (``"lists widgets 2"``: a relist; see the operator's
+    docstring); ``lines`` holds ``(monotonic time, line)`` of every line since the last start.
     ``requests()`` scrapes its ``rest_client_requests_total`` into ``{(method, code): count}``
     and ``writes()`` sums the write methods: counters restart from 0 when the process does.
     ``log_tail()`` is its stderr, for failure messages. Use it as a context manager (or call
@@ -63,6 +66,7 @@ import asyncio
 import collections
 import contextlib
 import os
+import random
 import re
 import signal
 import subprocess
@@ -86,6 +90,16 @@ FULL = os.environ.get("KUBEOP_FAULTS", "").strip().lower() == "full"
 def scale(short: T, full: T) -> T:
     """``full`` under KUBEOP_FAULTS=full, else ``short``."""
     return full if FULL else short
+
+
+#: Seed of every random choice the scenarios make (when to kill, what to change); set
+#: KUBEOP_FAULTS_SEED to replay a run (each scenario reports the seed it used).
+SEED = int(os.environ.get("KUBEOP_FAULTS_SEED") or time.time_ns() % 2**32)
+
+
+def rng(scenario: str) -> random.Random:
+    """A random generator for one scenario, from ``SEED``."""
+    return random.Random(f"{SEED}:{scenario}")
 
 
 HERE = Path(__file__).resolve().parent
@@ -221,13 +235,14 @@ class OperatorProcess:
         with self._cond:
             self._cond.notify_all()
 
-    def wait_for(self, prefix: str, timeout: float = 60.0) -> float:
-        """Wait for a stdout line starting with ``prefix`` (from this start); returns its time."""
+    def wait_for(self, prefix: str, timeout: float = 60.0, *, since: float | None = None) -> float:
+        """Wait for a stdout line starting with ``prefix`` (from this start, and printed at or
+        after the monotonic time ``since`` if given); returns the time it was read."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
                 for at, line in self.lines:
-                    if line.startswith(prefix):
+                    if line.startswith(prefix) and (since is None or at >= since):
                         return at
                 if not self.alive:
                     raise AssertionError(
@@ -597,6 +612,40 @@ def install_widget_crd(plane: ControlPlane) -> None:
     plane.install_crds([WIDGET_CRD])
 
 
+def wait_garbage_collector(plane: ControlPlane, timeout: float = 90.0) -> float:
+    """Wait until kube-controller-manager's garbage collector deletes the ConfigMap of a deleted
+    Widget (it picks up a new CRD at its next discovery, every 30 s); returns the seconds it took.
+    """
+    t0 = time.monotonic()
+    ns = fresh_namespace(plane, "gc-check")
+    base = f"/apis/{GROUP}/v1/namespaces/{ns}/widgets"
+    owner = plane.api.call("POST", base, widget("owner", ns, "x"))
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "child",
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/v1",
+                    "kind": "Widget",
+                    "name": "owner",
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+    }
+    plane.api.call("POST", f"/api/v1/namespaces/{ns}/configmaps", cm)
+    plane.api.call("DELETE", f"{base}/owner")
+    while plane.api.raw("GET", f"/api/v1/namespaces/{ns}/configmaps/child")[0] != 404:
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"the garbage collector did not delete a Widget's child in {timeout:.0f} s")
+        time.sleep(0.2)
+    plane.delete_namespace(ns)
+    return time.monotonic() - t0
+
+
 def summary(values: Sequence[float]) -> str:
     """'n=10 min 0.21 median 0.35 max 0.80 s' for a report line."""
     if not values:
@@ -611,7 +660,13 @@ def report(scenario: str, **data: Any) -> None:
     ``KUBEOP_FAULTS_RESULTS`` names a file, append them to it as a JSON line."""
     import json
 
-    record = {"scenario": scenario, "full": FULL, "at": time.strftime("%Y-%m-%dT%H:%M:%S"), **data}
+    record = {
+        "scenario": scenario,
+        "full": FULL,
+        "seed": SEED,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        **data,
+    }
     line = json.dumps(record, default=str)
     print(f"\n[faults] {line}")
     path = os.environ.get("KUBEOP_FAULTS_RESULTS")

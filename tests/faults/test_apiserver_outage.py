@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from .support import (
     create_widgets,
     names,
     report,
+    rng,
     scale,
     set_values,
     summary,
@@ -51,6 +51,7 @@ async def test_apiserver_killed_mid_converge_recovers_within_3s_every_time(
 ) -> None:
     plane, ns = fault_plane, fault_namespace
     widget_names = names(N)
+    chance = rng("apiserver-outage")
     recoveries: list[float] = []
     timeline: list[dict[str, float]] = []
     with OperatorProcess(plane, ns, tmp_path) as op:
@@ -68,7 +69,7 @@ async def test_apiserver_killed_mid_converge_recovers_within_3s_every_time(
                     await set_values(client, ns, expected)
                 # Mid-converge, at a random point: between 5 and 50 % of the ConfigMaps have
                 # the new value.
-                at = int(N * random.uniform(0.05, 0.5))
+                at = int(N * chance.uniform(0.05, 0.5))
                 while (done := with_value(stores[1], ns, value)) < at:  # noqa: ASYNC110
                     await asyncio.sleep(0.005)
                 t_kill = time.monotonic()

@@ -1,0 +1,20 @@
+"""An operator process loads what it uses: the Manager without webhooks needs neither pydantic nor
+cryptography (~23 MB of RSS together, measured by bench/operator), nor aiohttp."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_manager_without_webhooks_stays_light() -> None:
+    code = """
+import sys
+from kubeop.manager import Manager
+from kubeop.controller import Controller
+heavy = {'pydantic', 'cryptography', 'aiohttp', 'kubeop.webhook'} & set(sys.modules)
+sys.exit(', '.join(sorted(heavy)) or 0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, f"importing the Manager loaded {done.stderr.strip()}"
+

@@ -107,7 +107,16 @@ def ensure_kopf() -> Path:
     return py
 
 
+# --baseline-src: the src/ of another kubeop checkout, run as operator "kubeop-base" (the same
+# operator script) so a change is measured beside what it changes, in one run.
+BASELINE_SRC: str | None = None
+
+
 def command(name: str, workers: int) -> list[str]:
+    if name == "kubeop-base":
+        if BASELINE_SRC is None:
+            raise SystemExit("operator kubeop-base needs --baseline-src")
+        return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
     if name == "kubeop":
         return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
     if name == "lean":
@@ -302,6 +311,8 @@ async def clear_namespace(cp: ControlPlane, ns: str) -> None:
 def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) -> subprocess.Popen[str]:
     """Start an operator process and return once it says it is ready (kopf: after 5 s)."""
     env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
+    if name == "kubeop-base" and BASELINE_SRC is not None:
+        env["PYTHONPATH"] = BASELINE_SRC
     proc = subprocess.Popen(
         command(name, workers),
         env=env,
@@ -336,7 +347,12 @@ async def main() -> None:
     parser.add_argument("--resync", type=float, default=5.0)
     parser.add_argument("--out", default=str(HERE / "results.json"))
     parser.add_argument("--no-fault", action="store_true", help="skip the API server outage phase")
+    parser.add_argument(
+        "--baseline-src", help="src/ of another kubeop checkout, measured as operator 'kubeop-base'"
+    )
     args = parser.parse_args()
+    global BASELINE_SRC
+    BASELINE_SRC = os.path.abspath(args.baseline_src) if args.baseline_src else None
     with ControlPlane(full=False, progress=lambda m: print(m, file=sys.stderr)) as cp:
         cp.install_crds([CRD])
         await warm_up(cp, args.n)

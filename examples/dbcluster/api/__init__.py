@@ -1,0 +1,1 @@
+"""The API of the DatabaseCluster operator: one package per version."""

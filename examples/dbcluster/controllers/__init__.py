@@ -1,0 +1,1 @@
+"""The controllers of the DatabaseCluster operator: one module per kind."""

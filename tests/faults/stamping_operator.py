@@ -88,5 +88,29 @@ SharedInformerFactory.informer = _counting_informer  # type: ignore[method-assig
 wo.reconcile = reconcile
 wo.Manager = CountingManager
 
+if os.environ.get("FAULTS_TRACEMALLOC"):  # a memory hunt: SIGUSR1 prints the top allocations
+    import signal
+    import sys
+    import tracemalloc
+
+    tracemalloc.start(int(os.environ["FAULTS_TRACEMALLOC"]))
+    _snapshots: list[tracemalloc.Snapshot] = []
+
+    def _dump(*_: Any) -> None:
+        snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        stats = snap.compare_to(_snapshots[-1], "traceback") if _snapshots else snap.statistics("traceback")
+        _snapshots[:] = [snap]
+        print(
+            f"==== tracemalloc: {sum(s.size for s in snap.statistics('filename')) / 2**20:.1f} MB",
+            file=sys.stderr,
+        )
+        for stat in stats[:25]:
+            print(stat, file=sys.stderr)
+            for line in stat.traceback.format()[-8:]:
+                print("   ", line, file=sys.stderr)
+        sys.stderr.flush()
+
+    signal.signal(signal.SIGUSR1, _dump)
+
 if __name__ == "__main__":
     wo.main()

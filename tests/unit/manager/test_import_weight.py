@@ -17,4 +17,3 @@ sys.exit(', '.join(sorted(heavy)) or 0)
 """
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, f"importing the Manager loaded {done.stderr.strip()}"
-

@@ -161,7 +161,7 @@ class AdmissionWebhook:
     side_effects: SideEffects = "None"
     namespace_selector: dict[str, Any] | None = None
     object_selector: dict[str, Any] | None = None
-    _arity: int = field(default=4, repr=False)
+    _arity: int = field(default=4, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.timeout_seconds <= 30:

@@ -17,7 +17,7 @@ A handler takes up to four positional arguments, ``(new, old, operation, user_in
 called with as many as it declares; it may be ``async``. Declared with a
 :class:`~kubeop.crd.CustomResource` class it receives instances of that class (an object the
 model rejects is denied with one cause per field, before the handler runs); declared with an
-:class:`~kubeop.core.resource.ApiResource` it receives plain dicts (copies: mutate freely).
+:class:`~kubeop.core.resource.ApiResource` it receives plain dicts (decoded for this review alone).
 
 Guarantees: every decoded review gets a verdict. A handler that raises :class:`Denied` denies
 with its fields as ``metav1.Status`` causes; any other exception denies with the exception's
@@ -32,13 +32,13 @@ fields the handler did not touch are not rewritten, so the patch holds only real
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from kubeop.core.resource import ApiResource
@@ -222,7 +222,9 @@ class AdmissionWebhook:
         if obj is None:
             return None
         if self.model is None:
-            return copy.deepcopy(obj)
+            # Each review is decoded afresh, so a validator may have the request's dict itself; a
+            # defaulter gets a copy (the original is what its patch is computed against).
+            return orjson.loads(orjson.dumps(obj)) if self.mutating else obj
         try:
             return self.model.model_validate(obj)
         except ValidationError as exc:

@@ -86,7 +86,7 @@ async def test_the_handler_gets_old_object_operation_and_user() -> None:
     @validating(CONFIGMAPS, name="vcm.test.kubeop.dev")
     def check(new: dict[str, Any], old: dict[str, Any], operation: str, user: UserInfo) -> None:
         seen.append((new, old, operation, user.username, user.groups))
-        new["data"] = "mutated"  # a copy: the verdict is unaffected
+        new["data"] = "mutated"  # the decoded request itself: harmless for a validator
 
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
     out = response(await check.review(request(cm, {**cm, "data": {"a": "b"}}, "UPDATE")))

@@ -10,8 +10,9 @@ Scale
 Control planes (fixtures in conftest.py, one of each per session, started on first use, never
 the shared ``control_plane``: these tests kill, pause and compact things)
     ``fault_plane``: etcd + kube-apiserver; ``fault_plane_full``: plus controller-manager (the
-    garbage collector, checked to handle Widgets before the fixture returns: ``wait_garbage_
-    collector(plane)``), scheduler and one KWOK node. Both have the Widget CRD installed.
+    garbage collector; it takes up the Widget CRD up to ~45 s after the start:
+    ``wait_garbage_collector(plane)`` waits for that), scheduler and one KWOK node. Both have the
+    Widget CRD installed.
     ``fault_namespace(plane)`` (a function fixture of the same name uses ``fault_plane``) makes a
     fresh namespace.
 

@@ -128,7 +128,9 @@ async def test_operator_frozen_through_changes_compaction_and_restart_relists_an
                     for c in orphans
                     if untouched.get(c["metadata"]["uid"]) != c["metadata"]["resourceVersion"]
                 ]
-                gc_at = await wait_converged(client, ns, expected, timeout=60, informers=stores)
+                # The collector's own latency (it takes up the Widget CRD up to ~45 s after the
+                # control plane starts, and re-lists after each restart): a generous bound.
+                gc_at = await wait_converged(client, ns, expected, timeout=150, informers=stores)
                 await assert_converged(client, ns, expected)
                 for res, informer in zip((WIDGETS, CONFIGMAPS), stores, strict=True):
                     await assert_store_matches(informer, client, res, ns)

@@ -53,7 +53,7 @@ async def test_apiserver_killed_mid_converge_recovers_within_3s_every_time(
     widget_names = names(N)
     chance = rng("apiserver-outage")
     recoveries: list[float] = []
-    timeline: list[dict[str, float]] = []
+    timeline: list[dict[str, float | str]] = []
     with OperatorProcess(plane, ns, tmp_path) as op:
         op.start()
         async with client_for(plane) as client, SharedInformerFactory(client) as factory:

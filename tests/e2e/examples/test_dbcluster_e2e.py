@@ -154,9 +154,12 @@ async def test_dbcluster_scales_heals_rolls_and_decommissions(
         async def healed() -> bool:
             new = await client.get(PODS, "kwdb-1", namespace=ns)
             await client.get(CONFIGMAPS, "kwdb-config", namespace=ns)
-            return bool(new["metadata"]["uid"] != pod["metadata"]["uid"])
+            ready = any(
+                c["type"] == "Ready" and c["status"] == "True" for c in new["status"].get("conditions", [])
+            )
+            return bool(new["metadata"]["uid"] != pod["metadata"]["uid"] and ready)
 
-        await eventually(healed, 60, "the member and the ConfigMap restored")
+        await eventually(healed, 60, "the member (Ready) and the ConfigMap restored")
         await _settled(client, ns, 3, "3 members Running again")
 
         # A configuration change rolls through the members one by one, highest ordinal first.

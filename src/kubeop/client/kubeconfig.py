@@ -302,6 +302,9 @@ def _cluster_settings(entry: _Entry) -> dict[str, Any]:
     return out
 
 
+_IMPERSONATION = ("as", "as-uid", "as-groups", "as-user-extra")
+
+
 def _user_settings(entry: _Entry) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cert_data = _b64(entry, "client-certificate-data")
@@ -335,6 +338,14 @@ def _user_settings(entry: _Entry) -> dict[str, Any]:
     spec = _get(entry, "exec", Mapping)
     if spec:
         out["exec"] = _exec_config(entry, spec)
+    impersonation = [key for key in _IMPERSONATION if entry.body.get(key) is not None]
+    if impersonation:
+        # Dropping these silently would act with the user's own (often wider) rights.
+        raise ConfigError(
+            f"{entry.where}: impersonation ({', '.join(repr(k) for k in impersonation)}) is not "
+            "supported from a kubeconfig; remove it, or send Impersonate-User / Impersonate-Group "
+            "headers with ClientConfig(extra_headers=...)"
+        )
     provider = _get(entry, "auth-provider", Mapping)
     if provider is not None:
         name = _check(provider.get("name"), str, entry.where, "auth-provider.name") or "?"

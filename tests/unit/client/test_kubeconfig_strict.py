@@ -288,3 +288,18 @@ def test_invalid_extra_headers_are_refused(headers: Any, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         ClientConfig(server="https://h", extra_headers=headers, source="kubeconfig K")
     assert str(info.value).startswith("kubeconfig K: ") and expected in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("as", "jane"),
+        ("as-uid", "1234"),
+        ("as-groups", ["devs"]),
+        ("as-user-extra", {"scopes": ["view"]}),
+    ],
+)
+def test_impersonation_is_refused_not_dropped(tmp_path: Path, key: str, value: Any) -> None:
+    """Dropping ``as: jane`` silently would act with the kubeconfig user's own rights."""
+    with pytest.raises(ConfigError, match=f"impersonation \\('{key}'\\) is not supported"):
+        load_kubeconfig(write(tmp_path, with_field("user", key, value)))

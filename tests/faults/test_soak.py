@@ -7,7 +7,7 @@ change and records a Kubernetes Event, one series per Widget) follows. Each patc
 watch events for the operator (the Widget, its ConfigMap, its status); the operator counts what
 its informers delivered on /metrics (``faults_watch_events_total``).
 
-Sampled every second: the operator's RSS; every two seconds from its /metrics: the work queue's
+Sampled every second: the operator's RSS, and from its /metrics: the work queue's
 depth, the reconciler client's remembered writes (read-your-writes) and the event recorder's
 series, budgets and pending writes. After a warm-up, asserted:
 
@@ -15,8 +15,9 @@ series, budgets and pending writes. After a warm-up, asserted:
   ``RSS_TOLERANCE``, and the end of the run (median of the last 10 %) no higher than
   ``RSS_DRIFT`` above the baseline;
 * no growth of the work queue, the remembered writes or the recorder's bookkeeping: bounded by
-  the number of objects, and the last third of the run no higher than the first third (plus
-  slack for noise);
+  the number of objects, and the median of the last third of the run at most twice that of
+  the first third plus 50 (the depth comes in bursts of up to a few hundred; a backlog that
+  builds up at 250 changes/s reaches the 1,000 keys within seconds);
 * nothing lost: every Widget converges to its last written value once the stream stops.
 
 Full run (``KUBEOP_FAULTS=full``): 1,000,000 watch events (~20 min on 2 cores, 250 patches/s),
@@ -72,11 +73,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def thirds(samples: list[Sample], key: str) -> tuple[float, float, float]:
-    """(mean of the first third, mean of the last third, max) of a series over ``samples``."""
+    """(median of the first third, median of the last third, max) of a series over ``samples``
+    (medians: the work queue's depth comes in bursts)."""
     values = [s.metrics[key] for s in samples if key in s.metrics]
     assert len(values) >= 6, f"too few samples of {key}"
     k = len(values) // 3
-    return statistics.fmean(values[:k]), statistics.fmean(values[-k:]), max(values)
+    return statistics.median(values[:k]), statistics.median(values[-k:]), max(values)
 
 
 def tenths(values: list[int]) -> list[list[int]]:
@@ -103,7 +105,7 @@ async def test_a_million_watch_events_leave_memory_and_bookkeeping_flat(
         assert op.pid is not None
         pid = op.pid
         stop = asyncio.Event()
-        with Sampler(op, SERIES, interval=1.0, metrics_every=2, extra=RECORDER) as sampler:
+        with Sampler(op, SERIES, interval=1.0, metrics_every=1, extra=RECORDER) as sampler:
             t0 = time.monotonic()
             cpu0 = cpu_seconds(pid)
             pumping = asyncio.create_task(
@@ -157,7 +159,7 @@ async def test_a_million_watch_events_leave_memory_and_bookkeeping_flat(
         f"({(end / baseline - 1) * 100:+.1f} %); before the warm-up "
         f"{mb(sampler.samples[0].rss)}, settled {mb(settled.rss)}\n"
         f"  RSS MB by tenths of the run: {' '.join(mb(statistics.median(t)) for t in tenths(all_rss))}\n"
-        f"  first third / last third / max: "
+        f"  median of the first third / median of the last third / max: "
         f"workqueue_depth {depth[0]:.1f} / {depth[1]:.1f} / {depth[2]:.0f}, "
         f"remembered writes {remembered[0]:.0f} / {remembered[1]:.0f} / {remembered[2]:.0f}, "
         f"event series {series[0]:.0f} / {series[1]:.0f} / {series[2]:.0f}, "
@@ -175,12 +177,12 @@ async def test_a_million_watch_events_leave_memory_and_bookkeeping_flat(
     # The queue holds each key once: it cannot exceed the objects; a backlog that grows shows as a
     # last third deeper than the first.
     assert depth[2] <= OBJECTS
-    assert depth[1] <= depth[0] * 1.5 + 20, f"work queue grew: {depth}"
+    assert depth[1] <= depth[0] * 2 + 50, f"work queue grew: {depth}"
     assert settled.metrics["workqueue_depth"] == 0
     # At most one remembered write per object and kind (Widget status, ConfigMap), plus what
     # accumulates between two sweeps.
     assert remembered[2] <= 2 * OBJECTS + 1024, f"remembered writes: {remembered}"
-    assert remembered[1] <= remembered[0] * 1.5 + 100, f"remembered writes grew: {remembered}"
+    assert remembered[1] <= remembered[0] * 2 + 100, f"remembered writes grew: {remembered}"
     # One event series and one budget per Widget (the note never changes); flushes in flight
     # are at most one per series.
     assert series[2] <= OBJECTS and budgets[2] <= OBJECTS, (series, budgets)

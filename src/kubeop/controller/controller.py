@@ -317,7 +317,9 @@ class Controller:
                 series.errors.inc()
                 series.results["error"].inc()
             log.error(
-                "reconcile failed (terminal, not retried): %s",
+                "%s: reconcile of %s failed (terminal, not retried): %s",
+                self.name,
+                req,
                 exc,
                 extra={"controller": self.name, "request": str(req)},
             )
@@ -330,7 +332,9 @@ class Controller:
                 series.errors.inc()
                 series.results["error"].inc()
             log.warning(
-                "reconcile failed, will retry: %s: %s",
+                "%s: reconcile of %s failed, will retry: %s: %s",
+                self.name,
+                req,
                 type(exc).__name__,
                 exc,
                 extra={"controller": self.name, "request": str(req)},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from typing import Any
 
@@ -425,3 +426,31 @@ async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_
         first, second = times[1] - times[0], times[2] - times[1]
         assert 0.15 <= first < 0.5 and 0.35 <= second < 1.0, times  # 0.2-0.4 s, then 0.4-0.8 s
     assert limiter.calls == 0
+
+
+async def test_a_failed_reconcile_says_which_object_in_the_message(caplog: pytest.LogCaptureFixture) -> None:
+    """The message itself names the object, whatever the log formatter does with extra fields."""
+    factory = FakeFactory()
+    factory.informer(APPS).add(app("a"))
+    factory.informer(APPS).add(app("b"))
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        if req.name == "a":
+            raise RuntimeError("boom")
+        raise TerminalError("spec.x is invalid")
+
+    ctrl = (
+        Controller.for_(APPS)
+        .with_rate_limiter(ItemExponentialFailureRateLimiter(10, 10))
+        .reconcile(reconcile)
+    )
+    rt = _runtime(factory)
+    with caplog.at_level(logging.WARNING, logger="kubeop"):
+        await ctrl.start(rt)
+        await _until(lambda: len([r for r in caplog.records if "reconcile of" in r.getMessage()]) >= 2)
+        await ctrl.stop()
+    messages = sorted(r.getMessage() for r in caplog.records if "reconcile of" in r.getMessage())
+    assert messages == [
+        "app: reconcile of default/a failed, will retry: RuntimeError: boom",
+        "app: reconcile of default/b failed (terminal, not retried): spec.x is invalid",
+    ]

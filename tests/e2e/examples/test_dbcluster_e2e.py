@@ -53,13 +53,33 @@ class Sampler:
         self.updated_order = []
         self.watch_hash = watch_hash
 
-    async def run(self, client: Client, ns: str) -> None:
+    def _saw(self, replicas: int) -> None:
+        if not self.replicas or self.replicas[-1] != replicas:
+            self.replicas.append(replicas)
+
+    async def _watch_replicas(self, client: Client, ns: str) -> None:
+        # A watch sees every change of spec.replicas; polling missed a step that lasted < 50 ms.
         while True:
             with contextlib.suppress(Exception):
-                sts = await client.get(STATEFULSETS, "kwdb", namespace=ns)
-                r = sts["spec"]["replicas"]
-                if not self.replicas or self.replicas[-1] != r:
-                    self.replicas.append(r)
+                async for event in client.watch(
+                    STATEFULSETS, namespace=ns, field_selector="metadata.name=kwdb", timeout_seconds=300
+                ):
+                    spec = event.object.get("spec") or {}
+                    if event.type in ("ADDED", "MODIFIED") and "replicas" in spec:
+                        self._saw(spec["replicas"])
+            await asyncio.sleep(0.05)
+
+    async def run(self, client: Client, ns: str) -> None:
+        watcher = asyncio.create_task(self._watch_replicas(client, ns))
+        try:
+            await self._poll(client, ns)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    async def _poll(self, client: Client, ns: str) -> None:
+        while True:
+            with contextlib.suppress(Exception):
                 pods = (await client.list(PODS, namespace=ns, label_selector=LABELS)).items
                 ready = [
                     p

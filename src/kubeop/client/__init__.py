@@ -16,7 +16,7 @@ from kubeop.client.ratelimit import TokenBucket
 from kubeop.client.restmapper import RESTMapper
 from kubeop.client.retry import RetryPolicy
 from kubeop.client.sync import SyncClient
-from kubeop.client.transport import ApiConnectionError, Transport
+from kubeop.client.transport import ApiConnectionError, HttpTransport, Transport
 from kubeop.client.watch import WatchEvent
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "Discovery",
     "ExecAuth",
     "ExecConfig",
+    "HttpTransport",
     "KubeConfig",
     "NoAuth",
     "ObjectList",

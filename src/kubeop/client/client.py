@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from kubeop.client.config import ClientConfig, load_config
 from kubeop.client.discovery import Discovery
-from kubeop.client.transport import Transport
+from kubeop.client.transport import HttpTransport, Transport
 from kubeop.client.watch import WatchEvent
 from kubeop.core.errors import NotFound
 from kubeop.core.gvk import GroupVersionKind
@@ -125,7 +125,7 @@ class Client:
         discovery: Discovery | None = None,
     ) -> None:
         if transport is None:
-            transport = Transport(config if config is not None else load_config())
+            transport = HttpTransport(config if config is not None else load_config())
         self.transport = transport
         self.config = transport.config
         self.discovery = discovery if discovery is not None else Discovery(transport)

@@ -1,6 +1,11 @@
-"""HTTP transport: one connection pool per client (:mod:`kubeop.client.http`), JSON decoded once.
+"""Transports: the seam between :class:`~kubeop.client.Client` and an API server.
 
-The transport sends :class:`~kubeop.core.request.Request` values built by kubeop.core and
+:class:`Transport` is what a client needs of one (send a request, stream a watch, probe health,
+close); :class:`HttpTransport` talks HTTP to a real server, and
+:class:`kubeop.testing.FakeCluster` answers in process for unit tests.
+
+HTTP transport: one connection pool per client (:mod:`kubeop.client.http`), JSON decoded once.
+It sends :class:`~kubeop.core.request.Request` values built by kubeop.core and
 returns plain decoded JSON. It owns everything that is about the connection rather than the API:
 TLS (built once), keep-alive pooling, authentication headers and refresh on 401, the client-side
 rate limit, retries (see :mod:`kubeop.client.retry`) and turning failures into typed errors:
@@ -16,7 +21,7 @@ import logging
 import ssl
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
@@ -31,7 +36,7 @@ from kubeop.client.watch import WatchEvent, decode_event, split_lines
 from kubeop.core.errors import ApiError, Unauthorized, error_from_response
 from kubeop.core.request import Request
 
-__all__ = ["ApiConnectionError", "Transport"]
+__all__ = ["ApiConnectionError", "HttpTransport", "Observer", "Transport"]
 
 log = logging.getLogger("kubeop.client")
 
@@ -55,7 +60,35 @@ class ApiConnectionError(ConnectionError):
         super().__init__(f"{message} ({request})" if request else message)
 
 
-class Transport:
+Observer = Callable[[str, str, float], None]
+"""Called with (method, status code or ``"<error>"``, seconds until the response headers)."""
+
+
+class Transport(Protocol):
+    """What a :class:`~kubeop.client.Client` needs of the way to its API server.
+
+    ``request`` sends one :class:`~kubeop.core.request.Request` and returns the decoded JSON body
+    (``None`` for an empty one), raising :class:`~kubeop.core.errors.ApiError` subclasses for
+    error answers; ``stream`` sends a watch and yields its events, raising the typed error of an
+    ERROR event (``Gone`` for an expired resourceVersion); ``probe`` is one health check's HTTP
+    status; ``observer``, when set, sees every request (the manager's rest_client metrics).
+    """
+
+    observer: Observer | None
+
+    @property
+    def config(self) -> ClientConfig: ...
+
+    async def request(self, req: Request) -> Any: ...
+
+    def stream(self, req: Request) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]: ...
+
+    async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+class HttpTransport:
     """Sends requests to one API server. Create inside a running event loop; ``await close()``.
 
     Safe for any number of concurrent requests on one loop: they share the connection pool
@@ -91,7 +124,7 @@ class Transport:
         }
         self._headers.update(dict(config.extra_headers))
         self._header_items = tuple(self._headers.items())
-        self.observer: Callable[[str, str, float], None] | None = None
+        self.observer: Observer | None = None
         """Called with (method, status code or ``"<error>"``, seconds until the response headers)
         for every attempt; the manager exports it as ``rest_client_requests_total`` and
         ``rest_client_request_duration_seconds``. Watches count their start only."""

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestServer
 from kubeop.client.client import Client
 from kubeop.client.config import ClientConfig
 from kubeop.client.retry import RetryPolicy
-from kubeop.client.transport import Transport
+from kubeop.client.transport import HttpTransport
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -137,7 +137,7 @@ class FakeApi:
     def client(self, **options: Any) -> Client:
         config = ClientConfig(server=self.url, qps=None, **options)
         retry = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)
-        return Client(transport=Transport(config, retry=retry))
+        return Client(transport=HttpTransport(config, retry=retry))
 
 
 async def start() -> AsyncIterator[FakeApi]:

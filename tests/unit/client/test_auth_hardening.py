@@ -29,7 +29,7 @@ from kubeop.client.auth import (
 from kubeop.client.client import Client
 from kubeop.client.config import ClientConfig, ConfigError, ExecConfig
 from kubeop.client.retry import RetryPolicy
-from kubeop.client.transport import Transport
+from kubeop.client.transport import HttpTransport
 from kubeop.core.errors import Unauthorized
 from kubeop.core.resource import ApiResource
 
@@ -182,9 +182,9 @@ def accept_only(api: FakeApi, current: list[str], rejected: list[str], delay: fl
     api.route("GET", CM_PATH, handler)
 
 
-def client_for(api: FakeApi, **options: object) -> tuple[Client, Transport]:
+def client_for(api: FakeApi, **options: object) -> tuple[Client, HttpTransport]:
     config = ClientConfig(server=api.url, qps=None, **options)  # type: ignore[arg-type]
-    transport = Transport(config, retry=RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01))
+    transport = HttpTransport(config, retry=RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01))
     return Client(transport=transport), transport
 
 

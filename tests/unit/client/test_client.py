@@ -14,7 +14,7 @@ from aiohttp import web
 from kubeop.client.auth import Credentials
 from kubeop.client.client import Client
 from kubeop.client.config import ClientConfig
-from kubeop.client.transport import ApiConnectionError, Transport
+from kubeop.client.transport import ApiConnectionError, HttpTransport
 from kubeop.core.errors import Conflict, Expired, Gone, Invalid, NotFound, ServiceUnavailable, TooManyRequests
 from kubeop.core.patch import PatchType
 from kubeop.core.resource import ApiResource
@@ -259,7 +259,7 @@ async def test_refreshes_credentials_once_on_401(api: FakeApi) -> None:
 
     api.route("GET", f"{CM_PATH}/a", needs_new_token)
     auth = RotatingAuth()
-    transport = Transport(ClientConfig(server=api.url, qps=None), auth=auth)
+    transport = HttpTransport(ClientConfig(server=api.url, qps=None), auth=auth)
     async with Client(transport=transport) as client:
         assert await client.get(CM, "a") == cm("a")
         assert auth.refreshes == 1
@@ -387,12 +387,12 @@ async def test_requests_go_through_the_rate_limiter(api: FakeApi) -> None:
             return 0.0
 
     limiter = CountingLimiter()
-    transport = Transport(ClientConfig(server=api.url), limiter=limiter)  # type: ignore[arg-type]
+    transport = HttpTransport(ClientConfig(server=api.url), limiter=limiter)  # type: ignore[arg-type]
     async with Client(transport=transport) as client:
         await asyncio.gather(*(client.get(CM, "a") for _ in range(5)))
     assert limiter.acquired == 5
-    assert Transport(ClientConfig(server=api.url, qps=None)).limiter is None
-    assert Transport(ClientConfig(server=api.url, qps=5, burst=7)).limiter.burst == 7  # type: ignore[union-attr]
+    assert HttpTransport(ClientConfig(server=api.url, qps=None)).limiter is None
+    assert HttpTransport(ClientConfig(server=api.url, qps=5, burst=7)).limiter.burst == 7  # type: ignore[union-attr]
 
 
 async def test_closed_client_refuses_requests(api: FakeApi) -> None:
@@ -416,7 +416,7 @@ async def test_new_client_certificate_replaces_the_pool(api: FakeApi) -> None:
             return False
 
     auth = CertRotatingAuth()
-    transport = Transport(ClientConfig(server=api.url, qps=None), auth=auth)
+    transport = HttpTransport(ClientConfig(server=api.url, qps=None), auth=auth)
     async with Client(transport=transport) as client:
         await client.get(CM, "a")
         first = transport._session

@@ -14,7 +14,7 @@ import pytest
 
 from kubeop.client.config import ClientConfig
 from kubeop.client.http import ConnectError, ConnectionClosed, Pool, ProtocolError
-from kubeop.client.transport import ApiConnectionError, Transport
+from kubeop.client.transport import ApiConnectionError, HttpTransport
 from kubeop.core.request import Request
 
 from .certs import self_signed
@@ -290,7 +290,7 @@ async def test_connect_errors_carry_the_os_error() -> None:
 async def test_transport_maps_http_errors_to_api_connection_errors(serve: Serve) -> None:
     server = RawServer(lambda c, n, head, body: b"HTTP/1.1 2OO OK\r\n\r\n")
     url = await server.start()
-    transport = Transport(ClientConfig(server=url, qps=None, max_retries=0, source="test config"))
+    transport = HttpTransport(ClientConfig(server=url, qps=None, max_retries=0, source="test config"))
     try:
         with pytest.raises(ApiConnectionError) as info:
             await transport.request(Request("GET", "/api/v1/namespaces"))
@@ -306,7 +306,7 @@ async def test_server_url_path_prefix_and_headers(serve: Serve) -> None:
     server = RawServer(lambda c, n, head, body: ok(b"{}", extra='Warning: 299 - "deprecated"\r\n'))
     url = await server.start()
     config = ClientConfig(server=url + "/prefix/", qps=None, token="t0k", user_agent="ua/1")
-    transport = Transport(config)
+    transport = HttpTransport(config)
     try:
         assert await transport.request(Request("GET", "/api", query=(("a", "b c"),))) == {}
         assert await transport.request(Request("PATCH", "/api/x", body=b"{}", content_type="ct/x")) == {}

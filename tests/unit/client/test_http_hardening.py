@@ -15,7 +15,7 @@ import pytest
 from kubeop.client import transport as transport_module
 from kubeop.client.config import ClientConfig
 from kubeop.client.http import Pool, ProtocolError
-from kubeop.client.transport import ApiConnectionError, Transport
+from kubeop.client.transport import ApiConnectionError, HttpTransport
 from kubeop.client.watch import split_lines
 from kubeop.core.request import Request
 
@@ -161,7 +161,7 @@ async def test_a_watch_without_timeout_seconds_still_has_a_read_deadline(
     url = await server.start()
     monkeypatch.setattr(transport_module, "_WATCH_DEFAULT_DEADLINE", 0.2)
     monkeypatch.setattr(transport_module, "_WATCH_GRACE", 0.1)
-    transport = Transport(ClientConfig(server=url, qps=None, max_retries=0))
+    transport = HttpTransport(ClientConfig(server=url, qps=None, max_retries=0))
     try:
         req = Request("GET", "/watch/x", (("watch", "1"),), stream=True)
         started = time.monotonic()

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import defaultdict
+from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from kubeop.controller import set_condition
+from kubeop.controller import Request, set_condition
 from kubeop.core.resource import ApiResource
 from kubeop.crd import CamelModel, ObjectMeta
 
@@ -247,6 +249,47 @@ def owner_labels(app: str, instance: str, manager: str) -> dict[str, str]:
         "app.kubernetes.io/instance": instance,
         "app.kubernetes.io/managed-by": manager,
     }
+
+
+def instance_owner(manager: str) -> Callable[[Mapping[str, Any]], list[Request]]:
+    """A watch's map function: an object labelled by :func:`owner_labels` with ``manager`` wakes
+    the instance it names (pods of a StatefulSet carry its labels, not an owner reference to the
+    custom resource)."""
+
+    def owner(obj: Mapping[str, Any]) -> list[Request]:
+        md = obj.get("metadata") or {}
+        labels = md.get("labels") or {}
+        if (
+            labels.get("app.kubernetes.io/managed-by") != manager
+            or "app.kubernetes.io/instance" not in labels
+        ):
+            return []
+        return [Request(md.get("namespace") or "", labels["app.kubernetes.io/instance"])]
+
+    return owner
+
+
+class References:
+    """Which objects of a kind reference which others by name in their namespace (a Secret by
+    ``spec.credentialsSecret``, say), so a watch on the referenced kind wakes the referrers.
+
+    ``note(namespace, referrer, name)`` records what a reconcile read (``name=None``: nothing);
+    :meth:`referrers` is the watch's map function.
+    """
+
+    def __init__(self) -> None:
+        self._by_target: dict[tuple[str, str], set[str]] = defaultdict(set)
+
+    def note(self, namespace: str, referrer: str, name: str | None) -> None:
+        for users in self._by_target.values():
+            users.discard(referrer)
+        if name:
+            self._by_target[(namespace, name)].add(referrer)
+
+    def referrers(self, obj: Mapping[str, Any]) -> list[Request]:
+        md = obj.get("metadata") or {}
+        ns = md.get("namespace") or ""
+        return [Request(ns, name) for name in self._by_target.get((ns, md.get("name") or ""), ())]
 
 
 def status_dict(model: Any) -> dict[str, Any]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,8 +38,10 @@ from examples.kube import (
     STATEFULSETS,
     Condition,
     Pod,
+    References,
     Secret,
     StatefulSet,
+    instance_owner,
     owner_labels,
     parse_quantity,
     set_conditions,
@@ -79,23 +80,8 @@ def _ordinal(pod: Pod) -> int:
 class DatabaseClusterController:
     def __init__(self, progress_requeue: float = 5.0) -> None:
         self.progress_requeue = progress_requeue
-        self._secret_refs: dict[tuple[str, str], set[str]] = defaultdict(set)
-
-    # -- watches -------------------------------------------------------------------------------
-    def pod_owner(self, pod: Mapping[str, Any]) -> list[Request]:
-        md = pod.get("metadata") or {}
-        labels = md.get("labels") or {}
-        if (
-            labels.get("app.kubernetes.io/managed-by") != MANAGER
-            or "app.kubernetes.io/instance" not in labels
-        ):
-            return []
-        return [Request(md.get("namespace") or "", labels["app.kubernetes.io/instance"])]
-
-    def secret_users(self, secret: Mapping[str, Any]) -> list[Request]:
-        md = secret.get("metadata") or {}
-        ns = md.get("namespace") or ""
-        return [Request(ns, name) for name in self._secret_refs.get((ns, md.get("name") or ""), ())]
+        # which Secret each object references: a Secret that appears wakes them
+        self.secret_refs = References()
 
     # -- reconcile -----------------------------------------------------------------------------
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
@@ -194,13 +180,10 @@ class DatabaseClusterController:
             return "InvalidStorage", f"spec.storage: {exc}"
         if size <= 0:
             return "InvalidStorage", f"spec.storage is {dbc.spec.storage!r}: it must be more than 0"
-        for users in self._secret_refs.values():
-            users.discard(name)
         ref = dbc.spec.credentials_secret
-        if ref:
-            self._secret_refs[(ns, ref)].add(name)
-            if await ctx.client.get(Secret, ref, namespace=ns) is None:
-                return "SecretNotFound", f"Secret {ref!r} (spec.credentialsSecret) does not exist"
+        self.secret_refs.note(ns, name, ref)
+        if ref and await ctx.client.get(Secret, ref, namespace=ns) is None:
+            return "SecretNotFound", f"Secret {ref!r} (spec.credentialsSecret) does not exist"
         return None
 
     async def _children(
@@ -388,8 +371,8 @@ def controller(progress_requeue: float = 5.0) -> Controller:
         .owns(STATEFULSETS)
         .owns(SERVICES)
         .owns(CONFIGMAPS)
-        .watches(PODS, rec.pod_owner)
-        .watches(SECRETS, rec.secret_users)
+        .watches(PODS, instance_owner(MANAGER))
+        .watches(SECRETS, rec.secret_refs.referrers)
         .named("databasecluster")
         .reconcile(rec.reconcile)
     )

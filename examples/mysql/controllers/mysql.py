@@ -29,8 +29,6 @@ import base64
 import datetime as dt
 import secrets
 import smtplib
-from collections import defaultdict
-from collections.abc import Mapping
 from typing import Any
 
 from examples.kube import (
@@ -39,8 +37,10 @@ from examples.kube import (
     SERVICES,
     STATEFULSETS,
     Pod,
+    References,
     Secret,
     StatefulSet,
+    instance_owner,
     now,
     owner_labels,
     parse_quantity,
@@ -70,24 +70,8 @@ class MySQLController:
 
     def __init__(self, mailer: Mailer | None = None) -> None:
         self.mailer = mailer
-        # (namespace, secret name) -> MySQLs that reference it: a Secret that appears wakes them.
-        self._secret_refs: dict[tuple[str, str], set[str]] = defaultdict(set)
-
-    # -- watches -------------------------------------------------------------------------------
-    def pod_owner(self, pod: Mapping[str, Any]) -> list[Request]:
-        md = pod.get("metadata") or {}
-        labels = md.get("labels") or {}
-        if (
-            labels.get("app.kubernetes.io/managed-by") != MANAGER
-            or "app.kubernetes.io/instance" not in labels
-        ):
-            return []
-        return [Request(md.get("namespace") or "", labels["app.kubernetes.io/instance"])]
-
-    def secret_users(self, secret: Mapping[str, Any]) -> list[Request]:
-        md = secret.get("metadata") or {}
-        ns = md.get("namespace") or ""
-        return [Request(ns, name) for name in self._secret_refs.get((ns, md.get("name") or ""), ())]
+        # which Secret each MySQL references: a Secret that appears wakes them
+        self.secret_refs = References()
 
     # -- reconcile -----------------------------------------------------------------------------
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
@@ -165,11 +149,9 @@ class MySQLController:
 
     async def _password_secret(self, ctx: Context, db: MySQL) -> tuple[str | None, tuple[str, str] | None]:
         ns, name = db.metadata.namespace or "", db.metadata.name or ""
-        for users in self._secret_refs.values():
-            users.discard(name)
         ref = db.spec.root_password_secret
+        self.secret_refs.note(ns, name, ref.name if ref is not None else None)
         if ref is not None:
-            self._secret_refs[(ns, ref.name)].add(name)
             secret = await ctx.client.get(Secret, ref.name, namespace=ns)
             if secret is None:
                 return None, (
@@ -418,8 +400,8 @@ def controller(mailer: Mailer | None = None) -> Controller:
         .owns(STATEFULSETS)
         .owns(SERVICES)
         .owns(SECRETS)
-        .watches(PODS, rec.pod_owner)
-        .watches(SECRETS, rec.secret_users)
+        .watches(PODS, instance_owner(MANAGER))
+        .watches(SECRETS, rec.secret_refs.referrers)
         .named("mysql")
         .reconcile(rec.reconcile)
     )

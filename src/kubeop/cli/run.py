@@ -7,6 +7,9 @@ so signals and the exit code are the operator's own. Arguments after ``--`` go t
 A project with webhooks gets them registered for this run: a local CA and a certificate for the
 webhook address (the files the operator's Manager serves from), and webhook configurations and
 CRD conversions pointing at ``https://127.0.0.1:9443`` with that CA, applied before it starts.
+
+``--log-format json`` and ``--log-level debug`` reach the operator as ``KUBEOP_LOG_FORMAT`` and
+``KUBEOP_LOG_LEVEL``, which kubeop's logging setup reads (``kubeop.manager.configure_logging``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from kubeop.webhook.certs import DEFAULT_CERT_DIR
 __all__ = ["run"]
 
 _TRUE = ("1", "true", "yes")
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _flag_value(args: Sequence[str], flag: str) -> str | None:
@@ -115,6 +120,21 @@ def local_webhook_objects(project: Project, args: Sequence[str]) -> list[dict[st
     return [*crds, *webhook_configurations(found.webhooks, project.names.prefixed("webhook"), endpoint)]
 
 
+def log_environment(log_format: str | None, log_level: str | None) -> dict[str, str]:
+    """The environment variables that carry ``--log-format`` / ``--log-level`` to the operator."""
+    env = {}
+    for flag, value, choices, name in (
+        ("--log-format", log_format, LOG_FORMATS, "KUBEOP_LOG_FORMAT"),
+        ("--log-level", log_level, LOG_LEVELS, "KUBEOP_LOG_LEVEL"),
+    ):
+        if value is None:
+            continue
+        if value.lower() not in choices:
+            fail(f"{flag} (or {name}) must be one of {', '.join(choices)}, got {value!r}")
+        env[name] = value.lower()
+    return env
+
+
 async def _register_webhooks(objs: Sequence[dict[str, Any]], kubeconfig: Path | None) -> None:
     async with connect(kubeconfig, None) as client:
         await apply_all(client, objs)
@@ -130,10 +150,19 @@ def run(
     webhooks: Annotated[
         bool, typer.Option(help="register the project's webhooks with the cluster, served from here")
     ] = True,
+    log_format: Annotated[
+        str | None,
+        typer.Option(help="the operator's log lines: text or json", envvar="KUBEOP_LOG_FORMAT"),
+    ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(help="the operator's log level: debug, info, warning, error", envvar="KUBEOP_LOG_LEVEL"),
+    ] = None,
 ) -> None:
     """Run the operator here against the cluster; arguments after -- go to the operator."""
     args = list(ctx.args)
     with errors_as_messages():
+        logging_env = log_environment(log_format, log_level)
         project = project_at(directory)
         if not (project.root / project.package / "__main__.py").is_file():
             fail(f"{project.package}/__main__.py is missing: restore it (kubeop init --force) to run")
@@ -143,7 +172,7 @@ def run(
             objs = local_webhook_objects(project, args)
             if objs:
                 asyncio.run(_register_webhooks(objs, kubeconfig))
-    env = dict(os.environ)
+    env = dict(os.environ) | logging_env
     if kubeconfig:
         env["KUBECONFIG"] = str(kubeconfig)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project.root), env.get("PYTHONPATH")) if p)

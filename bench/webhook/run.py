@@ -1,37 +1,49 @@
-"""Admission round trip through kube-apiserver for a trivial validator served by kubeop.
+"""Admission round trip through kube-apiserver: kubeop's webhook server against controller-runtime's.
 
-Creates labelled ConfigMaps (the webhook's objectSelector matches them) and unlabelled ones (no
-webhook call) at concurrency 1 and 32 on a fresh etcd + kube-apiserver; reports p50/p99 latency
-of each and the webhook server process's CPU per review (from /proc, utime + stime).
+One fresh etcd + kube-apiserver; two webhook servers on loopback, each in its own process, both
+allowing everything: ``server.py`` (kubeop.webhook.WebhookServer) and ``go/`` (controller-runtime's
+webhook.Server, built here from the pinned module). Each has its own ValidatingWebhookConfiguration
+whose objectSelector picks ConfigMaps labelled ``bench=kubeop`` or ``bench=go``; unlabelled
+ConfigMaps call no webhook. The three kinds of create are interleaved (none, kubeop, go, repeated)
+at concurrency 1 and 32; per phase: p50/p99 latency, and for the webhook phases the server
+process's CPU (utime + stime from /proc) divided by the reviews the API server counted for that
+webhook (apiserver_admission_webhook_admission_duration_seconds_count).
 
-    flock /tmp/kubeop-bench.lock .venv/bin/python bench/webhook/run.py --n 400 \
-        --out bench/webhook/results.json
+    flock /tmp/kubeop-bench.lock .venv/bin/python bench/webhook/run.py --n 1000 --reps 3 \
+        --out bench/webhook/results-go.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from kubeop.client import Client, load_kubeconfig
-from kubeop.core.resource import ApiResource
 from kubeop.testing import ControlPlane
 from kubeop.webhook import Endpoint, local_certificates, webhook_configurations
 
 sys.path.insert(0, str(Path(__file__).parent))
 from server import allow
 
-CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+HERE = Path(__file__).parent
+
 TICK = os.sysconf("SC_CLK_TCK")
+KUBEOP_HOOK = "bench.webhook.kubeop.dev"
+GO_HOOK = "bench.webhook.go.dev"
+VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+MODES = ("none", "kubeop", "go")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -45,15 +57,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def phase(client: Client, ns: str, label: bool, n: int, concurrency: int, tag: str) -> list[float]:
+def build_go() -> Path:
+    """controller-runtime's webhook server, from go/ (go.mod + go.sum pin the modules)."""
+    out = Path(tempfile.gettempdir()) / "kubeop-bench-webhook-go"
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly", CGO_ENABLED="0")
+    subprocess.run(["go", "build", "-trimpath", "-o", str(out), "."], cwd=HERE / "go", env=env, check=True)
+    return out
+
+
+def reviews(cp: ControlPlane) -> dict[str, int]:
+    """Admission reviews the API server has sent to each webhook so far, from its /metrics."""
+    status, body = cp.api.raw("GET", "/metrics")
+    assert status == 200, status
+    counts = dict.fromkeys((KUBEOP_HOOK, GO_HOOK), 0)
+    pattern = r"^apiserver_admission_webhook_admission_duration_seconds_count\{([^}]*)\} (\S+)$"
+    for match in re.finditer(pattern, body.decode(), re.M):
+        name = re.search(r'name="([^"]*)"', match[1])
+        if name and name[1] in counts:
+            counts[name[1]] += int(float(match[2]))
+    return counts
+
+
+async def phase(client: Client, label: str | None, n: int, concurrency: int, tag: str) -> list[float]:
     latencies: list[float] = []
     counter = iter(range(n))
 
     async def worker() -> None:
         for i in counter:
-            md: dict[str, Any] = {"name": f"{tag}-{i}", "namespace": ns}
+            md: dict[str, Any] = {"name": f"{tag}-{i}", "namespace": "default"}
             if label:
-                md["labels"] = {"bench": "on"}
+                md["labels"] = {"bench": label}
             t0 = time.perf_counter()
             await client.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": {"k": "v"}})
             latencies.append(time.perf_counter() - t0)
@@ -67,66 +100,116 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
 
 
-async def measure(cp: ControlPlane, server_pid: int, n: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+async def measure(cp: ControlPlane, pids: dict[str, int], n: int, reps: int) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {}
+    totals: dict[str, list[float]] = {}  # key -> [cpu seconds, reviews]
+    hooks = {"kubeop": KUBEOP_HOOK, "go": GO_HOOK}
     async with Client(load_kubeconfig(cp.kubeconfig_path, qps=None)) as client:
-        await phase(client, "default", True, 200, 8, "warm")  # connections, caches, JIT of the paths
+        for mode in MODES:  # connections, caches, the paths warmed
+            await phase(client, None if mode == "none" else mode, 200, 8, f"warm-{mode}")
         for concurrency in (1, 32):
-            for label in (False, True, False, True):
-                cpu0 = cpu_seconds(server_pid)
-                t0 = time.perf_counter()
-                lat = await phase(
-                    client,
-                    "default",
-                    label,
-                    n,
-                    concurrency,
-                    f"c{concurrency}-{int(label)}-{time.monotonic_ns()}",
-                )
-                wall = time.perf_counter() - t0
-                cpu = cpu_seconds(server_pid) - cpu0
-                key = f"c{concurrency} {'webhook' if label else 'no webhook'}"
-                run = {
-                    "p50_ms": round(pct(lat, 50), 2),
-                    "p99_ms": round(pct(lat, 99), 2),
-                    "mean_ms": round(statistics.mean(lat) * 1000, 2),
-                    "per_s": round(n / wall, 1),
-                }
-                if label:
-                    run["server_cpu_us_per_review"] = round(cpu / n * 1e6, 1)
-                out.setdefault(key, []).append(run)
-                print(key, run, flush=True)
-    return out
+            for rep in range(reps):
+                for mode in MODES:
+                    label = None if mode == "none" else mode
+                    before = reviews(cp)
+                    cpu0 = {m: cpu_seconds(pid) for m, pid in pids.items()}
+                    t0 = time.perf_counter()
+                    lat = await phase(client, label, n, concurrency, f"c{concurrency}-{mode}-{rep}")
+                    wall = time.perf_counter() - t0
+                    key = f"c{concurrency} {mode}"
+                    run: dict[str, Any] = {
+                        "p50_ms": round(pct(lat, 50), 2),
+                        "p99_ms": round(pct(lat, 99), 2),
+                        "mean_ms": round(statistics.mean(lat) * 1000, 2),
+                        "per_s": round(n / wall, 1),
+                    }
+                    if mode == "none":  # what each server burns while the API server does not call it
+                        for m, pid in pids.items():
+                            run[f"{m}_idle_cpu_ms"] = round((cpu_seconds(pid) - cpu0[m]) * 1000)
+                    if mode in pids:
+                        cpu = cpu_seconds(pids[mode]) - cpu0[mode]
+                        counted = reviews(cp)[hooks[mode]] - before[hooks[mode]]
+                        run["reviews"] = counted
+                        run["server_cpu_us_per_review"] = round(cpu / max(counted, 1) * 1e6, 1)
+                        total = totals.setdefault(key, [0.0, 0])
+                        total[0] += cpu
+                        total[1] += counted
+                    runs.setdefault(key, []).append(run)
+                    print(key, run, flush=True)
+    summary: dict[str, Any] = {}
+    for key, values in runs.items():
+        entry: dict[str, Any] = {
+            "p50_ms_median": statistics.median(r["p50_ms"] for r in values),
+            "p99_ms_median": statistics.median(r["p99_ms"] for r in values),
+        }
+        if key in totals:
+            cpu, counted = totals[key]
+            entry["server_cpu_us_per_review"] = round(cpu / max(counted, 1) * 1e6, 1)
+        summary[key] = entry
+    for concurrency in (1, 32):
+        base = summary[f"c{concurrency} none"]
+        for mode in hooks:
+            entry = summary[f"c{concurrency} {mode}"]
+            entry["added_p50_ms"] = round(entry["p50_ms_median"] - base["p50_ms_median"], 2)
+            entry["added_p99_ms"] = round(entry["p99_ms_median"] - base["p99_ms_median"], 2)
+        kubeop_cpu = summary[f"c{concurrency} kubeop"]["server_cpu_us_per_review"]
+        go_cpu = summary[f"c{concurrency} go"]["server_cpu_us_per_review"]
+        summary[f"c{concurrency} cpu ratio kubeop/go"] = round(kubeop_cpu / max(go_cpu, 0.1), 2)
+    print(json.dumps(summary, indent=1), flush=True)
+    return {"summary": summary, "runs": runs}
+
+
+def go_configuration(kubeop_config: dict[str, Any], port: int) -> dict[str, Any]:
+    """The same registration as kubeop's, pointing at the Go server and its own label."""
+    config = copy.deepcopy(kubeop_config)
+    config["metadata"] = {"name": "bench-go-validating"}
+    (hook,) = config["webhooks"]
+    hook["name"] = GO_HOOK
+    hook["clientConfig"]["url"] = f"https://127.0.0.1:{port}/validate"
+    hook["objectSelector"] = {"matchLabels": {"bench": "go"}}
+    return config
+
+
+def start(cmd: list[str], name: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != "ready":
+        proc.kill()
+        raise SystemExit(f"the {name} webhook server did not start (printed {line!r})")
+    return proc
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--n", type=int, default=400)
+    parser.add_argument("--n", type=int, default=1000, help="creates per phase")
+    parser.add_argument("--reps", type=int, default=3, help="rounds of (none, kubeop, go) per concurrency")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    go_binary = build_go()
     with ControlPlane(full=False) as cp:
         cert_dir = cp.data_dir / "webhook-certs"
         certs = local_certificates(cert_dir)
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, str(Path(__file__).parent / "server.py"), str(port), str(cert_dir)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        ports = {"kubeop": free_port(), "go": free_port()}
+        servers = {
+            "kubeop": start(
+                [sys.executable, str(HERE / "server.py"), str(ports["kubeop"]), str(cert_dir)], "kubeop"
+            ),
+            "go": start([str(go_binary), str(ports["go"]), str(cert_dir)], "Go"),
+        }
         try:
-            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-            for config in webhook_configurations(
-                [allow], "bench", Endpoint.url(f"https://127.0.0.1:{port}", ca_bundle=certs.ca_pem)
-            ):
-                cp.api.call(
-                    "POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", config
-                )
-            time.sleep(2)  # the API server's informer picks the configuration up
-            results = asyncio.run(measure(cp, server.pid, args.n))
+            endpoint = Endpoint.url(f"https://127.0.0.1:{ports['kubeop']}", ca_bundle=certs.ca_pem)
+            (config,) = webhook_configurations([allow], "bench", endpoint)
+            cp.api.call("POST", VWC, config)
+            cp.api.call("POST", VWC, go_configuration(config, ports["go"]))
+            time.sleep(2)  # the API server's informer picks the configurations up
+            results = asyncio.run(measure(cp, {m: p.pid for m, p in servers.items()}, args.n, args.reps))
         finally:
-            server.terminate()
-            tail, _ = server.communicate(timeout=10)
-            print(tail.strip(), flush=True)
+            for proc in servers.values():
+                proc.terminate()
+                tail, _ = proc.communicate(timeout=10)
+                print(tail.strip(), flush=True)
+    results["command"] = " ".join(["bench/webhook/run.py", *sys.argv[1:]])
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -20,7 +20,7 @@ CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
     CONFIGMAPS,
     name="bench.webhook.kubeop.dev",
     path="/validate",
-    object_selector={"matchLabels": {"bench": "on"}},
+    object_selector={"matchLabels": {"bench": "kubeop"}},
 )
 async def allow(new: dict[str, Any]) -> None:
     return None

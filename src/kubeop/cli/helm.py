@@ -1,7 +1,7 @@
 """``kubeop init --plugin helm`` and ``kubeop create api --helm-chart``: Helm operator projects.
 
-The files come from :mod:`kubeop.helm.project`; they are written like every scaffolded file
-(never over a file the user changed).
+The files come from :mod:`kubeop.scaffold.helm`; they are written like every scaffolded file
+(never over a file the user changed; generated files while they keep the generated header).
 """
 
 from __future__ import annotations
@@ -10,23 +10,36 @@ from pathlib import Path
 
 from kubeop.cli.output import fail, report, say
 from kubeop.crd import CRDError
-from kubeop.helm import HelmChartError, HelmProjectError, WatchesError
-from kubeop.helm.project import copy_chart, find_helm_project, helm_api_files, helm_project_files
-from kubeop.scaffold import Planned, write_planned
+from kubeop.helm import HelmChartError, WatchesError
+from kubeop.scaffold import (
+    GENERATED,
+    PROJECT_FILE,
+    HelmProjectError,
+    Planned,
+    copy_chart,
+    find_helm_project,
+    helm_api_files,
+    helm_project_files,
+    write_planned,
+)
 from kubeop.scaffold.new_project import IGNORED_ENTRIES
 
 __all__ = ["create_helm_api", "init_helm"]
 
-# Files create api rewrites as a whole (they list every kind); the rest are the user's once written.
-_REGENERATED = frozenset(
-    {
-        "PROJECT",
-        "watches.yaml",
-        "config/crd/kustomization.yaml",
-        "config/samples/kustomization.yaml",
-        "config/rbac/role.yaml",
-    }
-)
+# Files create api rewrites as a whole (they list every kind); the rest are the user's once
+# written, except generated ones that still carry the generated header.
+_REWRITTEN = frozenset({PROJECT_FILE, "watches.yaml"})
+
+
+def _plans(files: dict[str, str]) -> list[Planned]:
+    def policy(path: str, content: str) -> Planned:
+        if path in _REWRITTEN:
+            return Planned(path, content, lambda _: True)
+        if content.startswith(GENERATED):
+            return Planned(path, content, lambda current: current.startswith(GENERATED))
+        return Planned(path, content)
+
+    return [policy(path, content) for path, content in files.items()]
 
 
 def init_helm(root: Path, *, domain: str, repo: str, project_name: str | None, force: bool) -> None:
@@ -43,6 +56,7 @@ def init_helm(root: Path, *, domain: str, repo: str, project_name: str | None, f
                 "or pass --force to add the project's files and keep every file already there"
             )
     root.mkdir(parents=True, exist_ok=True)
+    # --force adds what is missing and never replaces a file (PROJECT lists the kinds already made).
     report(write_planned(root, [Planned(path, content) for path, content in files.items()]))
     say(
         f"\nA Helm operator project is ready in {root}. Next:\n"
@@ -70,11 +84,7 @@ def create_helm_api(
         fail(str(e))
     if copied:
         say(f"created {rel}/ (copied from {chart})")
-    plans = [
-        Planned(path, content, (lambda _: True) if path in _REGENERATED else (lambda _: False))
-        for path, content in files.items()
-    ]
-    report(write_planned(project.root, plans))
+    report(write_planned(project.root, _plans(files)))
     say(
         f"\n{kind} is served by {rel}. Next: make install run, then kubectl apply -k config/samples "
         f"(the sample's spec holds the chart's default values)"

@@ -7,9 +7,8 @@ with the whole lifecycle managed.
 - :class:`HelmReconciler`: install, upgrade, roll back, uninstall, restore (see its module);
 - :class:`Helm`: the real helm binary as asyncio subprocesses; :class:`ReleaseStore`: Helm's
   release storage read from the cache;
-- :func:`crd_for_chart`: the CRD for a chart (open spec or from values.schema.json);
-  :func:`helm_project_files` / :func:`helm_api_files` / :func:`copy_chart`: the files of
-  ``kubeop init --plugin helm`` and ``kubeop create api --helm-chart``;
+- :func:`crd_for_chart`: the CRD for a chart (open spec or from values.schema.json); the
+  project files of ``kubeop init --plugin helm`` are :mod:`kubeop.scaffold.helm`'s;
 - :func:`release_values`, :func:`inject_owner_references`, :func:`manifests_equal`,
   :class:`HelmStatus`: the pure pieces, usable on their own.
 """
@@ -20,15 +19,6 @@ from kubeop.helm.engine import Helm, HelmError, HelmNotFound, find_helm
 from kubeop.helm.manifest import ManifestError, diff_manifests, manifests_equal, parse_manifest
 from kubeop.helm.operator import HelmOperator, run
 from kubeop.helm.postrender import inject_owner_references
-from kubeop.helm.project import (
-    HELM_LAYOUT,
-    HelmProject,
-    HelmProjectError,
-    copy_chart,
-    find_helm_project,
-    helm_api_files,
-    helm_project_files,
-)
 from kubeop.helm.reconciler import (
     FINALIZER,
     RECONCILE_PERIOD_ANNOTATION,
@@ -45,7 +35,6 @@ from kubeop.helm.watches import Watch, WatchesError, expand_env, load_watches, p
 
 __all__ = [
     "FINALIZER",
-    "HELM_LAYOUT",
     "RECONCILE_PERIOD_ANNOTATION",
     "ROLLBACK_FORCE_ANNOTATION",
     "UNINSTALL_WAIT_ANNOTATION",
@@ -56,8 +45,6 @@ __all__ = [
     "HelmError",
     "HelmNotFound",
     "HelmOperator",
-    "HelmProject",
-    "HelmProjectError",
     "HelmReconciler",
     "HelmStatus",
     "ManifestError",
@@ -68,15 +55,11 @@ __all__ = [
     "ValuesError",
     "Watch",
     "WatchesError",
-    "copy_chart",
     "crd_for_chart",
     "dependent_changed",
     "diff_manifests",
     "expand_env",
     "find_helm",
-    "find_helm_project",
-    "helm_api_files",
-    "helm_project_files",
     "inject_owner_references",
     "load_watches",
     "manifests_equal",

@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from kubeop import binaries
 from kubeop.client import ClientConfig
 from kubeop.helm.releases import Release, release_from_json
 
@@ -86,32 +87,10 @@ class HelmStats:
 
 def find_helm(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The helm binary to use (see the module docstring for the search order)."""
-    if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            raise HelmNotFound(f"helm binary {path} does not exist")
-        return path
-    env = os.environ.get("KUBEOP_HELM")
-    if env:
-        path = Path(env)
-        if not path.is_file():
-            raise HelmNotFound(f"$KUBEOP_HELM is {env}, which does not exist")
-        return path
     try:
-        from kubeop.testing.binaries import COMPONENTS, check_component, component_dir
-
-        component = COMPONENTS["helm"]
-        if check_component(component) is None:
-            return component_dir(component) / "bin" / "helm"
-    except ImportError:  # pragma: no cover - kubeop.testing ships with kubeop
-        pass
-    found = shutil.which("helm")
-    if found:
-        return Path(found)
-    raise HelmNotFound(
-        "no helm binary found: run `kubeop cluster build --helm` (builds the pinned Helm from Go "
-        "modules into kubeop's cache), put helm on PATH, or set $KUBEOP_HELM"
-    )
+        return binaries.find_helm(explicit)
+    except FileNotFoundError as e:
+        raise HelmNotFound(str(e)) from None
 
 
 def write_kubeconfig(config: ClientConfig, path: str | os.PathLike[str]) -> None:

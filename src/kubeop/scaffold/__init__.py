@@ -6,6 +6,8 @@
 - :func:`generated` / :func:`plan_manifests` (``kubeop manifests``) derive config/crd,
   config/rbac and config/samples from the project's models and ``@rbac_rule`` declarations, and
   :func:`stale_manifests` says whether config/ is up to date;
+- :func:`helm_project_files` / :func:`helm_api_files` / :func:`plan_helm_manifests`: the same
+  for a Helm operator project (``kubeop init --plugin helm``, :class:`HelmProject`);
 - :func:`find_project` / :class:`Project` read the PROJECT file; :func:`build_kustomization`
   reads config/default for ``kubeop deploy``.
 
@@ -15,6 +17,16 @@ Everything here works on files; talking to a cluster is the CLI's business.
 from kubeop.scaffold.api import ApiResult, create_api
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Change, Planned, pending, write_planned
+from kubeop.scaffold.helm import (
+    HELM_LAYOUT,
+    HelmProject,
+    HelmProjectError,
+    copy_chart,
+    find_helm_project,
+    helm_api_files,
+    helm_project_files,
+    plan_helm_manifests,
+)
 from kubeop.scaffold.kustomize import build as build_kustomization
 from kubeop.scaffold.manifests import GENERATED, Generated, generated, plan_manifests, stale_manifests
 from kubeop.scaffold.names import ApiNames, ProjectNames
@@ -24,11 +36,14 @@ from kubeop.scaffold.webhook import WebhookResult, create_webhook
 
 __all__ = [
     "GENERATED",
+    "HELM_LAYOUT",
     "PROJECT_FILE",
     "ApiNames",
     "ApiResult",
     "Change",
     "Generated",
+    "HelmProject",
+    "HelmProjectError",
     "Planned",
     "Project",
     "ProjectNames",
@@ -36,13 +51,18 @@ __all__ = [
     "ScaffoldError",
     "WebhookResult",
     "build_kustomization",
+    "copy_chart",
     "create_api",
     "create_webhook",
+    "find_helm_project",
     "find_project",
     "generated",
+    "helm_api_files",
+    "helm_project_files",
     "init_project",
     "load_project",
     "pending",
+    "plan_helm_manifests",
     "plan_manifests",
     "stale_manifests",
     "write_planned",

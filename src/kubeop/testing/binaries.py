@@ -4,14 +4,14 @@ Release downloads are not assumed to be reachable; the Go toolchain and a Go mod
 Each component is built inside a small wrapper module shipped with kubeop (``gomod/<name>``,
 go.mod + go.sum committed), so every version is pinned and the build is reproducible. Results go
 to ``<cache>/bin/<component>-<version>/`` together with a manifest of sizes and hashes; a warm
-start checks the manifest and builds nothing.
+start checks the manifest and builds nothing. The versions, the cache layout and that check live
+in :mod:`kubeop.binaries`, which the runtime reads too (re-exported here); this module builds.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -26,10 +26,39 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-KUBERNETES_VERSION = "v1.36.3"
-ETCD_VERSION = "v3.6.16"
-KWOK_VERSION = "v0.8.0"
-HELM_VERSION = "v3.22.0"
+from kubeop.binaries import (
+    COMPONENTS,
+    ETCD_VERSION,
+    HELM_VERSION,
+    KUBERNETES_VERSION,
+    KWOK_VERSION,
+    Component,
+    cache_dir,
+    check_component,
+    component_dir,
+    sha256,
+)
+
+__all__ = [
+    "COMPONENTS",
+    "ETCD_VERSION",
+    "HELM_VERSION",
+    "KUBERNETES_VERSION",
+    "KWOK_STAGES",
+    "KWOK_VERSION",
+    "MIN_GO",
+    "Binaries",
+    "BinaryError",
+    "Component",
+    "build_component",
+    "cache_dir",
+    "check_component",
+    "component_dir",
+    "ensure_binaries",
+    "locate_binaries",
+    "sha256",
+]
+
 MIN_GO = (1, 26)
 
 # The KWOK stages that make fake nodes Ready (with lease heartbeats) and pods Running. They ship
@@ -43,84 +72,8 @@ class BinaryError(RuntimeError):
     """A binary is missing, corrupt, or cannot be built; the message says how to fix it."""
 
 
-@dataclass(frozen=True)
-class Component:
-    """One versioned build unit: a wrapper module producing one or more commands."""
-
-    name: str
-    version: str
-    packages: tuple[str, ...]
-    tags: str = ""
-    ldflags: str = ""
-    cold_minutes: float = 1.0
-
-    @property
-    def key(self) -> str:
-        return f"{self.name}-{self.version}"
-
-    @property
-    def commands(self) -> tuple[str, ...]:
-        return tuple(p.rsplit("/", 1)[-1] for p in self.packages)
-
-
-def _k8s_ldflags(version: str) -> str:
-    major, minor = version.lstrip("v").split(".")[:2]
-    flags = []
-    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-        flags += [
-            f"-X {pkg}.gitVersion={version}",
-            f"-X {pkg}.gitMajor={major}",
-            f"-X {pkg}.gitMinor={minor}",
-            f"-X {pkg}.gitTreeState=clean",
-        ]
-    return "-s -w " + " ".join(flags)
-
-
-COMPONENTS: dict[str, Component] = {
-    "etcd": Component(
-        "etcd",
-        ETCD_VERSION,
-        ("go.etcd.io/etcd/server/v3",),
-        ldflags="-s -w",
-        cold_minutes=1.5,
-    ),
-    "kubernetes": Component(
-        "kubernetes",
-        KUBERNETES_VERSION,
-        (
-            "k8s.io/kubernetes/cmd/kube-apiserver",
-            "k8s.io/kubernetes/cmd/kube-controller-manager",
-            "k8s.io/kubernetes/cmd/kube-scheduler",
-            "k8s.io/kubernetes/cmd/kubectl",
-        ),
-        tags="selinux,notest,grpcnotrace",
-        ldflags=_k8s_ldflags(KUBERNETES_VERSION),
-        cold_minutes=7.0,
-    ),
-    "kwok": Component(
-        "kwok", KWOK_VERSION, ("sigs.k8s.io/kwok/cmd/kwok",), ldflags="-s -w", cold_minutes=1.0
-    ),
-    "helm": Component(
-        "helm",
-        HELM_VERSION,
-        ("helm.sh/helm/v3/cmd/helm",),
-        ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
-        cold_minutes=2.0,
-    ),
-}
-
 # etcd's server package builds a binary named after its path ("server"); we install it as "etcd".
 _RENAME = {"server": "etcd", "v3": "etcd"}
-
-
-def cache_dir() -> Path:
-    """``$KUBEOP_CACHE_DIR``, else ``$XDG_CACHE_HOME/kubeop``, else ``~/.cache/kubeop``."""
-    explicit = os.environ.get("KUBEOP_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "kubeop"
 
 
 @dataclass(frozen=True)
@@ -135,49 +88,6 @@ class Binaries:
     kwok: Path
     kwok_stages: Path
     helm: Path | None = None
-
-
-def component_dir(component: Component, root: Path | None = None) -> Path:
-    return (root or cache_dir()) / "bin" / component.key
-
-
-def _manifest_path(directory: Path) -> Path:
-    return directory / "manifest.json"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def check_component(component: Component, root: Path | None = None, *, deep: bool = False) -> str | None:
-    """Return None when the cached build is complete, else a sentence saying what is wrong.
-
-    The cheap check compares sizes with the manifest written after a successful build (a
-    truncated or half-written binary fails it); ``deep`` also compares SHA-256 hashes.
-    """
-    directory = component_dir(component, root)
-    manifest = _manifest_path(directory)
-    if not manifest.exists():
-        return f"{component.key} is not built yet ({directory})"
-    try:
-        entries: dict[str, dict[str, object]] = json.loads(manifest.read_text())["files"]
-    except (ValueError, KeyError, TypeError):
-        return f"the manifest of {component.key} is unreadable ({manifest})"
-    for rel, meta in entries.items():
-        path = directory / rel
-        if not path.is_file():
-            return f"{path} is missing"
-        if path.stat().st_size != meta.get("size"):
-            return f"{path} has the wrong size (corrupt or half-written)"
-        if deep and _sha256(path) != meta.get("sha256"):
-            return f"{path} does not match its recorded SHA-256 (corrupt)"
-        if rel.startswith("bin/") and not os.access(path, os.X_OK):
-            return f"{path} is not executable"
-    return None
 
 
 def _go() -> str:
@@ -290,8 +200,8 @@ def build_component(
             files = {}
             for path in sorted(p for p in staging.rglob("*") if p.is_file() and p.parent != module):
                 rel = path.relative_to(staging).as_posix()
-                files[rel] = {"size": path.stat().st_size, "sha256": _sha256(path)}
-            _manifest_path(staging).write_text(
+                files[rel] = {"size": path.stat().st_size, "sha256": sha256(path)}
+            (staging / "manifest.json").write_text(
                 json.dumps({"component": component.key, "files": files}, indent=1)
             )
             shutil.rmtree(module)

@@ -21,6 +21,8 @@ from ..controller.conftest import client_for, eventually
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.full]
 
+SERVICE_ACCOUNT = "php-operator-controller-manager"  # what the generated bindings name
+
 
 def kubeop(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
@@ -61,12 +63,12 @@ async def test_scaffolded_helm_operator_runs_under_its_rbac(
             "kind": "ClusterRole",
             "name": role["metadata"]["name"],
         },
-        "subjects": [{"kind": "ServiceAccount", "name": "controller-manager", "namespace": namespace}],
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}],
     }
     control_plane.kubectl(
         "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]})
     )
-    kubeconfig = control_plane.kubeconfig_for_service_account(namespace, "controller-manager")
+    kubeconfig = control_plane.kubeconfig_for_service_account(namespace, SERVICE_ACCOUNT)
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "kubeop.helm", "--watches-file", str(root / "watches.yaml"),

@@ -9,6 +9,7 @@ import pytest
 
 from kubeop.scaffold import ApiNames, Project, ProjectNames
 from kubeop.scaffold.api import _values as _values_for_api
+from kubeop.scaffold.helm import _values as _values_for_helm
 from kubeop.scaffold.new_project import _Params
 from kubeop.scaffold.render import render, template_text
 
@@ -17,7 +18,8 @@ def _values() -> dict[str, str]:
     """Every value init and create api give the templates (a placeholder outside them is a bug)."""
     project = Project(Path("/p"), "example.com", "r", "op", "op")
     params = _Params("example.com", "github.com/x/op", ProjectNames("op"), None)
-    return {**params.values(), **_values_for_api(project, ApiNames("g", "v1", "Kind", "example.com"), True)}
+    api = _values_for_api(project, ApiNames("g", "v1", "Kind", "example.com"), True)
+    return {**params.values(), **api, **_values_for_helm(ProjectNames("op"))}
 
 
 VALUES = _values()

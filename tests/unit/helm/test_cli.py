@@ -7,7 +7,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kubeop.cli import app
-from kubeop.helm import find_helm_project, load_watches
+from kubeop.helm import load_watches
+from kubeop.scaffold import find_helm_project
 
 EXAMPLE_CHART = Path(__file__).parents[3] / "examples" / "php_deployment" / "helm-charts" / "php-deployment"
 

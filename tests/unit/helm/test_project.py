@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from kubeop.helm.crd import crd_for_chart
-from kubeop.helm.project import (
+from kubeop.helm.watches import load_watches
+from kubeop.scaffold import GENERATED, build_kustomization
+from kubeop.scaffold.helm import (
     HELM_LAYOUT,
     HelmProjectError,
     chart_kinds,
@@ -17,7 +19,6 @@ from kubeop.helm.project import (
     helm_api_files,
     helm_project_files,
 )
-from kubeop.helm.watches import load_watches
 
 EXAMPLE_CHART = Path(__file__).parents[3] / "examples" / "php_deployment" / "helm-charts" / "php-deployment"
 
@@ -44,15 +45,20 @@ def project_root(tmp_path: Path) -> Path:
 def test_init_files(project_root: Path) -> None:
     files = sorted(str(p.relative_to(project_root)) for p in project_root.rglob("*") if p.is_file())
     assert files == [
-        ".dockerignore", "Dockerfile", "Makefile", "PROJECT", "README.md",
+        ".dockerignore", ".gitignore", "Dockerfile", "Makefile", "PROJECT", "README.md",
         "config/crd/kustomization.yaml", "config/default/kustomization.yaml",
+        "config/default/metrics_service.yaml",
         "config/manager/kustomization.yaml", "config/manager/manager.yaml",
-        "config/rbac/kustomization.yaml", "config/rbac/role.yaml", "config/rbac/role_binding.yaml",
+        "config/rbac/kustomization.yaml", "config/rbac/leader_election_role.yaml",
+        "config/rbac/leader_election_role_binding.yaml", "config/rbac/metrics_reader_role.yaml",
+        "config/rbac/role.yaml", "config/rbac/role_binding.yaml",
         "config/rbac/service_account.yaml", "config/samples/kustomization.yaml",
         "helm-charts/.gitkeep", "watches.yaml",
     ]  # fmt: skip
     for path in project_root.rglob("*.yaml"):
-        list(yaml.safe_load_all(path.read_text()))  # all valid YAML
+        text = path.read_text()
+        list(yaml.safe_load_all(text))  # all valid YAML
+        assert "&id" not in text and "*id" not in text, path  # no anchors
     assert load_watches(project_root / "watches.yaml") == []
     project = find_helm_project(project_root / "config")
     assert project is not None
@@ -61,7 +67,33 @@ def test_init_files(project_root: Path) -> None:
     assert '"python", "-m", "kubeop.helm"' in (project_root / "Dockerfile").read_text()
     assert "python -m kubeop.helm" in (project_root / "Makefile").read_text()
     binding = yaml.safe_load((project_root / "config/rbac/role_binding.yaml").read_text())
-    assert binding["subjects"][0]["namespace"] == "php-operator-system"
+    subject = binding["subjects"][0]
+    assert (subject["name"], subject["namespace"]) == (
+        "php-operator-controller-manager",
+        "php-operator-system",
+    )
+    assert "helm@v3.22.0" in (project_root / "Dockerfile").read_text()
+    assert "kustomize" not in (project_root / "Makefile").read_text().replace("kustomize needed", "")
+
+
+def test_config_default_renders_without_kustomize(project_root: Path) -> None:
+    """kubeop's own rendering reads config/default (kubectl apply -k works on it too): a
+    Namespace first, everything namespaced in it, every name prefixed."""
+    objs = build_kustomization(project_root / "config/default", images={"controller": "reg/op:v1"})
+    kinds = [o["kind"] for o in objs]
+    assert kinds[0] == "Namespace" or "Namespace" in kinds
+    ns = next(o for o in objs if o["kind"] == "Namespace")
+    assert ns["metadata"]["name"] == "php-operator-system"
+    assert kinds.index("Namespace") < kinds.index("Deployment")
+    for obj in objs:
+        md = obj["metadata"]
+        assert md["name"].startswith("php-operator-"), md
+        if obj["kind"] in ("ServiceAccount", "Deployment", "Service", "Role", "RoleBinding"):
+            assert md["namespace"] == "php-operator-system", md
+    [deployment] = [o for o in objs if o["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "reg/op:v1"
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "php-operator-controller-manager"
 
 
 def test_init_checks_names() -> None:
@@ -85,21 +117,30 @@ def test_create_api(project_root: Path) -> None:
     project = find_helm_project(project_root)
     assert project is not None
     files = helm_api_files(project, group="web", version="v1", kind="PhpDeployment", chart=rel)
-    assert set(files) == {
+    assert {
         "PROJECT", "watches.yaml", "config/crd/bases/web.example.com_phpdeployments.yaml",
         "config/crd/kustomization.yaml", "config/samples/web_v1_phpdeployment.yaml",
         "config/samples/kustomization.yaml", "config/rbac/role.yaml",
-    }  # fmt: skip
+    } <= set(files)  # fmt: skip
+    assert all("&id" not in text for text in files.values())
     write(project_root, files)
     [watch] = load_watches(project_root / "watches.yaml")
     assert (watch.group, watch.version, watch.kind) == ("web.example.com", "v1", "PhpDeployment")
     assert watch.chart == project_root / rel
     crd = yaml.safe_load((project_root / "config/crd/bases/web.example.com_phpdeployments.yaml").read_text())
+    assert (
+        (project_root / "config/crd/bases/web.example.com_phpdeployments.yaml")
+        .read_text()
+        .startswith(GENERATED)
+    )
     assert crd == crd_for_chart(project_root / rel, "web.example.com", "v1", "PhpDeployment")
     sample = yaml.safe_load((project_root / "config/samples/web_v1_phpdeployment.yaml").read_text())
     assert sample["apiVersion"] == "web.example.com/v1" and sample["spec"]["image"] == "php:8.3-apache"
     assert yaml.safe_load((project_root / "config/crd/kustomization.yaml").read_text()) == {
         "resources": ["bases/web.example.com_phpdeployments.yaml"]
+    }
+    assert yaml.safe_load((project_root / "config/samples/kustomization.yaml").read_text()) == {
+        "resources": ["web_v1_phpdeployment.yaml"]
     }
     role = yaml.safe_load((project_root / "config/rbac/role.yaml").read_text())
     rules = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}

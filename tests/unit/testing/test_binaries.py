@@ -20,7 +20,7 @@ def _fake_build(root: Path, component: bins.Component) -> Path:
         path.chmod(0o755)
         files[path.relative_to(directory).as_posix()] = {
             "size": path.stat().st_size,
-            "sha256": bins._sha256(path),
+            "sha256": bins.sha256(path),
         }
     (directory / "manifest.json").write_text(json.dumps({"files": files}))
     return directory

@@ -1,0 +1,486 @@
+"""Helm operator projects: what ``kubeop init --plugin helm`` and ``kubeop create api --helm-chart``
+write (operator-sdk's Helm plugin layout, with ``python -m kubeop.helm`` as the manager).
+
+::
+
+    PROJECT                     layout helm.kubeop.dev/v1, one resource per kind (with its chart)
+    watches.yaml                kind -> chart (kubeop.helm.watches)
+    helm-charts/<chart>/        the charts, copied in by create api
+    Dockerfile, Makefile, README.md       from templates/helm
+    config/manager/, config/default/      the Namespace, the Deployment, the metrics Service
+    config/crd/                 one CRD per kind (crd_for_chart: open, or from values.schema.json)
+    config/rbac/                the manager's ClusterRole (Helm's storage, the kinds, what the
+                                charts render), its service account, bindings, leader election
+    config/samples/             a sample per kind: the chart's default values as its spec
+
+The files come from templates with the same mechanism as a Python project's (the config/default
+kustomization and metrics Service are the very same templates); config/crd and config/rbac are
+derived from the PROJECT and the charts by :func:`plan_helm_manifests` (``kubeop manifests``),
+carry the generated header and are rewritten on every run. Names and the namespace are in the
+files, so ``kubeop deploy`` (and ``kubectl apply -k config/default``) needs no kustomize.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubeop.binaries import HELM_VERSION, find_helm
+from kubeop.crd.names import check_group, check_kind, check_version, guess_plural
+from kubeop.crd.rbac import (
+    PolicyRule,
+    cluster_role,
+    cluster_role_binding,
+    leader_election_role,
+    metrics_reader_role,
+    role_binding,
+    service_account,
+)
+from kubeop.helm.crd import HelmChartError, crd_for_chart
+from kubeop.helm.watches import Watch, WatchesError, parse_watches
+from kubeop.scaffold.errors import ScaffoldError
+from kubeop.scaffold.files import Planned
+from kubeop.scaffold.manifests import GENERATED
+from kubeop.scaffold.names import ProjectNames, check_domain
+from kubeop.scaffold.project import PROJECT_FILE
+from kubeop.scaffold.render import render_template
+
+__all__ = [
+    "HELM_LAYOUT",
+    "HelmApi",
+    "HelmProject",
+    "HelmProjectError",
+    "chart_kinds",
+    "copy_chart",
+    "find_helm_project",
+    "helm_api_files",
+    "helm_project_files",
+    "plan_helm_manifests",
+    "rbac_rules",
+]
+
+HELM_LAYOUT = "helm.kubeop.dev/v1"
+
+_FILES = {  # output path -> template
+    "Dockerfile": "helm/Dockerfile.tmpl",
+    ".dockerignore": "helm/dockerignore.tmpl",
+    ".gitignore": "helm/gitignore.tmpl",
+    "Makefile": "helm/Makefile.tmpl",
+    "README.md": "helm/README.md.tmpl",
+    "watches.yaml": "helm/watches.yaml.tmpl",
+    "config/manager/manager.yaml": "helm/manager.yaml.tmpl",
+    "config/manager/kustomization.yaml": "config/manager_kustomization.yaml.tmpl",
+    "config/default/kustomization.yaml": "config/default_kustomization.yaml.tmpl",
+    "config/default/metrics_service.yaml": "config/metrics_service.yaml.tmpl",
+}
+_WATCHES_HEADER = "# Use `kubeop create api --helm-chart` to add watches to this file.\n"
+
+# Plurals the naive English rule gets wrong, for the kinds charts commonly render.
+_PLURALS = {"Endpoints": "endpoints", "PodSecurityPolicy": "podsecuritypolicies", "Ingress": "ingresses"}
+_ALL = ("create", "delete", "get", "list", "patch", "update", "watch")
+
+
+class HelmProjectError(ScaffoldError, ValueError):
+    """A Helm project or API that cannot be scaffolded; the message says how to fix it."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """Plain YAML: never anchors and aliases (``&id001``), multi-line strings as ``|`` blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 16)
+
+
+@dataclass(frozen=True)
+class HelmApi:
+    group: str  # the full API group (<group>.<domain>)
+    version: str
+    kind: str
+    chart: str  # relative to the project: helm-charts/<name>
+    namespaced: bool = True
+
+    @property
+    def plural(self) -> str:
+        return guess_plural(self.kind)
+
+
+@dataclass(frozen=True)
+class HelmProject:
+    """A Helm operator project on disk (what its PROJECT file says)."""
+
+    root: Path
+    domain: str
+    repo: str
+    project_name: str
+    apis: tuple[HelmApi, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def names(self) -> ProjectNames:
+        return ProjectNames(self.project_name)
+
+    def to_yaml(self) -> str:
+        data: dict[str, Any] = {
+            "domain": self.domain,
+            "layout": [HELM_LAYOUT],
+            "projectName": self.project_name,
+            "repo": self.repo,
+        }
+        if self.apis:
+            data["resources"] = [
+                {
+                    "api": {"crdVersion": "v1", "namespaced": a.namespaced},
+                    "domain": self.domain,
+                    "group": a.group.removesuffix(f".{self.domain}"),
+                    "kind": a.kind,
+                    "version": a.version,
+                    "chart": a.chart,
+                }
+                for a in self.apis
+            ]
+        data["version"] = "3"
+        data.update(self.extra)
+        header = "# Written by kubeop init --plugin helm and kubeop create api --helm-chart.\n"
+        return header + dump_yaml(data)
+
+
+def find_helm_project(start: Path) -> HelmProject | None:
+    """The Helm project containing ``start`` (nearest PROJECT upwards), None when that PROJECT
+    belongs to another layout or there is none."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        path = directory / PROJECT_FILE
+        if path.is_file():
+            data = _read_yaml(path)
+            if not isinstance(data, dict) or HELM_LAYOUT not in (data.get("layout") or ()):
+                return None
+            domain = str(data.get("domain") or "")
+            try:
+                apis = tuple(
+                    HelmApi(
+                        group=f"{r['group']}.{r.get('domain') or domain}" if r.get("group") else domain,
+                        version=str(r["version"]),
+                        kind=str(r["kind"]),
+                        chart=str(r.get("chart") or ""),
+                        namespaced=bool((r.get("api") or {}).get("namespaced", True)),
+                    )
+                    for r in data.get("resources") or ()
+                )
+            except (KeyError, TypeError, AttributeError) as e:
+                raise HelmProjectError(
+                    f"{path}: a resource entry is malformed ({type(e).__name__}: {e}); fix or remove it"
+                ) from None
+            known = ("domain", "layout", "projectName", "repo", "resources", "version")
+            return HelmProject(
+                root=directory,
+                domain=domain,
+                repo=str(data.get("repo") or ""),
+                project_name=str(data.get("projectName") or directory.name),
+                apis=apis,
+                extra={k: v for k, v in data.items() if k not in known},
+            )
+    return None
+
+
+def _values(names: ProjectNames) -> dict[str, str]:
+    return {
+        "project_name": names.name,
+        "namespace": names.namespace,
+        "deployment": names.deployment,
+        "service_account": names.service_account,
+        "leader_election_id": names.leader_election_id,
+        "helm_version": HELM_VERSION,
+    }
+
+
+# -- init -------------------------------------------------------------------------------------------
+
+
+def helm_project_files(*, domain: str, repo: str, project_name: str) -> dict[str, str]:
+    """The files of a new Helm operator project (path -> content), generated config included."""
+    try:
+        check_domain(domain)
+    except ScaffoldError as e:
+        raise HelmProjectError(str(e)) from None
+    if "." not in domain:
+        raise HelmProjectError(
+            f"--domain {domain!r} is not a DNS domain with a dot (for example example.com): "
+            "API groups are <group>.<domain>"
+        )
+    try:
+        names = ProjectNames(project_name)
+    except ScaffoldError as e:
+        raise HelmProjectError(str(e)) from None
+    project = HelmProject(Path("."), domain, repo, names.name)
+    files = {path: render_template(template, _values(names)) for path, template in _FILES.items()}
+    files[PROJECT_FILE] = project.to_yaml()
+    files["helm-charts/.gitkeep"] = ""
+    files.update({p.path: p.content for p in plan_helm_manifests(project)})
+    return files
+
+
+# -- create api ---------------------------------------------------------------------------------------
+
+
+def copy_chart(chart: Path, project_root: Path) -> tuple[str, bool]:
+    """Copy ``chart`` to ``helm-charts/<name>`` (unless it already is there); returns the
+    relative path and whether anything was copied. An existing different directory is kept."""
+    chart = chart.resolve()
+    meta = _chart_meta(chart)
+    name = str(meta.get("name") or chart.name)
+    target = project_root / "helm-charts" / name
+    rel = f"helm-charts/{name}"
+    if chart == target.resolve() or target.exists():
+        return rel, False
+    shutil.copytree(chart, target, ignore=shutil.ignore_patterns(".git"))
+    return rel, True
+
+
+def helm_api_files(
+    project: HelmProject,
+    *,
+    group: str,
+    version: str,
+    kind: str,
+    chart: str,
+    namespaced: bool = True,
+    helm: str | None = None,
+) -> dict[str, str]:
+    """The files ``create api --helm-chart`` writes or updates for a kind served by ``chart``
+    (relative to the project, already copied): the PROJECT entry, its watches.yaml entry, its
+    sample, and config/crd and config/rbac regenerated for every kind."""
+    check_kind(kind)
+    check_version(version)
+    full_group = f"{group}.{project.domain}" if group else project.domain
+    check_group(full_group)
+    chart_dir = project.root / chart
+    api = HelmApi(full_group, version, kind, chart, namespaced)
+    if any((a.group, a.version, a.kind) == (api.group, api.version, api.kind) for a in project.apis):
+        raise HelmProjectError(f"{kind} ({full_group}/{version}) is already in this project")
+    try:
+        existing = parse_watches(
+            _read_yaml(project.root / "watches.yaml"), base_dir=project.root, check_charts=False
+        )
+    except WatchesError as e:
+        raise HelmProjectError(str(e)) from None
+    if any((w.group, w.version, w.kind) == (full_group, version, kind) for w in existing):
+        raise HelmProjectError(f"watches.yaml already has {full_group}/{version} {kind}")
+    updated = replace(project, apis=(*project.apis, api))
+    watches = [w.to_dict(project.root) for w in [*existing, Watch(full_group, version, kind, chart_dir)]]
+    sample_file = f"config/samples/{group or full_group}_{version}_{kind.lower()}.yaml"
+    files = {
+        PROJECT_FILE: updated.to_yaml(),
+        "watches.yaml": _WATCHES_HEADER + dump_yaml(watches),
+        sample_file: dump_yaml(_sample(api, chart_dir)),
+    }
+    plans = plan_helm_manifests(updated, helm=helm, new_samples=[sample_file.rpartition("/")[2]])
+    files.update({p.path: p.content for p in plans})
+    return files
+
+
+def _sample(api: HelmApi, chart: Path) -> dict[str, Any]:
+    """A resource whose spec is the chart's default values (operator-sdk does the same)."""
+    values = _read_yaml(chart / "values.yaml") or {}
+    md: dict[str, Any] = {"name": f"{api.kind.lower()}-sample"}
+    return {"apiVersion": f"{api.group}/{api.version}", "kind": api.kind, "metadata": md, "spec": values}
+
+
+# -- manifests ----------------------------------------------------------------------------------------
+
+
+def _generated(path: str, body: str) -> Planned:
+    return Planned(path, f"{GENERATED}\n{body}", lambda current: current.startswith(GENERATED))
+
+
+def _kustomization(resources: Iterable[str]) -> str:
+    return dump_yaml({"resources": list(dict.fromkeys(resources))})
+
+
+def plan_helm_manifests(
+    project: HelmProject, *, helm: str | None = None, new_samples: Iterable[str] = ()
+) -> list[Planned]:
+    """What ``kubeop manifests`` writes in a Helm project: a CRD per kind from its chart, the RBAC
+    from the kinds and what the charts render, and the index of the samples in config/samples
+    (and ``new_samples``, about to be written there)."""
+    names = project.names
+    labels = {"app.kubernetes.io/name": names.name, "app.kubernetes.io/managed-by": "kubeop"}
+    plans: list[Planned] = []
+    bases: list[str] = []
+    for api in project.apis:
+        chart_dir = project.root / api.chart
+        try:
+            crd = crd_for_chart(
+                chart_dir,
+                api.group,
+                api.version,
+                api.kind,
+                scope="Namespaced" if api.namespaced else "Cluster",
+            )
+        except HelmChartError as e:
+            raise HelmProjectError(str(e)) from None
+        base = f"bases/{api.group}_{api.plural}.yaml"
+        if base not in bases:
+            bases.append(base)
+            plans.append(_generated(f"config/crd/{base}", dump_yaml(crd)))
+    plans.append(_generated("config/crd/kustomization.yaml", _kustomization(bases)))
+
+    sa = service_account(names.service_account, names.namespace)
+    charts = [project.root / a.chart for a in project.apis]
+    rbac: dict[str, Mapping[str, Any]] = {
+        "service_account.yaml": {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"labels": labels, "name": names.service_account, "namespace": names.namespace},
+        },
+        "role.yaml": cluster_role(
+            names.prefixed("manager-role"), rbac_rules(project.apis, charts, helm=helm), labels=labels
+        ),
+        "role_binding.yaml": cluster_role_binding(
+            names.prefixed("manager-rolebinding"), names.prefixed("manager-role"), [sa], labels=labels
+        ),
+        "leader_election_role.yaml": leader_election_role(
+            names.prefixed("leader-election-role"), namespace=names.namespace, labels=labels
+        ),
+        "leader_election_role_binding.yaml": role_binding(
+            names.prefixed("leader-election-rolebinding"),
+            names.prefixed("leader-election-role"),
+            [sa],
+            namespace=names.namespace,
+            labels=labels,
+        ),
+        "metrics_reader_role.yaml": metrics_reader_role(names.prefixed("metrics-reader"), labels=labels),
+    }
+    plans.extend(_generated(f"config/rbac/{f}", dump_yaml(obj)) for f, obj in rbac.items())
+    plans.append(_generated("config/rbac/kustomization.yaml", _kustomization(rbac)))
+
+    samples_dir = project.root / "config" / "samples"
+    samples = {p.name for p in samples_dir.glob("*.yaml") if p.name != "kustomization.yaml"}
+    samples.update(new_samples)
+    plans.append(_generated("config/samples/kustomization.yaml", _kustomization(sorted(samples))))
+    return plans
+
+
+def chart_kinds(chart: Path, *, helm: str | None = None) -> list[tuple[str, str]]:
+    """The (apiVersion, kind) pairs a chart renders with its default values: ``helm template``
+    when a helm binary is available and the chart renders without values, else the ``kind:``
+    lines of its templates."""
+    found: dict[tuple[str, str], None] = {}
+    rendered = _helm_template(chart, helm)
+    if rendered is not None:
+        for doc in yaml.safe_load_all(rendered):
+            if isinstance(doc, dict) and isinstance(doc.get("kind"), str):
+                found.setdefault((str(doc.get("apiVersion") or ""), doc["kind"]), None)
+        return list(found)
+    for path in sorted((chart / "templates").rglob("*")):
+        if not path.is_file() or path.suffix not in (".yaml", ".yml", ".tpl"):
+            continue
+        api_version = ""
+        for line in path.read_text(errors="replace").splitlines():
+            m = re.match(r"^apiVersion:\s*[\"']?([\w./-]+)", line)
+            if m:
+                api_version = m.group(1)
+            m = re.match(r"^kind:\s*[\"']?([A-Z]\w*)", line)
+            if m and api_version:
+                found.setdefault((api_version, m.group(1)), None)
+    return list(found)
+
+
+def _helm_template(chart: Path, helm: str | None) -> str | None:
+    try:
+        binary = helm or str(find_helm())
+    except FileNotFoundError:
+        return None
+    with tempfile.TemporaryDirectory(prefix="kubeop-helm-template-") as home:
+        env = {
+            "HELM_CACHE_HOME": home,
+            "HELM_CONFIG_HOME": home,
+            "HELM_DATA_HOME": home,
+            "PATH": "/usr/bin:/bin",
+        }
+        try:
+            done = subprocess.run(
+                [binary, "template", "release", str(chart)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def rbac_rules(
+    apis: Iterable[HelmApi], charts: Iterable[Path] = (), *, helm: str | None = None
+) -> list[PolicyRule]:
+    """The manager's rules: Helm's release storage, events, each kind (with its status and
+    finalizers), and every kind the charts render (Helm creates, updates and deletes them; the
+    operator watches them). Leader election has its own Role in the operator's namespace."""
+    rules = [
+        PolicyRule(("",), ("secrets",), _ALL),
+        PolicyRule(("", "events.k8s.io"), ("events",), ("create", "patch")),
+        PolicyRule(("",), ("namespaces",), ("get",)),
+    ]
+    for api in apis:
+        rules.append(PolicyRule((api.group,), (api.plural,), _ALL))
+        rules.append(
+            PolicyRule(
+                (api.group,), (f"{api.plural}/status", f"{api.plural}/finalizers"), ("get", "patch", "update")
+            )
+        )
+    by_group: dict[str, set[str]] = {}
+    for chart in charts:
+        for api_version, kind in chart_kinds(chart, helm=helm):
+            group = api_version.rpartition("/")[0] if "/" in api_version else ""
+            by_group.setdefault(group, set()).add(_PLURALS.get(kind, guess_plural(kind)))
+    for group in sorted(by_group):
+        resources = sorted(by_group[group] - ({"secrets"} if group == "" else set()))
+        if resources:
+            rules.append(PolicyRule((group,), tuple(resources), _ALL))
+    return rules
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        return None
+    except yaml.YAMLError as e:
+        raise HelmProjectError(f"{path} is not valid YAML: {e}") from None
+
+
+def _chart_meta(chart: Path) -> Mapping[str, Any]:
+    if not (chart / "Chart.yaml").is_file():
+        raise HelmProjectError(
+            f"{chart} is not a Helm chart (no Chart.yaml); --helm-chart takes a chart directory"
+        )
+    data = _read_yaml(chart / "Chart.yaml")
+    deps = (data or {}).get("dependencies") or []
+    remote = [
+        d.get("repository") for d in deps if str(d.get("repository") or "").startswith(("http", "oci:"))
+    ]
+    if remote and not (chart / "charts").is_dir():
+        raise HelmProjectError(
+            f"{chart} depends on charts from remote repositories ({', '.join(map(str, remote))}) "
+            "that are not vendored in its charts/ directory: run `helm dependency build` first"
+        )
+    return data if isinstance(data, dict) else {}

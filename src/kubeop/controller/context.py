@@ -1,14 +1,16 @@
-"""The per-reconcile context: request, client, logger, event recorder, reconcile id."""
+"""The per-reconcile context: request, client, logger, event recorder, reconcile id, clock."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubeop.controller.request import Request
+from kubeop.queue import Clock, LoopClock
 
 if TYPE_CHECKING:
     from kubeop.controller.client import ReconcilerClient
@@ -18,22 +20,42 @@ __all__ = ["Context", "SyncClient"]
 
 T = TypeVar("T")
 
+#: The clock of every controller whose manager was given none: the real time.
+SYSTEM_CLOCK: Clock = LoopClock()
+
 
 class Context:
     """What a reconciler gets besides the request. Cheap to build: the logger and the reconcile
-    id are made only when used."""
+    id are made only when used.
 
-    __slots__ = ("_id", "_log", "client", "controller", "recorder", "request")
+    ``ctx.now()`` is the time to act on (a UTC datetime) and ``ctx.clock`` the clock it comes
+    from: the manager's (``Manager(clock=...)``), which also times the controller's queue, so a
+    test that steps a :class:`~kubeop.queue.SteppedClock` moves both what a reconciler sees and
+    when its ``Result(requeue_after=...)`` comes back.
+    """
+
+    __slots__ = ("_id", "_log", "client", "clock", "controller", "recorder", "request")
 
     def __init__(
-        self, request: Request, client: ReconcilerClient, recorder: EventRecorder, controller: str
+        self,
+        request: Request,
+        client: ReconcilerClient,
+        recorder: EventRecorder,
+        controller: str,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.request = request
         self.client = client
         self.recorder = recorder
         self.controller = controller
+        self.clock = clock
         self._id: str | None = None
         self._log: logging.LoggerAdapter[logging.Logger] | None = None
+
+    def now(self) -> dt.datetime:
+        """The wall time (timezone-aware, UTC) from the manager's clock; use it, not
+        ``datetime.now()``, for anything a test should be able to step."""
+        return self.clock.utcnow()
 
     @property
     def reconcile_id(self) -> str:

@@ -39,13 +39,13 @@ from kubeop.cache import (
     probe_for,
 )
 from kubeop.client import ApiConnectionError, ResourceLike
-from kubeop.controller.context import Context, SyncClient
+from kubeop.controller.context import SYSTEM_CLOCK, Context, SyncClient
 from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_for_owner, enqueue_from_map
 from kubeop.controller.predicate import Predicate
 from kubeop.controller.request import Request, Result, TerminalError
 from kubeop.core.errors import ServerTimeout, ServiceUnavailable
 from kubeop.core.resource import ApiResource
-from kubeop.queue import QueueShutDown, RateLimiter, RateLimitingQueue
+from kubeop.queue import Clock, QueueShutDown, RateLimiter, RateLimitingQueue
 
 if TYPE_CHECKING:
     from kubeop.controller.client import ReconcilerClient
@@ -104,6 +104,7 @@ class ControllerRuntime:
     metrics: Metrics | None
     executor: ThreadPoolExecutor | None = None
     cache_sync_timeout: float = 120.0
+    clock: Clock | None = None  # None: the real time (the event loop's clock)
 
 
 def _kind_name(what: ResourceLike) -> str:
@@ -200,8 +201,12 @@ class Controller:
             raise ValueError(f"controller {self.name!r} has no reconciler: call .reconcile(fn)")
         self._runtime = runtime
         self._is_async = inspect.iscoroutinefunction(self._reconciler)
+        self._clock = runtime.clock or SYSTEM_CLOCK
         self._queue: RateLimitingQueue[Request] = RateLimitingQueue(
-            self._rate_limiter, name=self.name, metrics=runtime.metrics.queue if runtime.metrics else None
+            self._rate_limiter,
+            name=self.name,
+            metrics=runtime.metrics.queue if runtime.metrics else None,
+            clock=runtime.clock,
         )
         self._series: ControllerSeries | None = (
             runtime.metrics.controller(self.name) if runtime.metrics else None
@@ -302,10 +307,10 @@ class Controller:
             series.active.inc()
         try:
             if self._is_async:
-                ctx = Context(req, runtime.client, runtime.recorder, self.name)
+                ctx = Context(req, runtime.client, runtime.recorder, self.name, self._clock)
                 result = await self._reconciler(req, ctx)  # type: ignore[misc]
             else:
-                ctx = Context(req, self._sync_client, runtime.recorder, self.name)  # type: ignore[arg-type]
+                ctx = Context(req, self._sync_client, runtime.recorder, self.name, self._clock)  # type: ignore[arg-type]
                 loop = asyncio.get_running_loop()
                 result = await loop.run_in_executor(runtime.executor, self._reconciler, req, ctx)  # type: ignore[arg-type]
         except asyncio.CancelledError:

@@ -25,6 +25,7 @@ from kubeop.client import Client, load_config
 from kubeop.controller import Controller, ControllerRuntime, EventRecorder, Metrics, ReconcilerClient
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.server import Check, ProbeServer, parse_address
+from kubeop.queue import Clock
 
 if TYPE_CHECKING:
     # Imported when webhooks are used: kubeop.webhook brings pydantic and cryptography (~23 MB of
@@ -62,8 +63,12 @@ class Manager:
         webhooks: Webhooks | None = None,
         webhook_address: str = "127.0.0.1:9443",
         webhook_cert_dir: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.name = name
+        # The time every controller's queue and reconciler (ctx.now()) sees; None: the real one.
+        # Tests pass a kubeop.queue.SteppedClock to step a schedule.
+        self.clock = clock
         self._client = client
         self._owns_client = client is None
         self.controllers: list[Controller] = []
@@ -173,6 +178,7 @@ class Manager:
             recording,
             executor,
             cache_sync_timeout=self.cache_sync_timeout,
+            clock=self.clock,
         )
         hold_task: asyncio.Task[None] | None = None
         started: list[Controller] = []

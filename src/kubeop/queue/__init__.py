@@ -13,7 +13,7 @@ from an injectable :class:`Clock` (queues) or time function (limiters); :class:`
 tests deterministic.
 """
 
-from kubeop.queue.clock import Clock, FakeClock, LoopClock, TimerHandle
+from kubeop.queue.clock import Clock, FakeClock, LoopClock, SteppedClock, TimerHandle
 from kubeop.queue.delaying import DelayingQueue
 from kubeop.queue.limiters import (
     BucketRateLimiter,
@@ -53,6 +53,7 @@ __all__ = [
     "RateLimiter",
     "RateLimitingQueue",
     "SettableGaugeMetric",
+    "SteppedClock",
     "TimerHandle",
     "WithMaxWaitRateLimiter",
     "WorkQueue",

@@ -1,9 +1,16 @@
-"""Clocks for the work queues: the event loop's time, or a fake one that tests step by hand.
+"""Clocks for the work queues and reconcilers: the real time, or one that tests step by hand.
 
 A queue needs two things from time: "what time is it" (metrics, delays) and "call me back in
-``delay`` seconds" (the delaying queue's one timer, the periodic unfinished-work gauge). Both go
-through a :class:`Clock`, so a test can swap in :class:`FakeClock` and move time explicitly, the
-way client-go's tests use ``k8s.io/utils/clock/testing.FakeClock``.
+``delay`` seconds" (the delaying queue's one timer, the periodic unfinished-work gauge). A
+reconciler that acts on the calendar (a cron schedule) needs a third: the wall time, as a UTC
+datetime. All three go through one :class:`Clock`, so a test can swap in a fake and move time
+explicitly, the way client-go's tests use ``k8s.io/utils/clock/testing.FakeClock``:
+
+- :class:`LoopClock`: the real one (the event loop's monotonic time, ``datetime.now(UTC)``).
+- :class:`FakeClock`: stands still until ``advance()``; for unit tests of the queues.
+- :class:`SteppedClock`: runs like the real clock and jumps forward on ``advance()``, firing
+  the callbacks that fall due; for integration tests, where retries after a failed request
+  must still happen in real time while the calendar is stepped (``Manager(clock=...)``).
 
 Rate limiters only ask for the time, so they take a plain ``Callable[[], float]``
 (``time.monotonic`` by default, or ``fake.now``).
@@ -12,13 +19,14 @@ Rate limiters only ask for the time, so they take a plain ``Callable[[], float]`
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import heapq
 import itertools
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["Clock", "FakeClock", "LoopClock", "TimerHandle"]
+__all__ = ["Clock", "FakeClock", "LoopClock", "SteppedClock", "TimerHandle"]
 
 
 class TimerHandle(Protocol):
@@ -28,10 +36,14 @@ class TimerHandle(Protocol):
 
 
 class Clock(Protocol):
-    """Monotonic seconds plus one-shot callbacks."""
+    """Monotonic seconds, the wall time, and one-shot callbacks."""
 
     def now(self) -> float:
         """Monotonic time in seconds; only differences are meaningful."""
+        ...
+
+    def utcnow(self) -> dt.datetime:
+        """The wall time: a timezone-aware UTC datetime (moves with :meth:`now` on fakes)."""
         ...
 
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
@@ -55,6 +67,9 @@ class LoopClock:
         except RuntimeError:
             return time.monotonic()
 
+    def utcnow(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
         return asyncio.get_running_loop().call_later(delay, callback)
 
@@ -77,15 +92,22 @@ class FakeClock:
     ``advance(seconds)`` fires every due callback in time order, synchronously, with ``now()``
     set to each callback's due time while it runs (callbacks scheduled by callbacks fire in the
     same ``advance`` if they fall due). Pass ``fake.now`` where a limiter wants a time function.
+    ``utcnow()`` is ``wall`` (the real time when the clock was made, by default) plus the
+    seconds advanced since.
     """
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, *, wall: dt.datetime | None = None) -> None:
         self._now = start
+        self._start = start
+        self._wall = _utc(wall) if wall is not None else dt.datetime.now(dt.UTC)
         self._timers: list[tuple[float, int, _FakeTimer]] = []
         self._seq = itertools.count()
 
     def now(self) -> float:
         return self._now
+
+    def utcnow(self) -> dt.datetime:
+        return self._wall + dt.timedelta(seconds=self._now - self._start)
 
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
         timer = _FakeTimer(self._now + max(delay, 0.0), callback)
@@ -116,3 +138,91 @@ class FakeClock:
             timer.cancelled = True  # fired: a late cancel() is a no-op
             timer.callback()
         self._now = target
+
+
+def _utc(when: dt.datetime) -> dt.datetime:
+    if when.tzinfo is None:
+        raise ValueError(f"wall time {when.isoformat()} has no timezone: pass an aware datetime (UTC)")
+    return when.astimezone(dt.UTC)
+
+
+class _SteppedTimer:
+    __slots__ = ("callback", "clock", "handle", "when")
+
+    def __init__(self, clock: SteppedClock, when: float, callback: Callable[[], object]) -> None:
+        self.clock = clock
+        self.when = when
+        self.callback = callback
+        self.handle: asyncio.TimerHandle | None = None
+
+    def arm(self) -> None:
+        self.handle = asyncio.get_running_loop().call_at(self.when - self.clock.offset, self.fire)
+
+    def fire(self) -> None:
+        if self.handle is None:
+            return
+        self.handle = None
+        self.clock._timers.discard(self)
+        self.callback()
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+        self.clock._timers.discard(self)
+
+
+class SteppedClock:
+    """The real clock plus the steps a test added with :meth:`advance`.
+
+    Time runs as usual (the event loop's clock), so retries, backoffs and timeouts behave as in
+    production; ``advance(seconds)`` moves the clock forward at once and fires, in time order,
+    every callback that is due by then (a ``RequeueAfter`` to the next cron time, say).
+    ``utcnow()`` starts at ``wall`` (the real time by default) and moves with ``now()``.
+    Give it to ``Manager(clock=...)`` to step the time every controller and reconciler sees.
+    ``advance`` and ``call_later`` must run on the event loop's thread.
+    """
+
+    def __init__(self, wall: dt.datetime | None = None) -> None:
+        self.offset = 0.0
+        self._origin = time.monotonic()
+        self._wall = _utc(wall) if wall is not None else dt.datetime.now(dt.UTC)
+        self._timers: set[_SteppedTimer] = set()
+
+    def now(self) -> float:
+        try:
+            base = asyncio.get_running_loop().time()
+        except RuntimeError:
+            base = time.monotonic()
+        return base + self.offset
+
+    def utcnow(self) -> dt.datetime:
+        return self._wall + dt.timedelta(seconds=time.monotonic() + self.offset - self._origin)
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
+        timer = _SteppedTimer(self, self.now() + max(delay, 0.0), callback)
+        timer.arm()
+        self._timers.add(timer)
+        return timer
+
+    @property
+    def pending(self) -> int:
+        """How many scheduled callbacks have neither fired nor been cancelled."""
+        return len(self._timers)
+
+    def advance(self, seconds: float) -> None:
+        """Jump ``seconds`` forward: due callbacks fire now, in order; the others are re-armed."""
+        if seconds < 0:
+            raise ValueError("a SteppedClock cannot go backwards")
+        self.offset += seconds
+        now = self.now()
+        for timer in sorted(self._timers, key=lambda t: t.when):
+            if timer.handle is None:
+                continue
+            timer.handle.cancel()
+            if timer.when <= now:
+                timer.handle = None
+                self._timers.discard(timer)
+                timer.callback()
+            else:
+                timer.arm()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,46 @@ class ExistingCluster:
 
     def delete_namespace(self, name: str) -> None:
         self.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+    def install_crds(
+        self, crds: Iterable[str | os.PathLike[str] | Mapping[str, Any]], timeout: float = 30.0
+    ) -> list[str]:
+        """Create or update CRDs (from YAML/JSON files or dicts) and wait until each is Established.
+
+        The same contract as :meth:`ControlPlane.install_crds`, through kubectl (server-side apply),
+        so any kubeconfig kubectl accepts works (tokens, exec plugins).
+        """
+        objects: list[Mapping[str, Any]] = []
+        for item in crds:
+            if isinstance(item, Mapping):
+                objects.append(item)
+            else:
+                objects.extend(d for d in yaml.safe_load_all(Path(item).read_text()) if d)
+        names = []
+        for obj in objects:
+            if obj.get("kind") != "CustomResourceDefinition":
+                raise RuntimeError(f"install_crds got a {obj.get('kind')!r}, not a CustomResourceDefinition")
+            names.append(str(obj["metadata"]["name"]))
+        if not names:
+            return names
+        self.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=kubeop-test",
+            "-f",
+            "-",
+            input=yaml.safe_dump_all([dict(o) for o in objects], sort_keys=False),
+            timeout=timeout + 30,
+        )
+        self.kubectl(
+            "wait",
+            "--for=condition=Established",
+            f"--timeout={max(1, int(timeout))}s",
+            *(f"customresourcedefinition/{name}" for name in names),
+            timeout=timeout + 30,
+        )
+        return names
 
     def env(self) -> dict[str, str]:
         return dict(os.environ, KUBECONFIG=self.kubeconfig_path)

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from kubeop.cli.cluster_ops import apply_all, connect, delete_all, wait_available
+from kubeop.cli.cluster_ops import apply_all, connect, delete_all, in_apply_order, wait_available
 from kubeop.cli.output import Context, Directory, Kubeconfig, errors_as_messages, project_at, say
+from kubeop.crd import render_yaml
 from kubeop.scaffold import Project, build_kustomization
 
 Wait = Annotated[bool, typer.Option(help="wait until the operator is available (deploy) or gone (undeploy)")]
@@ -21,6 +22,14 @@ def _objects(project: Project, image: str | None) -> list[dict[str, Any]]:
     )
 
 
+def _namespaces(objs: list[dict[str, Any]]) -> str:
+    """The namespaces the objects go to, as applied (what deploy reports)."""
+    found = sorted(
+        {str(o["metadata"]["namespace"]) for o in objs if (o.get("metadata") or {}).get("namespace")}
+    )
+    return ", ".join(found) or "(none: cluster-scoped objects only)"
+
+
 def deploy(
     image: Annotated[
         str | None, typer.Option(help="the operator's image (default: config/manager's)")
@@ -30,12 +39,23 @@ def deploy(
     context: Context = None,
     wait: Wait = False,
     timeout: Timeout = 120,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="print (YAML, in apply order) what deploy would apply; apply nothing"),
+    ] = False,
 ) -> None:
     """Apply config/default: namespace, CRDs, service account, RBAC, manager Deployment, metrics Service."""
     with errors_as_messages():
         project = project_at(directory)
-        objs = _objects(project, image)
+        objs = in_apply_order(_objects(project, image))
         names = project.names
+        if dry_run:
+            typer.echo(render_yaml(objs), nl=False)
+            say(
+                f"dry run: {names.name} ({len(objs)} objects) to namespace {_namespaces(objs)}; "
+                "nothing applied"
+            )
+            return
         deployments = [o for o in objs if o.get("kind") == "Deployment"]
 
         async def run() -> None:
@@ -52,7 +72,7 @@ def deploy(
     images = sorted(
         {c.get("image", "") for d in deployments for c in d["spec"]["template"]["spec"]["containers"]}
     )
-    say(f"deployed {names.name} ({len(objs)} objects) to namespace {names.namespace}: {', '.join(images)}")
+    say(f"deployed {names.name} ({len(objs)} objects) to namespace {_namespaces(objs)}: {', '.join(images)}")
 
 
 def undeploy(

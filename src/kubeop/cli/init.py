@@ -21,6 +21,10 @@ def init(
     project_name: Annotated[
         str | None, typer.Option(help="a lower-case DNS label (default: the directory's name)")
     ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(help="where kubeop deploy puts the operator (default: <project-name>-system)"),
+    ] = None,
     directory: Annotated[
         Path | None,
         typer.Option("--dir", help="where to create the project (default: the current directory)"),
@@ -55,6 +59,7 @@ def init(
             plugin=plugin,
             force=force,
             kubeop_source=str(kubeop_source) if kubeop_source else None,
+            namespace=namespace,
         )
     report(changes)
     say(

@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
 
 from kubeop.cli.output import Directory, errors_as_messages, fail, project_at, report, say
-from kubeop.scaffold import generated, pending, plan_manifests, write_planned
+from kubeop.scaffold import check_namespace, generated, pending, plan_manifests, write_planned
 
 Check = Annotated[
     bool, typer.Option("--check", help="write nothing; fail if config/ is out of date (for CI)")
 ]
 
 
-def manifests(directory: Directory = None, check: Check = False) -> None:
+Namespace = Annotated[
+    str | None,
+    typer.Option(
+        help="deploy the operator to this namespace from now on (recorded in PROJECT; default: as recorded)"
+    ),
+]
+
+
+def manifests(directory: Directory = None, check: Check = False, namespace: Namespace = None) -> None:
     """Write the CRDs, RBAC and samples index under config/ from the models and @rbac_rule declarations."""
     with errors_as_messages():
         project = project_at(directory)
+        moved = ""
+        if namespace is not None and namespace != project.namespace:
+            check_namespace(namespace)
+            if check:
+                fail("--check writes nothing, so it cannot change the namespace: drop --namespace or --check")
+            moved = f"namespace: {project.namespace} -> {namespace} (recorded in PROJECT)"
+            project = replace(project, namespace=namespace)
         found = generated(project)
         plans = plan_manifests(project, found)
         if check:
@@ -26,12 +42,24 @@ def manifests(directory: Directory = None, check: Check = False) -> None:
                 fail(f"config/ is out of date ({', '.join(stale)}): run kubeop manifests")
             say(f"config/ is up to date ({len(found.models)} kind{'s' if len(found.models) != 1 else ''})")
             return
+        if moved:
+            project.save()
+            say(moved)
         changes = write_planned(project.root, plans)
     report(changes)
+    default = project.root / "config" / "default" / "kustomization.yaml"
+    if any(c.path == "config/default/kustomization.yaml" and c.action == "kept" for c in changes) and (
+        f"namespace: {project.namespace}\n" not in default.read_text()
+    ):
+        say(
+            "config/default/kustomization.yaml is yours (its generated header is gone): it decides the "
+            f"deploy namespace, so give it 'namespace: {project.namespace}' "
+            "(or delete it: manifests rewrites it)"
+        )
     kinds = sorted({m.kind for m in found.models})
     say(f"config/ is written for {', '.join(kinds) if kinds else 'no kinds yet'}")
 
 
-def generate(directory: Directory = None, check: Check = False) -> None:
+def generate(directory: Directory = None, check: Check = False, namespace: Namespace = None) -> None:
     """Write everything derived from the code: the same as manifests (models need no generated code)."""
-    manifests(directory, check)
+    manifests(directory, check, namespace)

@@ -142,7 +142,11 @@ def render_yaml(objs: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> str:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings as ``|`` blocks; everything else as SafeDumper writes it."""
+    """Multi-line strings as ``|`` blocks, never an anchor (``&id001``) for an object met twice;
+    everything else as SafeDumper writes it."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

@@ -29,7 +29,7 @@ from kubeop.scaffold.helm import (
 )
 from kubeop.scaffold.kustomize import build as build_kustomization
 from kubeop.scaffold.manifests import GENERATED, Generated, generated, plan_manifests, stale_manifests
-from kubeop.scaffold.names import ApiNames, ProjectNames
+from kubeop.scaffold.names import ApiNames, ProjectNames, check_namespace
 from kubeop.scaffold.new_project import init_project
 from kubeop.scaffold.project import PROJECT_FILE, Project, Resource, find_project, load_project
 from kubeop.scaffold.webhook import WebhookResult, create_webhook
@@ -51,6 +51,7 @@ __all__ = [
     "ScaffoldError",
     "WebhookResult",
     "build_kustomization",
+    "check_namespace",
     "copy_chart",
     "create_api",
     "create_webhook",

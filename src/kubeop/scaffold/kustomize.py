@@ -1,9 +1,13 @@
-"""Just enough of kustomize to read what ``kubeop init`` scaffolds: ``resources`` and ``images``.
+"""Just enough of kustomize to read what ``kubeop init`` scaffolds: ``resources``, ``images`` and
+``namespace``.
 
 ``kubeop deploy`` applies ``config/default`` through :func:`build`, so the project needs no
-kustomize binary. The scaffolded kustomizations use only these two fields (names and the
-namespace are written into the files themselves); anything else is refused with a pointer to
-``kubectl apply -k``, which runs the real kustomize.
+kustomize binary. The scaffolded kustomizations use only these fields (names are written into
+the files themselves); anything else is refused with a pointer to ``kubectl apply -k``, which
+runs the real kustomize. ``namespace`` does what kustomize's does to the objects kubeop writes:
+namespaced objects move there, a Namespace object is renamed to it, and so are the references to
+the namespace of a moved object (ServiceAccount subjects of bindings, the webhook Service of
+webhook configurations and CRD conversions).
 """
 
 from __future__ import annotations
@@ -19,7 +23,28 @@ from kubeop.scaffold.errors import ScaffoldError
 __all__ = ["build", "image_name"]
 
 _FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-_UNDERSTOOD = frozenset({"apiVersion", "kind", "resources", "images"})
+_UNDERSTOOD = frozenset({"apiVersion", "kind", "resources", "images", "namespace"})
+# The cluster-scoped kinds an operator's config may hold; everything else is namespaced.
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "APIService",
+        "PriorityClass",
+        "StorageClass",
+        "PersistentVolume",
+        "IngressClass",
+        "RuntimeClass",
+        "CSIDriver",
+        "ClusterIssuer",
+    }
+)
 
 
 def image_name(image: str) -> str:
@@ -57,6 +82,38 @@ def _set_images(
                     container["image"] = _new_image(entry, image, overrides)
 
 
+def _set_namespace(objs: list[dict[str, Any]], namespace: str) -> None:
+    """kustomize's ``namespace:`` on ``objs`` (see the module docstring)."""
+    moved: dict[tuple[str, str], str] = {}  # (kind, name) -> its namespace before
+    for obj in objs:
+        md = obj.setdefault("metadata", {})
+        kind = str(obj.get("kind"))
+        if kind == "Namespace" and obj.get("apiVersion") == "v1":
+            md["name"] = namespace
+        elif kind not in CLUSTER_SCOPED:
+            moved[(kind, str(md.get("name")))] = str(md.get("namespace") or "")
+            md["namespace"] = namespace
+    for obj in objs:
+        kind = str(obj.get("kind"))
+        if kind in ("RoleBinding", "ClusterRoleBinding"):
+            for subject in obj.get("subjects") or ():
+                key = (str(subject.get("kind")), str(subject.get("name")))
+                if subject.get("name") == "default" or (
+                    key in moved and subject.get("namespace", "") == moved[key]
+                ):
+                    subject["namespace"] = namespace
+        configs: list[dict[str, Any]] = []
+        if kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            configs = [w.get("clientConfig") or {} for w in obj.get("webhooks") or ()]
+        elif kind == "CustomResourceDefinition":
+            webhook = ((obj.get("spec") or {}).get("conversion") or {}).get("webhook") or {}
+            configs = [webhook.get("clientConfig") or {}]
+        for config in configs:
+            service = config.get("service")
+            if isinstance(service, dict) and "namespace" in service:
+                service["namespace"] = namespace
+
+
 def build(directory: Path, *, images: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The objects a kustomization directory stands for, in order.
 
@@ -71,8 +128,8 @@ def build(directory: Path, *, images: Mapping[str, str] | None = None) -> list[d
     unknown = sorted(set(data) - _UNDERSTOOD)
     if unknown:
         raise ScaffoldError(
-            f"{kfile} uses {', '.join(unknown)}: kubeop deploy understands only resources and images; "
-            f"apply it with kubectl apply -k {directory} instead"
+            f"{kfile} uses {', '.join(unknown)}: kubeop deploy understands only resources, images and "
+            f"namespace; apply it with kubectl apply -k {directory} instead"
         )
     objs: list[dict[str, Any]] = []
     for entry in data.get("resources") or ():
@@ -87,4 +144,7 @@ def build(directory: Path, *, images: Mapping[str, str] | None = None) -> list[d
     entries = [e for e in data.get("images") or () if isinstance(e, Mapping) and e.get("name")]
     entries += [{"name": n} for n in overrides if n not in {str(e["name"]) for e in entries}]
     _set_images(objs, entries, overrides)
+    namespace = data.get("namespace")
+    if namespace:
+        _set_namespace(objs, str(namespace))
     return objs

@@ -7,6 +7,9 @@
   bindings, the leader-election Role (Leases in the operator's namespace only), the metrics
   reader role, and an editor and a viewer role per kind;
 - ``config/samples``: a sample for each kind that has none, and the index of all samples;
+- ``config/default``: the deploy namespace (PROJECT's ``namespace``, as kustomize's ``namespace:``),
+  its Namespace object, and the parts ``kubeop deploy`` applies (config/webhook when there are
+  webhooks);
 - ``config/webhook``: the webhook configurations and their Service, from every webhook below
   ``<package>.webhooks`` (cert-manager injects the CA); a kind with a conversion gets
   ``conversion: Webhook`` in its CRD.
@@ -23,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from kubeop.crd import CRDError, CustomResource, crd_manifests, custom_resources, render_yaml
@@ -43,6 +45,7 @@ from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Planned, pending
 from kubeop.scaffold.loader import import_tree
 from kubeop.scaffold.project import Project, find_project
+from kubeop.scaffold.render import dump_yaml
 from kubeop.webhook import AdmissionWebhook, Conversion, Endpoint, webhook_configurations, with_conversion
 
 __all__ = ["GENERATED", "Generated", "generated", "plan_manifests", "stale_manifests"]
@@ -59,7 +62,7 @@ def _generated(path: str, body: str) -> Planned:
 
 
 def _kustomization(resources: Iterable[str]) -> str:
-    return yaml.safe_dump({"resources": list(resources)}, sort_keys=False)
+    return dump_yaml({"resources": list(resources)})
 
 
 @dataclass(frozen=True)
@@ -95,15 +98,16 @@ def _sample(model: type[CustomResource]) -> str:
         obj = model.model_validate({"metadata": {"name": name}})
     except ValidationError:
         head = {"apiVersion": model.api_version, "kind": model.kind, "metadata": {"name": name}}
-        return yaml.safe_dump(head, sort_keys=False) + "spec: {}  # TODO(user): the required fields\n"
+        return dump_yaml(head) + "spec: {}  # TODO(user): the required fields\n"
     doc: dict[str, Any] = obj.model_dump(mode="json", exclude_none=True, by_alias=True)
     doc.pop("status", None)
-    return yaml.safe_dump(doc, sort_keys=False)
+    return dump_yaml(doc)
 
 
 def plan_manifests(project: Project, found: Generated) -> list[Planned]:
     """Every file ``kubeop manifests`` writes for ``found`` (see the module docstring)."""
     names = project.names
+    namespace = project.namespace
     labels = {"app.kubernetes.io/name": names.name, "app.kubernetes.io/managed-by": "kubeop"}
     try:
         crds = crd_manifests(found.models)
@@ -113,8 +117,8 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
     bases = []
     endpoint = Endpoint.service(
         names.prefixed("webhook-service"),
-        names.namespace,
-        cert_manager=f"{names.namespace}/{names.prefixed('serving-cert')}",
+        namespace,
+        cert_manager=f"{namespace}/{names.prefixed('serving-cert')}",
     )
     conversions = {(c.group, c.kind): c for c in found.webhooks if isinstance(c, Conversion)}
     for i, crd in enumerate(crds):
@@ -131,25 +135,25 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
         plans.append(_generated(f"config/crd/bases/{filename}", render_yaml(crd)))
     plans.append(_generated("config/crd/kustomization.yaml", _kustomization(bases)))
 
-    sa = service_account(names.service_account, names.namespace)
+    sa = service_account(names.service_account, namespace)
     rbac: dict[str, Mapping[str, Any]] = {
         "service_account.yaml": {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"labels": labels, "name": names.service_account, "namespace": names.namespace},
+            "metadata": {"labels": labels, "name": names.service_account, "namespace": namespace},
         },
         "role.yaml": cluster_role(names.prefixed("manager-role"), found.manager_rules(), labels=labels),
         "role_binding.yaml": cluster_role_binding(
             names.prefixed("manager-rolebinding"), names.prefixed("manager-role"), [sa], labels=labels
         ),
         "leader_election_role.yaml": leader_election_role(
-            names.prefixed("leader-election-role"), namespace=names.namespace, labels=labels
+            names.prefixed("leader-election-role"), namespace=namespace, labels=labels
         ),
         "leader_election_role_binding.yaml": role_binding(
             names.prefixed("leader-election-rolebinding"),
             names.prefixed("leader-election-role"),
             [sa],
-            namespace=names.namespace,
+            namespace=namespace,
             labels=labels,
         ),
         "metrics_reader_role.yaml": metrics_reader_role(names.prefixed("metrics-reader"), labels=labels),
@@ -179,7 +183,7 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
             "metadata": {
                 "labels": labels,
                 "name": names.prefixed("webhook-service"),
-                "namespace": names.namespace,
+                "namespace": namespace,
             },
             "spec": {
                 "ports": [{"port": 443, "protocol": "TCP", "targetPort": 9443}],
@@ -193,7 +197,32 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
                 "config/webhook/kustomization.yaml", _kustomization(["manifests.yaml", "service.yaml"])
             )
         )
+    plans.extend(_default(project, labels, webhooks=bool(configs) or bool(conversions)))
     return plans
+
+
+def _default(project: Project, labels: Mapping[str, str], *, webhooks: bool) -> list[Planned]:
+    """config/default: the deploy namespace (kustomize's ``namespace:``, the one place that sets
+    it for every object) and its Namespace object, then each part of the operator."""
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"labels": {**labels, "control-plane": "controller-manager"}, "name": project.namespace},
+    }
+    resources = ["namespace.yaml", "../crd", "../rbac", "../manager"]
+    if webhooks:
+        resources.append("../webhook")
+    resources.append("metrics_service.yaml")
+    kustomization = {"namespace": project.namespace, "resources": resources}
+    head = (
+        f"# {project.project_name} as `kubeop deploy` applies it "
+        "(`kubectl apply -k config/default` works too).\n"
+        "# Change the namespace with `kubeop manifests --namespace NAME` (it is recorded in PROJECT).\n"
+    )
+    return [
+        _generated("config/default/namespace.yaml", render_yaml(namespace)),
+        _generated("config/default/kustomization.yaml", head + dump_yaml(kustomization)),
+    ]
 
 
 def stale_manifests(root: str | Path) -> list[str]:

@@ -22,6 +22,7 @@ __all__ = [
     "ApiNames",
     "ProjectNames",
     "check_domain",
+    "check_namespace",
     "check_repo",
     "suggest_project_name",
 ]
@@ -31,6 +32,7 @@ __all__ = [
 MAX_PROJECT_NAME = 30
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RESERVED_PACKAGES = frozenset({"kubeop", "tests", "test", "config", "api", "controllers"})
 
 
@@ -100,6 +102,16 @@ def check_domain(domain: str) -> str:
             "starting and ending with a letter or digit (for example --domain example.com)"
         )
     return domain
+
+
+def check_namespace(namespace: str, *, source: str = "--namespace") -> str:
+    """Where ``deploy`` puts the operator: a DNS label (RFC 1123) of at most 63 characters."""
+    if not namespace or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace):
+        raise ScaffoldError(
+            f"{source} {namespace!r} is not a namespace name: use at most 63 lower-case letters, digits "
+            "and '-', starting and ending with a letter or digit (for example --namespace my-operator-system)"
+        )
+    return namespace
 
 
 def check_repo(repo: str) -> str:

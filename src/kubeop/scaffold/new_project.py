@@ -5,7 +5,9 @@
     init_project(Path("."), domain="example.com", repo="github.com/example/guestbook-operator")
 
 writes PROJECT, pyproject.toml, Makefile, Dockerfile, README.md, the package (main.py, api/,
-controllers/), config/{default,manager} and tests/, then the generated config/{crd,rbac,samples}.
+controllers/), config/manager, config/default's metrics Service and tests/, then the generated
+config/{default,crd,rbac,samples}. ``namespace`` (default ``<project>-system``) is recorded in
+PROJECT: config/default's kustomization puts every object there.
 
 Guarantees: an existing file is never overwritten unless ``force`` is given *and* the file is
 still exactly what an earlier ``init`` wrote for the parameters recorded in PROJECT (an
@@ -22,7 +24,13 @@ from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Change, Planned, write_planned
 from kubeop.scaffold.image import local_kubeop
 from kubeop.scaffold.manifests import generated, plan_manifests
-from kubeop.scaffold.names import ProjectNames, check_domain, check_repo, suggest_project_name
+from kubeop.scaffold.names import (
+    ProjectNames,
+    check_domain,
+    check_namespace,
+    check_repo,
+    suggest_project_name,
+)
 from kubeop.scaffold.project import LAYOUT, PROJECT_FILE, Project, load_project
 from kubeop.scaffold.render import render_template
 
@@ -49,7 +57,6 @@ _FILES = {  # output path -> template (paths use {package})
     "tests/__init__.py": None,
     "tests/conftest.py": "project/conftest.py.tmpl",
     "tests/test_manifests.py": "project/test_manifests.py.tmpl",
-    "config/default/kustomization.yaml": "config/default_kustomization.yaml.tmpl",
     "config/default/metrics_service.yaml": "config/metrics_service.yaml.tmpl",
     "config/manager/kustomization.yaml": "config/manager_kustomization.yaml.tmpl",
     "config/manager/manager.yaml": "config/manager.yaml.tmpl",
@@ -62,6 +69,7 @@ class _Params:
     repo: str
     names: ProjectNames
     kubeop_source: str | None
+    namespace: str = ""
 
     def values(self) -> dict[str, str]:
         names = self.names
@@ -77,7 +85,7 @@ class _Params:
             "domain": self.domain,
             "repo": self.repo,
             "repo_url": repo_url,
-            "namespace": names.namespace,
+            "namespace": self.namespace or names.namespace,
             "service_account": names.service_account,
             "deployment": names.deployment,
             "leader_election_id": names.leader_election_id,
@@ -87,10 +95,15 @@ class _Params:
 
 
 def project_files(
-    domain: str, repo: str, project_name: str, kubeop_source: str | None = None
+    domain: str,
+    repo: str,
+    project_name: str,
+    kubeop_source: str | None = None,
+    namespace: str | None = None,
 ) -> dict[str, str]:
     """The files ``init`` renders from templates (path -> content), before the generated ones."""
-    params = _Params(domain, repo, ProjectNames(project_name), kubeop_source)
+    names = ProjectNames(project_name)
+    params = _Params(domain, repo, names, kubeop_source, namespace or names.namespace)
     values = params.values()
     out = {}
     for path, template in _FILES.items():
@@ -130,6 +143,7 @@ def init_project(
     plugin: str = "python",
     force: bool = False,
     kubeop_source: str | None = None,
+    namespace: str | None = None,
 ) -> list[Change]:
     """Scaffold a project in ``root`` (see the module docstring); returns what happened to each file."""
     if plugin != "python":
@@ -140,6 +154,8 @@ def init_project(
     root = root.resolve()
     check_domain(domain)
     check_repo(repo)
+    if namespace is not None:
+        check_namespace(namespace)
     if project_name is None:
         project_name = root.name
         suggestion = suggest_project_name(root.name)
@@ -159,15 +175,22 @@ def init_project(
     if previous is not None:
         source = local_kubeop(previous)
         old_files = project_files(
-            previous.domain, previous.repo, previous.project_name, str(source) if source else None
+            previous.domain,
+            previous.repo,
+            previous.project_name,
+            str(source) if source else None,
+            previous.namespace,
         )
+        if namespace is None and previous.project_name == names.name:
+            namespace = previous.namespace
+    namespace = namespace or names.namespace
     plans = [
         Planned(path, content, _untouched(old_files.get(path)))
-        for path, content in project_files(domain, repo, names.name, kubeop_source).items()
+        for path, content in project_files(domain, repo, names.name, kubeop_source, namespace).items()
     ]
     root.mkdir(parents=True, exist_ok=True)
     changes = write_planned(root, plans)
-    project = Project(root, domain, repo, names.name, names.package, layout=(LAYOUT,))
+    project = Project(root, domain, repo, names.name, names.package, layout=(LAYOUT,), namespace=namespace)
     if previous is not None:
         project = replace(project, resources=previous.resources, extra=previous.extra)
     changes.extend(write_planned(root, [Planned(PROJECT_FILE, project.to_yaml(), lambda _: True)]))

@@ -6,6 +6,7 @@ Like kubebuilder's, it is YAML at the project's root: the domain, the repository
     domain: example.com
     layout:
     - python.kubeop.dev/v1
+    namespace: guestbook-operator-system
     package: guestbook_operator
     projectName: guestbook-operator
     repo: github.com/example/guestbook-operator
@@ -20,7 +21,10 @@ Like kubebuilder's, it is YAML at the project's root: the domain, the repository
     version: "3"
 
 Commands find the project by walking up from the current directory to the first PROJECT file.
-Keys kubeop does not know are kept as they are when the file is written back.
+``namespace`` is where ``kubeop deploy`` puts the operator (``<projectName>-system`` when the key
+is missing); ``kubeop init --namespace`` and ``kubeop manifests --namespace`` set it, and every
+file ``kubeop manifests`` writes follows it. Keys kubeop does not know are kept as they are when
+the file is written back.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from typing import Any
 import yaml
 
 from kubeop.scaffold.errors import ScaffoldError
-from kubeop.scaffold.names import ApiNames, ProjectNames
+from kubeop.scaffold.names import ApiNames, ProjectNames, check_namespace
+from kubeop.scaffold.render import dump_yaml
 
 __all__ = ["LAYOUT", "PROJECT_FILE", "Project", "Resource", "find_project", "load_project"]
 
@@ -42,7 +47,7 @@ _HEADER = (
     "# Written by kubeop init and kubeop create api: it records the project's layout and APIs.\n"
     "# Commands read it; edit it only to correct what they recorded.\n"
 )
-_KNOWN = ("domain", "layout", "package", "projectName", "repo", "resources", "version")
+_KNOWN = ("domain", "layout", "namespace", "package", "projectName", "repo", "resources", "version")
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,12 @@ class Project:
     resources: tuple[Resource, ...] = ()
     layout: tuple[str, ...] = (LAYOUT,)
     extra: dict[str, Any] = field(default_factory=dict)
+    namespace: str = ""
+    """Where ``deploy`` puts the operator; empty: ``<projectName>-system``."""
+
+    def __post_init__(self) -> None:
+        if not self.namespace:
+            object.__setattr__(self, "namespace", self.names.namespace)
 
     @property
     def names(self) -> ProjectNames:
@@ -135,6 +146,7 @@ class Project:
         data: dict[str, Any] = {
             "domain": self.domain,
             "layout": list(self.layout),
+            "namespace": self.namespace,
             "package": self.package,
             "projectName": self.project_name,
             "repo": self.repo,
@@ -143,7 +155,7 @@ class Project:
             data["resources"] = [r.to_dict() for r in self.resources]
         data["version"] = "3"
         data.update(self.extra)
-        return _HEADER + yaml.safe_dump(dict(sorted(data.items())), sort_keys=False)
+        return _HEADER + dump_yaml(dict(sorted(data.items())))
 
     def save(self) -> None:
         (self.root / PROJECT_FILE).write_text(self.to_yaml())
@@ -170,6 +182,8 @@ def load_project(root: Path) -> Project:
     if not name:
         raise ScaffoldError(f"{path} has no projectName; add one (the name kubeop init was given)")
     names = ProjectNames(name)
+    namespace = str(data.get("namespace") or names.namespace)
+    check_namespace(namespace, source=f"{path}: namespace")
     return Project(
         root=root,
         domain=str(data.get("domain") or ""),
@@ -179,6 +193,7 @@ def load_project(root: Path) -> Project:
         resources=tuple(Resource.from_dict(r) for r in data.get("resources") or ()),
         layout=layout,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
+        namespace=namespace,
     )
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from importlib import resources
+from typing import Any
 
-__all__ = ["render", "render_template", "template_text"]
+from kubeop.crd import render_yaml
+
+__all__ = ["dump_yaml", "render", "render_template", "template_text"]
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -34,3 +37,8 @@ def template_text(name: str) -> str:
 
 def render_template(name: str, values: Mapping[str, str]) -> str:
     return render(template_text(name), values)
+
+
+def dump_yaml(obj: Mapping[str, Any]) -> str:
+    """One YAML document as kubeop writes every generated file: keys in order, no anchors."""
+    return render_yaml(obj).removeprefix("---\n")

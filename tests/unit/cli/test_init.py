@@ -21,6 +21,7 @@ LAYOUT = [
     "config/crd/kustomization.yaml",
     "config/default/kustomization.yaml",
     "config/default/metrics_service.yaml",
+    "config/default/namespace.yaml",
     "config/manager/kustomization.yaml",
     "config/manager/manager.yaml",
     "config/rbac/kustomization.yaml",
@@ -74,7 +75,8 @@ def test_a_local_kubeop_checkout_can_be_the_dependency(tmp_path: Path) -> None:
 
 def test_manager_deployment_probes_leader_election_and_non_root(tmp_path: Path) -> None:
     project = new_project(tmp_path)
-    ns, dep = yaml.safe_load_all((project.root / "config/manager/manager.yaml").read_text())
+    (dep,) = yaml.safe_load_all((project.root / "config/manager/manager.yaml").read_text())
+    (ns,) = yaml.safe_load_all((project.root / "config/default/namespace.yaml").read_text())
     assert ns == {
         "apiVersion": "v1",
         "kind": "Namespace",

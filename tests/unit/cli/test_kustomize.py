@@ -81,3 +81,55 @@ def test_missing_files_are_named(tmp_path: Path) -> None:
 )
 def test_image_name(image: str, name: str) -> None:
     assert image_name(image) == name
+
+
+def test_namespace_moves_namespaced_objects_and_what_refers_to_them(tmp_path: Path) -> None:
+    objs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "old"}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "namespace": "old"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "b"},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "sa", "namespace": "old"},
+                {"kind": "ServiceAccount", "name": "other", "namespace": "elsewhere"},
+                {"kind": "User", "name": "alice"},
+            ],
+        },
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r"}},
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "v"},
+            "webhooks": [{"name": "w", "clientConfig": {"service": {"name": "svc", "namespace": "old"}}}],
+        },
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "c"},
+            "spec": {
+                "conversion": {
+                    "strategy": "Webhook",
+                    "webhook": {"clientConfig": {"service": {"name": "svc", "namespace": "old"}}},
+                }
+            },
+        },
+    ]
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(objs))
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"namespace": "new", "resources": ["all.yaml"]})
+    )
+    ns, sa, svc, binding, role, hook, crd = build_kustomization(tmp_path)
+    assert ns["metadata"] == {"name": "new"}
+    assert sa["metadata"]["namespace"] == svc["metadata"]["namespace"] == "new"
+    assert "namespace" not in role["metadata"] and "namespace" not in binding["metadata"]
+    assert "namespace" not in hook["metadata"] and "namespace" not in crd["metadata"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sa", "namespace": "new"},
+        {"kind": "ServiceAccount", "name": "other", "namespace": "elsewhere"},
+        {"kind": "User", "name": "alice"},
+    ]
+    assert hook["webhooks"][0]["clientConfig"]["service"]["namespace"] == "new"
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"] == "new"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kubeop.cli import cluster, create, demo, deploy, image, init, install, manifests, run
+from kubeop.cli import cluster, create, demo, deploy, image, init, install, manifests, run, version
 
 app = typer.Typer(
     name="kubeop",
@@ -25,6 +25,7 @@ app.command(name="run", context_settings={"allow_extra_args": True, "ignore_unkn
 app.command(name="docker-build")(image.docker_build)
 app.command(name="deploy")(deploy.deploy)
 app.command(name="undeploy")(deploy.undeploy)
+app.command(name="version")(version.version)
 
 
 def main() -> None:

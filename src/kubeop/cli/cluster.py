@@ -53,7 +53,7 @@ def build(
             problem = bins.check_component(bins.COMPONENTS[name], deep=True)
             _say(f"{bins.COMPONENTS[name].key}: {problem or 'ok'}")
     try:
-        bins.ensure_binaries(with_helm=helm, progress=_say, force=force)
+        bins.ensure_binaries(with_helm=helm, progress=_say, force=force, use_installed=False)
     except bins.BinaryError as exc:
         _fail(str(exc))
     _say(f"binaries ready in {bins.cache_dir() / 'bin'}")

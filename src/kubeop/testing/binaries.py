@@ -6,6 +6,11 @@ go.mod + go.sum committed), so every version is pinned and the build is reproduc
 to ``<cache>/bin/<component>-<version>/`` together with a manifest of sizes and hashes; a warm
 start checks the manifest and builds nothing. The versions, the cache layout and that check live
 in :mod:`kubeop.binaries`, which the runtime reads too (re-exported here); this module builds.
+
+Binaries the user already has are used instead when they are the pinned versions (envtest's
+``KUBEBUILDER_ASSETS``, then ``PATH``; see :mod:`kubeop.testing.installed`). A cold build shows
+``n/N packages, ~M min left``: each module's package count and build time are kept in
+``<cache>/bin/build-stats.json`` after a build (``go build -v`` names each package it compiles).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -21,8 +27,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -38,6 +44,7 @@ from kubeop.binaries import (
     component_dir,
     sha256,
 )
+from kubeop.testing.installed import Installed, find_installed
 
 __all__ = [
     "COMPONENTS",
@@ -49,16 +56,21 @@ __all__ = [
     "MIN_GO",
     "Binaries",
     "BinaryError",
+    "BuildEstimate",
+    "Choice",
     "Component",
+    "Selection",
     "build_component",
     "cache_dir",
     "check_component",
     "component_dir",
     "ensure_binaries",
+    "load_estimate",
     "locate_binaries",
+    "record_build",
+    "select_binaries",
     "sha256",
 ]
-
 MIN_GO = (1, 26)
 
 # The KWOK stages that make fake nodes Ready (with lease heartbeats) and pods Running. They ship
@@ -124,23 +136,96 @@ def _print(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _run_go(args: list[str], cwd: Path, env: dict[str, str], label: str, progress: Progress) -> str:
-    """Run a go command, reporting progress every few seconds from its ``-v`` package lines."""
+@dataclass(frozen=True)
+class BuildEstimate:
+    """How far a build is, from the package count and duration of the last build of its module."""
+
+    packages: int | None = None
+    seconds: float | None = None
+    width: int = 20
+
+    def line(self, done: int, elapsed: float) -> str:
+        spent = f"{int(elapsed) // 60}m{int(elapsed) % 60:02d}s"
+        if not self.packages:
+            return f"{done} packages compiled in {spent} (first build: no estimate yet)"
+        total = max(self.packages, done)
+        # The current rate once it means something (a few per cent in), else the last build's.
+        if done >= max(10, total // 20) and elapsed > 0:
+            per_package: float | None = elapsed / done
+        elif self.seconds:
+            per_package = self.seconds / self.packages
+        else:
+            per_package = None
+        filled = min(self.width, self.width * done // total)
+        bar = "[" + "#" * filled + "-" * (self.width - filled) + "]"
+        if per_package is None:
+            left = "no estimate yet"
+        else:
+            remaining = (total - done) * per_package
+            left = "<1 min left" if remaining < 60 else f"~{math.ceil(remaining / 60)} min left"
+        return f"{bar} {done}/{total} packages, {left} ({spent})"
+
+
+def _stats_path(root: Path | None) -> Path:
+    return (root or cache_dir()) / "bin" / "build-stats.json"
+
+
+def load_estimate(component: Component, root: Path | None = None) -> BuildEstimate:
+    """The estimate kept from the last build of ``component`` (empty before the first)."""
+    try:
+        entry = json.loads(_stats_path(root).read_text())[component.key]
+        return BuildEstimate(int(entry["packages"]), float(entry["seconds"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return BuildEstimate()
+
+
+def record_build(component: Component, packages: int, seconds: float, root: Path | None = None) -> None:
+    """Keep a build's package count and duration for the next one's estimate.
+
+    ``go build -v`` names only the packages it compiles, so a build helped by Go's own cache
+    counts fewer: the largest count is kept, and the duration only of a build that compiled
+    (about) all of them.
+    """
+    path = _stats_path(root)
+    try:
+        stats: dict[str, dict[str, float]] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        stats = {}
+    previous = stats.get(component.key, {})
+    known = int(previous.get("packages", 0))
+    entry = {"packages": max(known, packages), "seconds": float(previous.get("seconds", seconds))}
+    if packages >= 0.9 * known:
+        entry["seconds"] = round(seconds, 1)
+    stats[component.key] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(stats, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def _run_go(
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    label: str,
+    progress: Progress,
+    estimate: BuildEstimate | None = None,
+    interval: float = 15.0,
+) -> int:
+    """Run a go command, reporting progress every ``interval`` seconds from its ``-v`` package
+    lines; returns how many packages it compiled."""
     started = time.monotonic()
     count = 0
-    last_pkg = ""
     lines: list[str] = []
+    estimate = estimate or BuildEstimate()
     proc = subprocess.Popen(
         args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
     )
     done = threading.Event()
 
     def heartbeat() -> None:
-        while not done.wait(15.0):
-            elapsed = int(time.monotonic() - started)
-            progress(
-                f"  {label}: {elapsed // 60}m{elapsed % 60:02d}s, {count} packages compiled ({last_pkg})"
-            )
+        while not done.wait(interval):
+            progress(f"  {label}: {estimate.line(count, time.monotonic() - started)}")
 
     ticker = threading.Thread(target=heartbeat, daemon=True)
     ticker.start()
@@ -149,7 +234,6 @@ def _run_go(args: list[str], cwd: Path, env: dict[str, str], label: str, progres
         line = line.rstrip("\n")
         if line and " " not in line and not line.startswith("go:"):
             count += 1
-            last_pkg = line
         else:
             lines.append(line)
     rc = proc.wait()
@@ -157,7 +241,7 @@ def _run_go(args: list[str], cwd: Path, env: dict[str, str], label: str, progres
     if rc != 0:
         tail = "\n".join(lines[-40:])
         raise BinaryError(f"building {label} failed (exit {rc}):\n{tail}")
-    return "\n".join(lines)
+    return count
 
 
 def build_component(
@@ -180,9 +264,15 @@ def build_component(
             env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED="0", GOFLAGS="-mod=readonly")
             out_bin = staging / "bin"
             out_bin.mkdir()
+            estimate = load_estimate(component, root)
+            took = (
+                f"the last cold build here took ~{max(1, round(estimate.seconds / 60))} min"
+                if estimate.seconds
+                else f"a cold build takes ~{component.cold_minutes:g} min on 2 cores"
+            )
             progress(
                 f"==> building {component.key} ({', '.join(_RENAME.get(c, c) for c in component.commands)}); "
-                f"cold build takes ~{component.cold_minutes:g} min on 2 cores, later starts reuse the cache"
+                f"{took}, later starts reuse the cache"
             )
             args = [go, "build", "-v", "-trimpath", "-o", str(out_bin) + "/"]
             if component.tags:
@@ -191,7 +281,8 @@ def build_component(
                 args.append(f"-ldflags={component.ldflags}")
             args += list(component.packages)
             started = time.monotonic()
-            _run_go(args, module, env, component.key, progress)
+            packages = _run_go(args, module, env, component.key, progress, estimate)
+            record_build(component, packages, time.monotonic() - started, root)
             for src, dst in _RENAME.items():
                 if (out_bin / src).exists():
                     (out_bin / src).rename(out_bin / dst)
@@ -234,36 +325,129 @@ def _copy_kwok_stages(go: str, module: Path, env: dict[str, str], dest: Path) ->
             target.write_bytes(yaml_file.read_bytes())
 
 
+# Which component builds each command, and which commands each mode of the control plane runs.
+COMMAND_COMPONENT = {
+    "etcd": "etcd",
+    "kube-apiserver": "kubernetes",
+    "kube-controller-manager": "kubernetes",
+    "kube-scheduler": "kubernetes",
+    "kubectl": "kubernetes",
+    "kwok": "kwok",
+    "helm": "helm",
+}
+MINIMAL_COMMANDS = ("etcd", "kube-apiserver", "kubectl")
+FULL_COMMANDS = (*MINIMAL_COMMANDS, "kube-controller-manager", "kube-scheduler", "kwok")
+# kwok's stages come from its module, so kwok is always kubeop's own build.
+NOT_INSTALLED = frozenset({"kwok"})
+
+
+def _cached_path(command: str, root: Path | None) -> Path:
+    return component_dir(COMPONENTS[COMMAND_COMPONENT[command]], root) / "bin" / command
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Where one command comes from: ``KUBEBUILDER_ASSETS``, ``PATH``, ``cache`` or ``build``."""
+
+    command: str
+    path: Path
+    source: str
+    version: str
+
+
+@dataclass
+class Selection:
+    """The binaries a control plane would use, and what has to be built first."""
+
+    choices: dict[str, Choice]
+    installed: dict[str, list[Installed]] = field(default_factory=dict)
+    to_build: list[Component] = field(default_factory=list)
+    root: Path | None = None
+
+    def lines(self) -> list[str]:
+        """One line per binary found outside the cache: used, or why not (nothing when none)."""
+        return [found.line() for candidates in self.installed.values() for found in candidates]
+
+    def binaries(self) -> Binaries:
+        def path(command: str) -> Path:
+            choice = self.choices.get(command)
+            return choice.path if choice else _cached_path(command, self.root)
+
+        helm = self.choices.get("helm")
+        return Binaries(
+            etcd=path("etcd"),
+            kube_apiserver=path("kube-apiserver"),
+            kube_controller_manager=path("kube-controller-manager"),
+            kube_scheduler=path("kube-scheduler"),
+            kubectl=path("kubectl"),
+            kwok=path("kwok"),
+            kwok_stages=component_dir(COMPONENTS["kwok"], self.root) / "stages",
+            helm=helm.path if helm else None,
+        )
+
+
+def select_binaries(
+    *,
+    full: bool = True,
+    with_helm: bool = False,
+    root: Path | None = None,
+    use_installed: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> Selection:
+    """Choose each command the mode needs: an installed binary of the pinned version, else the
+    cached build, else the component to build."""
+    commands = [*(FULL_COMMANDS if full else MINIMAL_COMMANDS), *(["helm"] if with_helm else [])]
+    wanted = {c: COMPONENTS[COMMAND_COMPONENT[c]].version for c in commands if c not in NOT_INSTALLED}
+    installed = find_installed(wanted, env) if use_installed else {}
+    selection = Selection({}, installed, root=root)
+    for command in commands:
+        component = COMPONENTS[COMMAND_COMPONENT[command]]
+        usable = [found for found in installed.get(command, []) if found.usable]
+        if usable:
+            selection.choices[command] = Choice(command, usable[0].path, usable[0].origin, component.version)
+            continue
+        built = check_component(component, root) is None
+        source = "cache" if built else "build"
+        selection.choices[command] = Choice(command, _cached_path(command, root), source, component.version)
+        if not built and component not in selection.to_build:
+            selection.to_build.append(component)
+    return selection
+
+
 def ensure_binaries(
-    *, with_helm: bool = False, progress: Progress = _print, root: Path | None = None, force: bool = False
+    *,
+    with_helm: bool = False,
+    progress: Progress = _print,
+    root: Path | None = None,
+    force: bool = False,
+    full: bool = True,
+    use_installed: bool = True,
 ) -> Binaries:
-    """Return the control-plane binaries, building whatever the cache lacks."""
-    names = ["etcd", "kwok", "kubernetes"] + (["helm"] if with_helm else [])
-    for name in names:
-        component = COMPONENTS[name]
+    """Return the control-plane binaries, building whatever is neither installed (at the pinned
+    version) nor cached. ``full=False``: only what a minimal control plane runs (etcd,
+    kube-apiserver, kubectl). ``force`` rebuilds the cache and uses only it."""
+    if force:
+        for name in ["etcd", "kwok", "kubernetes"] + (["helm"] if with_helm else []):
+            build_component(COMPONENTS[name], root, progress=progress, force=True)
+        return locate_binaries(root=root, with_helm=with_helm, full=full, use_installed=False)
+    selection = select_binaries(full=full, with_helm=with_helm, root=root, use_installed=use_installed)
+    for line in selection.lines():
+        progress(f"==> {line}")
+    for component in selection.to_build:
         problem = check_component(component, root)
-        if force or problem is not None:
-            if problem and not force and (component_dir(component, root) / "manifest.json").exists():
-                progress(f"==> rebuilding {component.key}: {problem}")
-            build_component(component, root, progress=progress, force=force)
-    return locate_binaries(root=root, with_helm=with_helm)
+        if problem and (component_dir(component, root) / "manifest.json").exists():
+            progress(f"==> rebuilding {component.key}: {problem}")
+        build_component(component, root, progress=progress)
+    return selection.binaries()
 
 
-def locate_binaries(*, root: Path | None = None, with_helm: bool = False) -> Binaries:
-    """Paths of already built binaries; raises BinaryError naming the fix when any is missing."""
-    for name in ["etcd", "kwok", "kubernetes"] + (["helm"] if with_helm else []):
-        problem = check_component(COMPONENTS[name], root)
-        if problem is not None:
-            raise BinaryError(f"{problem}. Run `kubeop cluster build` to build the control-plane binaries.")
-    k8s = component_dir(COMPONENTS["kubernetes"], root) / "bin"
-    kwok = component_dir(COMPONENTS["kwok"], root)
-    return Binaries(
-        etcd=component_dir(COMPONENTS["etcd"], root) / "bin" / "etcd",
-        kube_apiserver=k8s / "kube-apiserver",
-        kube_controller_manager=k8s / "kube-controller-manager",
-        kube_scheduler=k8s / "kube-scheduler",
-        kubectl=k8s / "kubectl",
-        kwok=kwok / "bin" / "kwok",
-        kwok_stages=kwok / "stages",
-        helm=(component_dir(COMPONENTS["helm"], root) / "bin" / "helm") if with_helm else None,
-    )
+def locate_binaries(
+    *, root: Path | None = None, with_helm: bool = False, full: bool = True, use_installed: bool = True
+) -> Binaries:
+    """Paths of installed or already built binaries; raises BinaryError naming the fix when any
+    is missing."""
+    selection = select_binaries(full=full, with_helm=with_helm, root=root, use_installed=use_installed)
+    for component in selection.to_build:
+        problem = check_component(component, root)
+        raise BinaryError(f"{problem}. Run `kubeop cluster build` to build the control-plane binaries.")
+    return selection.binaries()

@@ -241,7 +241,11 @@ class ControlPlane:
     @property
     def binaries(self) -> Binaries:
         if self._binaries is None:
-            self._binaries = ensure_binaries(progress=self._progress) if self._build else locate_binaries()
+            self._binaries = (
+                ensure_binaries(progress=self._progress, full=self.full)
+                if self._build
+                else locate_binaries(full=self.full)
+            )
         return self._binaries
 
     @property

@@ -36,7 +36,7 @@ class ExistingCluster:
 
     def _kubectl_path(self) -> str:
         try:
-            return str(locate_binaries().kubectl)
+            return str(locate_binaries(full=False).kubectl)
         except BinaryError:
             found = shutil.which("kubectl")
             if found is None:

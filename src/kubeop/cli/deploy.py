@@ -8,15 +8,15 @@ from typing import Annotated, Any
 import typer
 
 from kubeop.cli.cluster_ops import apply_all, connect, delete_all, in_apply_order, wait_available
-from kubeop.cli.output import Context, Directory, Kubeconfig, errors_as_messages, project_at, say
+from kubeop.cli.output import Context, Directory, Kubeconfig, any_project_at, errors_as_messages, say
 from kubeop.crd import render_yaml
-from kubeop.scaffold import Project, build_kustomization
+from kubeop.scaffold import HelmProject, Project, build_kustomization
 
 Wait = Annotated[bool, typer.Option(help="wait until the operator is available (deploy) or gone (undeploy)")]
 Timeout = Annotated[float, typer.Option(help="seconds to wait for the cluster")]
 
 
-def _objects(project: Project, image: str | None) -> list[dict[str, Any]]:
+def _objects(project: Project | HelmProject, image: str | None) -> list[dict[str, Any]]:
     return build_kustomization(
         project.root / "config" / "default", images={"controller": image} if image else None
     )
@@ -46,7 +46,7 @@ def deploy(
 ) -> None:
     """Apply config/default: namespace, CRDs, service account, RBAC, manager Deployment, metrics Service."""
     with errors_as_messages():
-        project = project_at(directory)
+        project = any_project_at(directory)
         objs = in_apply_order(_objects(project, image))
         names = project.names
         if dry_run:
@@ -84,7 +84,7 @@ def undeploy(
 ) -> None:
     """Delete what deploy applied, CRDs included (and so every object of the project's kinds)."""
     with errors_as_messages():
-        project = project_at(directory)
+        project = any_project_at(directory)
         objs = _objects(project, None)
 
         async def run() -> int:

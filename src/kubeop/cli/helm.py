@@ -14,17 +14,20 @@ from kubeop.helm import HelmChartError, WatchesError
 from kubeop.scaffold import (
     GENERATED,
     PROJECT_FILE,
+    HelmProject,
     HelmProjectError,
     Planned,
     copy_chart,
     find_helm_project,
     helm_api_files,
     helm_project_files,
+    pending,
+    plan_helm_manifests,
     write_planned,
 )
 from kubeop.scaffold.new_project import IGNORED_ENTRIES
 
-__all__ = ["create_helm_api", "init_helm"]
+__all__ = ["create_helm_api", "helm_manifests", "init_helm"]
 
 # Files create api rewrites as a whole (they list every kind); the rest are the user's once
 # written, except generated ones that still carry the generated header.
@@ -89,3 +92,18 @@ def create_helm_api(
         f"\n{kind} is served by {rel}. Next: make install run, then kubectl apply -k config/samples "
         f"(the sample's spec holds the chart's default values)"
     )
+
+
+def helm_manifests(project: HelmProject, *, check: bool) -> None:
+    """``kubeop manifests`` in a Helm project: the CRDs from the charts' values.schema.json, the
+    ClusterRole from the kinds and what the charts render, the samples index."""
+    plans = plan_helm_manifests(project)
+    kinds = ", ".join(a.kind for a in project.apis) or "no kinds yet"
+    if check:
+        stale = [c.path for c in pending(project.root, plans) if c.action in ("created", "updated")]
+        if stale:
+            fail(f"config/ is out of date ({', '.join(stale)}): run kubeop manifests")
+        say(f"config/ is up to date ({kinds})")
+        return
+    report(write_planned(project.root, plans))
+    say(f"config/ is written for {kinds} (from the charts in helm-charts/)")

@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from kubeop.cli.output import Directory, errors_as_messages, fail, project_at, say
+from kubeop.cli.output import Directory, any_project_at, errors_as_messages, fail, say
+from kubeop.scaffold import HelmProject, write_helm_build_context
 from kubeop.scaffold.image import write_build_context
 
 __all__ = ["docker_build", "usable_engine"]
@@ -50,11 +51,21 @@ def docker_build(
 ) -> None:
     """Write the image build context and build the image with docker or podman."""
     with errors_as_messages():
-        project = project_at(directory)
+        project = any_project_at(directory)
         dest = (context_dir or project.root / "build" / "image").resolve()
-        entries = write_build_context(project, dest)
+        if isinstance(project, HelmProject):
+            entries, dist = write_helm_build_context(project, dest)
+        else:
+            entries = write_build_context(project, dest)
     shown = dest.relative_to(project.root) if dest.is_relative_to(project.root) else dest
     say(f"wrote the build context to {shown} ({', '.join(e for e in entries if not e.startswith('.'))})")
+    if isinstance(project, HelmProject):
+        say(f"the image installs kubeop {dist.version} from {shown}/wheels/{dist.wheel_name} ({dist.source})")
+        if "wheels/" not in (dest / "Dockerfile").read_text():
+            say(
+                "note: the Dockerfile does not install kubeop from wheels/ (it predates kubeop carrying "
+                "its wheel); take the install lines of a new kubeop init --plugin helm project's Dockerfile"
+            )
     if context_only:
         return
     found, reasons = usable_engine((engine,) if engine else ENGINES)

@@ -8,20 +8,21 @@ from typing import Annotated, Any
 import typer
 
 from kubeop.cli.cluster_ops import apply_all, connect, delete_all
-from kubeop.cli.output import Context, Directory, Kubeconfig, errors_as_messages, fail, project_at, say
-from kubeop.scaffold import Project, build_kustomization, stale_manifests
+from kubeop.cli.output import Context, Directory, Kubeconfig, any_project_at, errors_as_messages, fail, say
+from kubeop.scaffold import HelmProject, Project, build_kustomization, stale_helm_manifests, stale_manifests
 
 Timeout = Annotated[float, typer.Option(help="seconds to wait for the cluster")]
 
 
-def _crds(project: Project) -> list[dict[str, Any]]:
+def _crds(project: Project | HelmProject) -> list[dict[str, Any]]:
     crds = [
         o
         for o in build_kustomization(project.root / "config" / "crd")
         if o.get("kind") == "CustomResourceDefinition"
     ]
     if not crds:
-        fail("config/crd has no CRDs: add a kind (kubeop create api) and run kubeop manifests")
+        how = "kubeop create api --helm-chart" if isinstance(project, HelmProject) else "kubeop create api"
+        fail(f"config/crd has no CRDs: add a kind ({how}) and run kubeop manifests")
     return crds
 
 
@@ -30,9 +31,14 @@ def install(
 ) -> None:
     """Install the project's CRDs (config/crd) and wait until they are served."""
     with errors_as_messages():
-        project = project_at(directory)
+        project = any_project_at(directory)
         crds = _crds(project)
-        if any(path.startswith("config/crd/") for path in stale_manifests(project.root)):
+        stale = (
+            stale_helm_manifests(project)
+            if isinstance(project, HelmProject)
+            else stale_manifests(project.root)
+        )
+        if any(path.startswith("config/crd/") for path in stale):
             say("note: config/crd is older than the models; run kubeop manifests first (make install does)")
 
         async def run() -> None:
@@ -52,7 +58,7 @@ def uninstall(
 ) -> None:
     """Delete the project's CRDs, and with them every object of their kinds."""
     with errors_as_messages():
-        project = project_at(directory)
+        project = any_project_at(directory)
         crds = _crds(project)
 
         async def run() -> int:

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from kubeop.cli.helm import helm_manifests
 from kubeop.cli.output import Directory, errors_as_messages, fail, project_at, report, say
-from kubeop.scaffold import check_namespace, generated, pending, plan_manifests, write_planned
+from kubeop.scaffold import (
+    check_namespace,
+    find_helm_project,
+    generated,
+    pending,
+    plan_manifests,
+    write_planned,
+)
 
 Check = Annotated[
     bool, typer.Option("--check", help="write nothing; fail if config/ is out of date (for CI)")
@@ -26,6 +35,9 @@ Namespace = Annotated[
 def manifests(directory: Directory = None, check: Check = False, namespace: Namespace = None) -> None:
     """Write the CRDs, RBAC and samples index under config/ from the models and @rbac_rule declarations."""
     with errors_as_messages():
+        helm = find_helm_project(directory or Path.cwd())
+        if helm is not None:
+            return helm_manifests(helm, check=check)
         project = project_at(directory)
         moved = ""
         if namespace is not None and namespace != project.namespace:

@@ -17,12 +17,13 @@ import typer
 from kubeop.client import ApiConnectionError, ConfigError
 from kubeop.core.errors import ApiError
 from kubeop.crd import CRDError
-from kubeop.scaffold import Change, Project, ScaffoldError, find_project
+from kubeop.scaffold import Change, HelmProject, Project, ScaffoldError, find_helm_project, find_project
 
 __all__ = [
     "Context",
     "Directory",
     "Kubeconfig",
+    "any_project_at",
     "errors_as_messages",
     "fail",
     "project_at",
@@ -67,6 +68,12 @@ def errors_as_messages() -> Iterator[None]:
 
 def project_at(directory: Path | None) -> Project:
     return find_project(directory or Path.cwd())
+
+
+def any_project_at(directory: Path | None) -> Project | HelmProject:
+    """The project around ``directory``: a Python one (kubeop init) or a Helm one (--plugin helm)."""
+    start = directory or Path.cwd()
+    return find_helm_project(start) or find_project(start)
 
 
 _SHOWN = {"created": "created", "updated": "updated", "kept": "kept   "}

@@ -24,11 +24,13 @@ from typing import Annotated, Any
 import typer
 
 from kubeop.cli.cluster_ops import apply_all, connect
-from kubeop.cli.output import Directory, Kubeconfig, errors_as_messages, fail, project_at, say
+from kubeop.cli.output import Directory, Kubeconfig, any_project_at, errors_as_messages, fail, say
 from kubeop.cli.permissions import accesses, denied, identity
 from kubeop.crd import crd_manifests
 from kubeop.crd.rbac import LEASE_VERBS, PolicyRule
-from kubeop.scaffold import Project, generated
+from kubeop.helm import HelmNotFound, WatchesError, find_helm, load_watches
+from kubeop.scaffold import HelmProject, Project, generated
+from kubeop.scaffold.helm import rbac_rules
 from kubeop.webhook import Conversion, Endpoint, local_certificates, webhook_configurations, with_conversion
 from kubeop.webhook.certs import DEFAULT_CERT_DIR
 
@@ -64,8 +66,27 @@ def _leader_election(args: Sequence[str]) -> tuple[bool, str | None]:
     return enabled, namespace
 
 
-async def _check(project: Project, args: Sequence[str], kubeconfig: Path | None) -> None:
-    rules = generated(project, command="run").manager_rules()
+def _manager_rules(project: Project | HelmProject) -> list[PolicyRule]:
+    if isinstance(project, HelmProject):
+        return rbac_rules(project.apis, [project.root / a.chart for a in project.apis])
+    return generated(project, command="run").manager_rules()
+
+
+def helm_command(project: HelmProject, args: Sequence[str]) -> list[str]:
+    """``python -m kubeop.helm --watches-file <project>/watches.yaml ARGS``, once watches.yaml
+    has a kind and a helm binary is there."""
+    watches = project.root / "watches.yaml"
+    try:
+        if not load_watches(watches):
+            fail("watches.yaml has no kinds yet: add one with kubeop create api --helm-chart")
+        find_helm()
+    except (WatchesError, HelmNotFound) as e:
+        fail(str(e))
+    return [sys.executable, "-m", "kubeop.helm", "--watches-file", str(watches), *args]
+
+
+async def _check(project: Project | HelmProject, args: Sequence[str], kubeconfig: Path | None) -> None:
+    rules = _manager_rules(project)
     elect, le_namespace = _leader_election(args)
     async with connect(kubeconfig, None) as client:
         wanted = accesses(rules)
@@ -83,10 +104,14 @@ async def _check(project: Project, args: Sequence[str], kubeconfig: Path | None)
             roles = "config/rbac/role.yaml" + (" and leader_election_role.yaml" if elect else "")
             fail(
                 f"Forbidden: {who} may not\n{lines}\n"
-                f"but the operator's code declares it needs to ({roles}). Bind the generated RBAC to this "
-                "identity (kubeop deploy does, for the operator's service account), run with a kubeconfig "
-                "that has it, or skip this check with --no-rbac-check"
+                f"but the operator{_declares(project)} it needs to ({roles}). Bind the generated RBAC to "
+                "this identity (kubeop deploy does, for the operator's service account), run with a "
+                "kubeconfig that has it, or skip this check with --no-rbac-check"
             )
+
+
+def _declares(project: Project | HelmProject) -> str:
+    return "'s charts say" if isinstance(project, HelmProject) else "'s code declares"
 
 
 def local_webhook_objects(project: Project, args: Sequence[str]) -> list[dict[str, Any]]:
@@ -163,12 +188,16 @@ def run(
     args = list(ctx.args)
     with errors_as_messages():
         logging_env = log_environment(log_format, log_level)
-        project = project_at(directory)
-        if not (project.root / project.package / "__main__.py").is_file():
+        project = any_project_at(directory)
+        if isinstance(project, HelmProject):
+            command = helm_command(project, args)
+        elif not (project.root / project.package / "__main__.py").is_file():
             fail(f"{project.package}/__main__.py is missing: restore it (kubeop init --force) to run")
+        else:
+            command = [sys.executable, "-m", project.package, *args]
         if rbac_check:
             asyncio.run(_check(project, args, kubeconfig))
-        if webhooks:
+        if webhooks and isinstance(project, Project):
             objs = local_webhook_objects(project, args)
             if objs:
                 asyncio.run(_register_webhooks(objs, kubeconfig))
@@ -176,7 +205,6 @@ def run(
     if kubeconfig:
         env["KUBECONFIG"] = str(kubeconfig)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project.root), env.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", project.package, *args]
     say(f"starting {project.project_name}: python -m {' '.join(command[2:])}")
     sys.stdout.flush()
     sys.stderr.flush()

@@ -26,6 +26,8 @@ from kubeop.scaffold.helm import (
     helm_api_files,
     helm_project_files,
     plan_helm_manifests,
+    stale_helm_manifests,
+    write_helm_build_context,
 )
 from kubeop.scaffold.kustomize import build as build_kustomization
 from kubeop.scaffold.manifests import GENERATED, Generated, generated, plan_manifests, stale_manifests
@@ -65,6 +67,8 @@ __all__ = [
     "pending",
     "plan_helm_manifests",
     "plan_manifests",
+    "stale_helm_manifests",
     "stale_manifests",
+    "write_helm_build_context",
     "write_planned",
 ]

@@ -47,11 +47,13 @@ from kubeop.crd.rbac import (
 from kubeop.helm.crd import HelmChartError, crd_for_chart
 from kubeop.helm.watches import Watch, WatchesError, parse_watches
 from kubeop.scaffold.errors import ScaffoldError
-from kubeop.scaffold.files import Planned
+from kubeop.scaffold.files import Planned, pending
+from kubeop.scaffold.image import prepare_context
 from kubeop.scaffold.manifests import GENERATED
 from kubeop.scaffold.names import ProjectNames, check_domain
 from kubeop.scaffold.project import PROJECT_FILE
 from kubeop.scaffold.render import render_template
+from kubeop.scaffold.wheel import WHEEL_DIR, KubeopDist, kubeop_wheel
 
 __all__ = [
     "HELM_LAYOUT",
@@ -65,6 +67,8 @@ __all__ = [
     "helm_project_files",
     "plan_helm_manifests",
     "rbac_rules",
+    "stale_helm_manifests",
+    "write_helm_build_context",
 ]
 
 HELM_LAYOUT = "helm.kubeop.dev/v1"
@@ -377,6 +381,32 @@ def plan_helm_manifests(
     samples.update(new_samples)
     plans.append(_generated("config/samples/kustomization.yaml", _kustomization(sorted(samples))))
     return plans
+
+
+def write_helm_build_context(project: HelmProject, dest: Path) -> tuple[list[str], KubeopDist]:
+    """The image build context of a Helm project in ``dest`` (replacing an earlier one): the
+    Dockerfile, watches.yaml, the charts, and the kubeop wheel under ``wheels/``. Returns the
+    top-level entries and the kubeop the wheel was packed from."""
+    root = project.root
+    for needed in ("Dockerfile", "watches.yaml", "helm-charts"):
+        if not (root / needed).exists():
+            raise HelmProjectError(
+                f"{root / needed} is missing: restore it (kubeop init --plugin helm --force) to build "
+                "an image"
+            )
+    prepare_context(dest)
+    for name in ("Dockerfile", ".dockerignore", "watches.yaml"):
+        if (root / name).is_file():
+            shutil.copy2(root / name, dest / name)
+    shutil.copytree(root / "helm-charts", dest / "helm-charts", ignore=shutil.ignore_patterns(".git"))
+    _, dist = kubeop_wheel(dest / WHEEL_DIR)
+    return sorted(p.name for p in dest.iterdir()), dist
+
+
+def stale_helm_manifests(project: HelmProject) -> list[str]:
+    """The files under config/ that ``kubeop manifests`` would create or rewrite (empty: up to date)."""
+    plans = plan_helm_manifests(project)
+    return [c.path for c in pending(project.root, plans) if c.action in ("created", "updated")]
 
 
 def chart_kinds(chart: Path, *, helm: str | None = None) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.project import Project
 
-__all__ = ["CONTEXT_MARKER", "local_kubeop", "write_build_context"]
+__all__ = ["CONTEXT_MARKER", "local_kubeop", "prepare_context", "write_build_context"]
 
 CONTEXT_MARKER = ".kubeop-build-context"
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
@@ -53,7 +53,8 @@ def local_kubeop(project: Project) -> Path | None:
     return source
 
 
-def _prepare(dest: Path) -> None:
+def prepare_context(dest: Path) -> None:
+    """An empty ``dest`` marked as kubeop's (an earlier context is replaced, anything else refused)."""
     if dest.exists():
         if not (dest / CONTEXT_MARKER).is_file() and any(dest.iterdir()):
             raise ScaffoldError(
@@ -73,7 +74,7 @@ def write_build_context(project: Project, dest: Path) -> list[str]:
                 f"{root / needed} is missing: restore it (kubeop init --force) to build an image"
             )
     source = local_kubeop(project)
-    _prepare(dest)
+    prepare_context(dest)
     for name in ("Dockerfile", ".dockerignore", "README.md"):
         if (root / name).is_file():
             shutil.copy2(root / name, dest / name)

@@ -173,6 +173,12 @@ def load_project(root: Path) -> Project:
     if not isinstance(data, dict):
         raise ScaffoldError(f"{path} does not describe a project; run kubeop init again")
     layout = tuple(str(x) for x in data.get("layout") or ())
+    if "helm.kubeop.dev/v1" in layout:
+        raise ScaffoldError(
+            f"{path} is a Helm operator project (layout helm.kubeop.dev/v1): this command works on "
+            "Python projects only; a Helm project takes create api --helm-chart, manifests, install, "
+            "run, docker-build and deploy"
+        )
     if LAYOUT not in layout:
         raise ScaffoldError(
             f"{path} is a project of layout {', '.join(layout) or '(none)'}, not {LAYOUT}: kubeop works on "

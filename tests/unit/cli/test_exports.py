@@ -22,6 +22,7 @@ MODULES = {
     "project",
     "render",
     "webhook",
+    "wheel",
 }
 
 

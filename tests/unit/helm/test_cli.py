@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -61,3 +65,96 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
         "--helm-chart", str(EXAMPLE_CHART), "--dir", str(ok),
     )  # fmt: skip
     assert code == 1 and "CamelCase" in out and "Traceback" not in out
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "php-operator"
+    init = (
+        "init",
+        "--plugin",
+        "helm",
+        "--domain",
+        "example.com",
+        "--repo",
+        "github.com/x/y",
+        "--dir",
+        str(root),
+    )
+    assert run(*init)[0] == 0
+    code, out = run(
+        "create", "api", "--group", "web", "--version", "v1", "--kind", "PhpDeployment",
+        "--helm-chart", str(EXAMPLE_CHART), "--dir", str(root),
+    )  # fmt: skip
+    assert code == 0, out
+    return root
+
+
+def test_manifests_regenerates_what_the_charts_imply(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    code, out = run("manifests", "--check", "--dir", str(root))
+    assert code == 0 and "config/ is up to date (PhpDeployment)" in out, out
+    role = root / "config/rbac/role.yaml"
+    role.write_text(role.read_text().replace("ingresses", "nothing"))
+    code, out = run("manifests", "--check", "--dir", str(root))
+    assert code == 1 and "config/rbac/role.yaml" in out and "run kubeop manifests" in out
+    code, out = run("manifests", "--dir", str(root))
+    assert code == 0 and "updated config/rbac/role.yaml" in out, out
+    assert "ingresses" in role.read_text()
+    # A file whose generated header was removed is the user's: kept.
+    role.write_text("# mine\n" + role.read_text().split("\n", 1)[1])
+    code, out = run("manifests", "--dir", str(root))
+    assert code == 0 and "kept    config/rbac/role.yaml" in out, out
+
+
+def test_commands_of_python_projects_name_what_a_helm_project_takes(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    code, out = run("create", "webhook", "--group", "web", "--version", "v1", "--kind", "PhpDeployment",
+                    "--defaulting", "--dir", str(root))  # fmt: skip
+    assert code == 1 and "is a Helm operator project" in out and "Traceback" not in out
+    empty = tmp_path / "empty"
+    assert (
+        run("init", "--plugin", "helm", "--domain", "example.com", "--repo", "r", "--dir", str(empty))[0] == 0
+    )
+    code, out = run("run", "--dir", str(empty), "--no-rbac-check")
+    assert code == 1 and "watches.yaml has no kinds yet" in out and "create api --helm-chart" in out
+    code, out = run("install", "--dir", str(empty))
+    assert code == 1 and "config/crd has no CRDs" in out and "--helm-chart" in out
+
+
+def test_docker_build_context_carries_the_kubeop_wheel(tmp_path: Path) -> None:
+    """The context builds an image without a package index serving kubeop: the wheel in
+    wheels/ installs (here into a directory, no container engine needed) and is the kubeop of
+    this CLI, templates and the Helm operator included."""
+    root = _project(tmp_path)
+    code, out = run("docker-build", "--context-only", "--dir", str(root))
+    assert code == 0, out
+    context = root / "build" / "image"
+    assert "the image installs kubeop" in out and "wheels/kubeop-" in out
+    assert sorted(p.name for p in context.iterdir()) == [
+        ".dockerignore", ".kubeop-build-context", "Dockerfile", "helm-charts", "watches.yaml", "wheels"
+    ]  # fmt: skip
+    assert (context / "helm-charts/php-deployment/Chart.yaml").is_file()
+    dockerfile = (context / "Dockerfile").read_text()
+    assert "COPY wheels/ /wheels/" in dockerfile and "pip install --no-cache-dir /wheels/*.whl" in dockerfile
+    [wheel] = (context / "wheels").glob("kubeop-*.whl")
+    target = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(target)]
+    done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(target)}
+    check = (
+        "import kubeop, kubeop.helm.__main__, importlib.metadata as m;"
+        "from kubeop.scaffold.render import template_text;"
+        "template_text('helm/Dockerfile.tmpl');"
+        "print(kubeop.__file__, m.version('kubeop'))"
+    )
+    # The venv's site-packages give the dependencies; kubeop itself must come from the wheel.
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    path, version = done.stdout.split()
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    assert path.startswith(str(target)) and version == pyproject["project"]["version"]
+    # The same kubeop gives the same wheel (the engine's layer cache keeps working).
+    first = wheel.read_bytes()
+    assert run("docker-build", "--context-only", "--dir", str(root))[0] == 0
+    assert wheel.read_bytes() == first

@@ -10,6 +10,7 @@ one: writes happen in background tasks, and their errors are logged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -68,6 +69,7 @@ class EventRecorder:
         self._series: dict[tuple[str, str, str, str, str], _Series] = {}
         self._budget: dict[str, list[float]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing: asyncio.Event | None = None  # set by flush(): series updates go out at once
         self.dropped = 0
         self.written = 0
         self._events = 0
@@ -173,7 +175,10 @@ class EventRecorder:
         assert self._client is not None
         try:
             if delay:
-                await asyncio.sleep(delay)
+                if self._closing is None:
+                    self._closing = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), delay)
             series.pending = 0
             series.last_flush = time.monotonic()
             await self._client.patch(
@@ -190,6 +195,10 @@ class EventRecorder:
             series.flushing = False
 
     async def flush(self) -> None:
-        """Wait for pending event writes (at shutdown)."""
+        """Wait for pending event writes (at shutdown); series updates waiting out their
+        aggregation interval are sent at once."""
+        if self._closing is None:
+            self._closing = asyncio.Event()
+        self._closing.set()
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,188 @@
+"""FakeCluster: an in-process Kubernetes API for unit tests of reconcilers.
+
+    from kubeop.testing import FakeCluster
+
+    async def test_widget_gets_a_configmap() -> None:
+        cluster = FakeCluster()
+        cluster.add_crd(Widget)                      # a CustomResource class or a CRD manifest
+        manager = Manager(cluster.client(), metrics_address=None, health_address=None)
+        manager.add(Controller.for_(Widget).owns(CONFIGMAPS).reconcile(reconcile))
+        ...
+
+It stands behind the same :class:`~kubeop.client.transport.Transport` seam as the HTTP transport,
+so everything above it (``Client``, informers, the reconciler client, leader election, events,
+the Manager) runs unchanged. What it does as kube-apiserver does, for built-in kinds and any CRD:
+
+- one global resourceVersion; uid, creationTimestamp; ``metadata.generation`` bumped on spec
+  changes only (kinds that keep one); 409 Conflict on a stale resourceVersion, AlreadyExists;
+  404 NotFound as a Status; an update that changes nothing writes nothing;
+- create, get, list (limit/continue from a snapshot), update, patch (merge, JSON patch,
+  strategic merge for built-in kinds, server-side apply with conflicts between appliers),
+  delete, deletecollection, dry runs; status and scale subresources (a status write ignores
+  everything but status, a main write ignores status);
+- finalizers and deletionTimestamp; owner references with garbage collection (background,
+  foreground with blockOwnerDeletion, orphan), namespaces that terminate with their contents,
+  done at once after each write rather than eventually;
+- label selectors, and field selectors on ``metadata.name``, ``metadata.namespace`` and the
+  fields the server supports per kind (400 for others);
+- watches from a resourceVersion (ordered events; ADDED/DELETED when an object enters or leaves
+  a selection), ``sendInitialEvents``, bookmarks on :meth:`FakeCluster.step`, 410 Expired for
+  a version older than the last :meth:`FakeCluster.compact`; aggregated and legacy discovery.
+
+What it does not do: schema validation, defaulting, pruning, admission webhooks, conversion,
+RBAC, or any controller but the garbage collector's and the namespace controller's work (no
+Deployment creates Pods). Test that against the real control plane (:class:`ControlPlane`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from kubeop.client.client import Client
+from kubeop.client.config import ClientConfig
+from kubeop.testing.fake.api import Api, bookmark
+from kubeop.testing.fake.kinds import Kind
+from kubeop.testing.fake.store import Failure, Store
+from kubeop.testing.fake.transport import FakeTransport
+
+__all__ = ["FakeCluster", "SteppableClock"]
+
+SERVER = "https://fake-cluster.invalid"
+
+
+class SteppableClock(Protocol):
+    """A test clock :meth:`FakeCluster.step` moves too (``kubeop.queue.FakeClock`` is one)."""
+
+    def advance(self, seconds: float) -> None: ...
+
+
+class FakeCluster:
+    """An in-process API server; see the module docstring for what it does.
+
+    ``clock`` is stepped with the cluster (pass the same one to the code under test);
+    ``start`` is the wall time the cluster's timestamps start from (now by default);
+    ``garbage_collection=False`` leaves dependents and the ``orphan``/``foregroundDeletion``
+    finalizers alone, as a control plane without kube-controller-manager does.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: SteppableClock | None = None,
+        start: dt.datetime | None = None,
+        garbage_collection: bool = True,
+    ) -> None:
+        self._clock = clock
+        self._start = start if start is not None else dt.datetime.now(dt.UTC).replace(microsecond=0)
+        if self._start.tzinfo is None:
+            raise ValueError("FakeCluster(start=...) must be timezone-aware (e.g. datetime(..., tzinfo=UTC))")
+        self._elapsed = 0.0
+        self._store = Store(self.now, garbage_collection=garbage_collection)
+        self._api = Api(self._store, lambda: self._elapsed)
+
+    # -- clients --------------------------------------------------------------------------------
+
+    def client(self, *, namespace: str = "default") -> Client:
+        """A new :class:`~kubeop.client.Client` talking to this cluster (``namespace`` is its
+        default, as a kubeconfig context's). Close it, or let the Manager that owns it do so."""
+        return Client(transport=self.transport(namespace=namespace))
+
+    def transport(self, *, namespace: str = "default") -> FakeTransport:
+        """The :class:`~kubeop.client.transport.Transport` under :meth:`client`."""
+        config = ClientConfig(
+            server=SERVER, namespace=namespace, qps=None, source="kubeop.testing.FakeCluster"
+        )
+        return FakeTransport(self, config)
+
+    # -- kinds ----------------------------------------------------------------------------------
+
+    def add_crd(self, *crds: Mapping[str, Any] | type) -> None:
+        """Serve custom resources: CRD manifests (dicts) or :class:`kubeop.crd.CustomResource`
+        classes. Creating a CustomResourceDefinition through the API works too."""
+        kind = self._store.kinds.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert kind is not None
+        for crd in crds:
+            manifest = _manifest(crd)
+            name = (manifest.get("metadata") or {}).get("name", "")
+            try:
+                self._store.create(kind, None, manifest)
+            except Failure as e:
+                if e.status["reason"] == "AlreadyExists":
+                    current = self._store.get(kind, None, name)
+                    manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                    self._store.update(kind, None, name, manifest)
+                else:
+                    raise ValueError(f"add_crd: {e.status['message']}") from None
+
+    @property
+    def kinds(self) -> list[Kind]:
+        """The kinds served now (built-in and custom), one per group/version/plural."""
+        return list(self._store.kinds)
+
+    # -- time and history -----------------------------------------------------------------------
+
+    def now(self) -> dt.datetime:
+        """The cluster's wall time: ``start`` plus the seconds stepped (for timestamps)."""
+        utcnow = getattr(self._clock, "utcnow", None)
+        if callable(utcnow):
+            value = utcnow()
+            if isinstance(value, dt.datetime):
+                return value
+        return self._start + dt.timedelta(seconds=self._elapsed)
+
+    def step(self, seconds: float) -> None:
+        """Move time forward: the clock given to the cluster, the cluster's wall time, watches
+        that asked for ``timeoutSeconds`` (they end, as the server closes them) and a bookmark
+        to every watch that allows them."""
+        if seconds < 0:
+            raise ValueError(f"step(seconds) cannot go backwards, got {seconds}")
+        self._elapsed += seconds
+        if self._clock is not None:
+            self._clock.advance(seconds)
+        store = self._store
+        for watch in list(store.watches):
+            if watch.deadline is not None and watch.deadline <= self._elapsed:
+                store.watches.discard(watch)
+                watch.queue.put_nowait(None)
+            elif watch.bookmarks:
+                watch.queue.put_nowait(("BOOKMARK", bookmark(watch.kind, store.rv)))
+
+    @property
+    def resource_version(self) -> str:
+        """The latest resourceVersion (of the last write to any object)."""
+        return str(self._store.rv)
+
+    def compact(self) -> None:
+        """Forget history up to now, as etcd compaction does: a watch or an exact list from an
+        older resourceVersion gets 410 Expired (a relist), continue tokens expire. Open watches
+        go on; :meth:`end_watches` ends them."""
+        self._store.compact()
+        self._api._continues.clear()
+
+    def end_watches(self) -> None:
+        """End every open watch, as a server restart or a dropped connection does."""
+        self._end_watches(owner=None)
+
+    def _end_watches(self, owner: object) -> None:
+        for watch in list(self._store.watches):
+            if owner is None or watch.owner is owner:
+                self._store.watches.discard(watch)
+                watch.queue.put_nowait(None)
+
+
+def _manifest(crd: Mapping[str, Any] | type) -> dict[str, Any]:
+    if isinstance(crd, type):
+        from kubeop.crd import crd_manifest
+
+        return crd_manifest(crd)
+    if not isinstance(crd, Mapping):
+        raise TypeError(f"add_crd takes CRD manifests or CustomResource classes, got {type(crd).__name__}")
+    if crd.get("kind") not in (None, "CustomResourceDefinition"):
+        raise ValueError(
+            f"add_crd: expected a CustomResourceDefinition manifest, got kind {crd.get('kind')!r}"
+        )
+    import orjson
+
+    return orjson.loads(orjson.dumps(dict(crd)))  # type: ignore[no-any-return]

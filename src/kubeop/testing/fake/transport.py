@@ -1,0 +1,92 @@
+"""FakeTransport: the :class:`~kubeop.client.transport.Transport` seam, answered in process.
+
+A :class:`~kubeop.client.Client` built on it behaves as on the HTTP transport: the same request
+values go in, the same decoded JSON comes out, failures raise the same typed
+:class:`~kubeop.core.errors.ApiError` subclasses (built from the same ``Status`` documents), and
+watches yield :class:`~kubeop.client.watch.WatchEvent` values until the cluster ends them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from kubeop.client.config import ClientConfig
+from kubeop.client.transport import Observer
+from kubeop.client.watch import WatchEvent
+from kubeop.core.errors import error_from_status
+from kubeop.core.request import Request
+from kubeop.testing.fake.store import Failure
+
+if TYPE_CHECKING:
+    from kubeop.testing.fake.cluster import FakeCluster
+
+__all__ = ["FakeTransport"]
+
+
+class FakeTransport:
+    """One client's way into a :class:`~kubeop.testing.FakeCluster` (see ``cluster.client()``)."""
+
+    def __init__(self, cluster: FakeCluster, config: ClientConfig) -> None:
+        self._cluster = cluster
+        self._config = config
+        self._closed = False
+        self.observer: Observer | None = None
+        self.requests = 0
+        """How many requests (watches included) this transport has sent."""
+
+    @property
+    def config(self) -> ClientConfig:
+        return self._config
+
+    def _check(self, req: Request) -> None:
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        self.requests += 1
+
+    def _observe(self, req: Request, code: int) -> None:
+        if self.observer is not None:
+            self.observer(req.method, str(code), 0.0)
+
+    async def request(self, req: Request) -> Any:
+        self._check(req)
+        await asyncio.sleep(0)  # a request is a suspension point, as on a real connection
+        try:
+            answer = self._cluster._api.handle(req)
+        except Failure as failure:
+            self._observe(req, failure.status["code"])
+            raise error_from_status(failure.status, request=str(req), target=req.target) from None
+        self._observe(req, 200)
+        return answer
+
+    async def stream(self, req: Request) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
+        self._check(req)
+        await asyncio.sleep(0)
+        try:
+            initial, watch = self._cluster._api.open_watch(req, self)
+        except Failure as failure:
+            self._observe(req, 200 if failure.status["code"] == 410 else failure.status["code"])
+            raise error_from_status(failure.status, request=str(req), target=req.target) from None
+        self._observe(req, 200)
+        try:
+            for etype, obj in initial:
+                yield WatchEvent(etype, obj)
+            while True:
+                item = await watch.queue.get()
+                if item is None:
+                    return
+                if isinstance(item, Failure):
+                    raise error_from_status(item.status, request=str(req), target=req.target)
+                yield WatchEvent(*item)
+        finally:
+            self._cluster._store.watches.discard(watch)
+
+    async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int:
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        return 200
+
+    async def close(self) -> None:
+        self._closed = True
+        self._cluster._end_watches(owner=self)

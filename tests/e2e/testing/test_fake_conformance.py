@@ -1,0 +1,454 @@
+"""The fake cluster against kube-apiserver: the same assertions on both, so the fake cannot drift.
+
+Every test takes ``backend``, parametrized as ``fake`` (kubeop.testing.FakeCluster, in process)
+and ``real`` (the session's local control plane; full, because garbage collection and namespace
+deletion are kube-controller-manager's work). Effects the real cluster has eventually (garbage
+collection, namespace termination) are awaited with ``eventually``; the fake has them at once.
+
+    pytest tests/e2e/testing/test_fake_conformance.py -k fake     # milliseconds, no control plane
+    flock /tmp/kubeop-bench.lock pytest tests/e2e/testing/test_fake_conformance.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kubeop.client import Client, load_kubeconfig
+from kubeop.client.watch import WatchEvent
+from kubeop.core import ApiResource
+from kubeop.core.errors import AlreadyExists, ApiError, BadRequest, Conflict, Gone, Invalid, NotFound
+from kubeop.core.patch import PatchType
+from kubeop.testing import FakeCluster
+
+CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+NS = ApiResource("", "v1", "namespaces", kind="Namespace", namespaced=False)
+DEPLOY = ApiResource("apps", "v1", "deployments", kind="Deployment")
+GADGETS = ApiResource(
+    "conformance.kubeop.dev", "v1", "gadgets", kind="Gadget", subresources=("status", "scale")
+)
+
+GADGET_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gadgets.conformance.kubeop.dev"},
+    "spec": {
+        "group": "conformance.kubeop.dev",
+        "scope": "Namespaced",
+        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {
+                    "status": {},
+                    "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"},
+                },
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {"size": {"type": "integer"}, "replicas": {"type": "integer"}},
+                            },
+                            "status": {
+                                "type": "object",
+                                "properties": {"phase": {"type": "string"}, "replicas": {"type": "integer"}},
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@dataclass
+class Backend:
+    name: str
+    client: Client
+    namespace: str
+    compact: Callable[[], None]
+
+
+@pytest.fixture(scope="session")
+def _gadget_crd(control_plane: Any) -> None:
+    control_plane.install_crds([GADGET_CRD])
+
+
+@pytest.fixture(params=["fake", "real"])
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    if request.param == "fake":
+        cluster = FakeCluster()
+        cluster.add_crd(GADGET_CRD)
+        async with cluster.client(namespace="conformance") as client:
+            await client.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "conformance"}}
+            )
+            yield Backend("fake", client, "conformance", cluster.compact)
+        return
+    request.getfixturevalue("_gadget_crd")
+    namespace = request.getfixturevalue("namespace")
+    plane = request.getfixturevalue("control_plane")
+
+    def compact() -> None:
+        # etcd forgets; the API server's watch cache keeps the history until it restarts.
+        plane.compact_etcd()
+        plane.stop_apiserver()
+        plane.start_apiserver()
+
+    async with Client(load_kubeconfig(plane.kubeconfig_path, namespace=namespace, qps=None)) as client:
+        yield Backend("real", client, namespace, compact)
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], *, within: float = 60.0) -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {within} s")
+        await asyncio.sleep(0.05)
+
+
+def cm(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+def gadget(name: str, size: int = 1, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "conformance.kubeop.dev/v1",
+        "kind": "Gadget",
+        "metadata": {"name": name},
+        "spec": {"size": size, **spec},
+    }
+
+
+def owned_by(owner: dict[str, Any], *, block: bool = False) -> list[dict[str, Any]]:
+    ref = {
+        "apiVersion": "v1",
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+    }
+    if block:
+        ref["blockOwnerDeletion"] = True
+    return [ref]
+
+
+# -- objects, versions, conflicts ------------------------------------------------------------------
+
+
+async def test_conflicts_already_exists_and_not_found(backend: Backend) -> None:
+    api = backend.client
+    created = await api.create(cm("a", k="1"))
+    meta = created["metadata"]
+    assert meta["uid"] and meta["creationTimestamp"] and int(meta["resourceVersion"]) > 0
+    assert "generation" not in meta  # ConfigMaps keep none
+    stale = copy.deepcopy(created)
+    created["data"]["k"] = "2"
+    updated = await api.update(created)
+    assert int(updated["metadata"]["resourceVersion"]) > int(meta["resourceVersion"])
+    stale["data"]["k"] = "3"
+    with pytest.raises(Conflict) as conflict:
+        await api.update(stale)
+    assert conflict.value.code == 409 and conflict.value.reason == "Conflict"
+    assert "the object has been modified" in str(conflict.value)
+    with pytest.raises(AlreadyExists) as exists:
+        await api.create(cm("a"))
+    assert exists.value.code == 409 and exists.value.reason == "AlreadyExists"
+    with pytest.raises(NotFound) as missing:
+        await api.get(CM, "nope")
+    assert missing.value.code == 404 and 'configmaps "nope" not found' in str(missing.value)
+    with pytest.raises(NotFound):
+        await api.delete(CM, "nope")
+    # An update that changes nothing writes nothing: same resourceVersion.
+    again = await api.update(updated)
+    assert again["metadata"]["resourceVersion"] == updated["metadata"]["resourceVersion"]
+
+
+async def test_generation_and_the_status_subresource(backend: Backend) -> None:
+    api = backend.client
+    created = await api.create({**gadget("g"), "status": {"phase": "ignored on create"}})
+    assert created["metadata"]["generation"] == 1 and "status" not in created
+    created["spec"]["size"] = 2
+    spec_changed = await api.update(created)
+    assert spec_changed["metadata"]["generation"] == 2
+    spec_changed["metadata"]["labels"] = {"x": "y"}
+    labelled = await api.update(spec_changed)
+    assert labelled["metadata"]["generation"] == 2  # metadata is not spec
+    # A status write ignores spec; a main write ignores status.
+    labelled["status"] = {"phase": "Ready"}
+    labelled["spec"]["size"] = 99
+    with_status = await api.update_status(labelled)
+    assert with_status["status"] == {"phase": "Ready"} and with_status["spec"]["size"] == 2
+    assert with_status["metadata"]["generation"] == 2
+    with_status["status"] = {"phase": "Broken"}
+    main = await api.update(with_status)
+    assert main["status"] == {"phase": "Ready"}
+    patched = await api.patch(GADGETS, "g", {"status": {"phase": "Patched"}}, subresource="status")
+    assert patched["status"]["phase"] == "Patched" and patched["metadata"]["generation"] == 2
+    # A custom resource needs a resourceVersion to be replaced.
+    blind = copy.deepcopy(patched)
+    del blind["metadata"]["resourceVersion"]
+    with pytest.raises(Invalid) as invalid:
+        await api.update(blind)
+    assert invalid.value.code == 422 and "metadata.resourceVersion" in str(invalid.value)
+
+
+async def test_the_scale_subresource(backend: Backend) -> None:
+    api = backend.client
+    await api.create(gadget("s", replicas=1))
+    scale = await api.get_scale(GADGETS, "s")
+    assert (scale["kind"], scale["apiVersion"], scale["spec"]["replicas"]) == ("Scale", "autoscaling/v1", 1)
+    await api.scale(GADGETS, "s", 3)
+    after = await api.get(GADGETS, "s")
+    assert after["spec"]["replicas"] == 3 and after["metadata"]["generation"] == 2
+
+
+async def test_finalizers_and_deletion_timestamp(backend: Backend) -> None:
+    api = backend.client
+    obj = cm("f")
+    obj["metadata"]["finalizers"] = ["conformance.kubeop.dev/hold"]
+    await api.create(obj)
+    await api.delete(CM, "f")
+    held = await api.get(CM, "f")
+    assert held["metadata"]["deletionTimestamp"]
+    held["metadata"]["finalizers"].append("conformance.kubeop.dev/another")
+    with pytest.raises(Invalid, match="no new finalizers"):
+        await api.update(held)
+    ops = [
+        {"op": "test", "path": "/metadata/finalizers", "value": ["conformance.kubeop.dev/hold"]},
+        {"op": "replace", "path": "/metadata/finalizers", "value": []},
+    ]
+    await api.patch(CM, "f", ops, type=PatchType.JSON)
+    with pytest.raises(NotFound):
+        await api.get(CM, "f")
+
+
+async def test_patch_formats(backend: Backend) -> None:
+    api = backend.client
+    await api.create(cm("p", a="1", b="2"))
+    merged = await api.patch(CM, "p", {"data": {"a": None, "c": "3"}})
+    assert merged["data"] == {"b": "2", "c": "3"}
+    with pytest.raises(ApiError) as failed:
+        await api.patch(CM, "p", [{"op": "test", "path": "/data/b", "value": "nope"}], type=PatchType.JSON)
+    assert failed.value.code == 422
+    with pytest.raises(ApiError) as unsupported:
+        await api.patch(GADGETS, "p", {"spec": {"size": 1}}, type=PatchType.STRATEGIC)
+    assert unsupported.value.code in (404, 415)  # 415 for a CR that exists; the server checks the type first
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}]},
+            },
+        },
+    }
+    await api.create(deployment)
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "b:2"}]}}}}
+    out = await api.patch(DEPLOY, "d", patch, type=PatchType.STRATEGIC)
+    images = [(c["name"], c["image"]) for c in out["spec"]["template"]["spec"]["containers"]]
+    assert images == [("a", "a:1"), ("b", "b:2")]  # merged by name, not replaced
+    assert out["metadata"]["generation"] == 2
+
+
+async def test_server_side_apply_conflicts(backend: Backend) -> None:
+    api = backend.client
+    created = await api.apply(cm("ssa", a="1", b="2"), field_manager="alice")
+    assert created["data"] == {"a": "1", "b": "2"}
+    assert (await api.apply(cm("ssa", a="1"), field_manager="alice"))["data"] == {"a": "1"}
+    with pytest.raises(Conflict, match='conflict with "alice"'):
+        await api.apply(cm("ssa", a="bob"), field_manager="bob")
+    forced = await api.apply(cm("ssa", a="bob"), field_manager="bob", force=True)
+    assert forced["data"] == {"a": "bob"}
+
+
+# -- lists, selectors, watches -------------------------------------------------------------------
+
+
+async def test_label_and_field_selectors(backend: Backend) -> None:
+    api = backend.client
+    for name, tier in (("s1", "web"), ("s2", "db"), ("s3", "web")):
+        obj = cm(name)
+        obj["metadata"]["labels"] = {"tier": tier}
+        await api.create(obj)
+    web = await api.list(CM, label_selector="tier=web")
+    assert [o["metadata"]["name"] for o in web] == ["s1", "s3"]
+    assert all(o["kind"] == "ConfigMap" for o in web)
+    not_web = await api.list(CM, label_selector="tier,tier!=web")
+    assert [o["metadata"]["name"] for o in not_web] == ["s2"]
+    by_name = await api.list(CM, field_selector={"metadata.name": "s3"})
+    assert [o["metadata"]["name"] for o in by_name] == ["s3"]
+    by_namespace = await api.list(
+        CM,
+        all_namespaces=True,
+        field_selector=f"metadata.namespace={backend.namespace}",
+        label_selector="tier",
+    )
+    assert len(by_namespace) == 3
+    with pytest.raises(BadRequest, match="is not a known field selector"):
+        await api.list(CM, field_selector="data.k=v")
+    page = await api.list(CM, label_selector="tier", limit=2)
+    assert len(page) == 2 and page.continue_
+    rest = await api.list(CM, label_selector="tier", limit=2, continue_=page.continue_)
+    assert [o["metadata"]["name"] for o in rest] == ["s3"] and not rest.continue_
+
+
+async def _take(events: AsyncIterator[WatchEvent[Any]], count: int) -> list[tuple[str, str, str]]:
+    out = []
+    async with asyncio.timeout(30):
+        async for event in events:
+            if event.type == "BOOKMARK":
+                continue
+            meta = event.object["metadata"]
+            out.append((event.type, meta["name"], meta["resourceVersion"]))
+            if len(out) == count:
+                break
+    return out
+
+
+async def test_watch_order_and_selection(backend: Backend) -> None:
+    api = backend.client
+    start = (await api.list(CM)).resource_version
+    # (kube-controller-manager adds kube-root-ca.crt to every namespace: select ours by label.)
+    everything = api.watch(CM, resource_version=start, label_selector="tier")
+    web = api.watch(CM, resource_version=start, label_selector="tier=web")
+    obj = cm("w")
+    obj["metadata"]["labels"] = {"tier": "web"}
+    created = await api.create(obj)
+    created["data"] = {"k": "v"}
+    updated = await api.update(created)
+    moved = await api.patch(CM, "w", {"metadata": {"labels": {"tier": "db"}}})
+    await api.delete(CM, "w")
+    seen = await _take(everything, 4)
+    assert [(t, n) for t, n, _ in seen] == [
+        ("ADDED", "w"),
+        ("MODIFIED", "w"),
+        ("MODIFIED", "w"),
+        ("DELETED", "w"),
+    ]
+    versions = [int(rv) for _, _, rv in seen]
+    assert versions == sorted(versions) and len(set(versions)) == 4
+    assert seen[1][2] == updated["metadata"]["resourceVersion"]
+    # Leaving a label selection is a DELETED for that watch (with the object as it is now).
+    selected = await _take(web, 3)
+    assert [(t, rv) for t, _, rv in selected] == [
+        ("ADDED", created["metadata"]["resourceVersion"]),
+        ("MODIFIED", updated["metadata"]["resourceVersion"]),
+        ("DELETED", moved["metadata"]["resourceVersion"]),
+    ]
+    await everything.aclose()
+    await web.aclose()
+
+
+async def test_watch_from_a_compacted_version_is_gone(backend: Backend) -> None:
+    api = backend.client
+    await api.create(cm("old"))
+    old = (await api.list(CM)).resource_version
+    await api.create(cm("newer"))
+    await asyncio.to_thread(backend.compact)
+    events = api.watch(CM, resource_version=old)
+    with pytest.raises(Gone) as gone:
+        await _take(events, 1)
+    assert gone.value.code == 410 and "too old resource version" in str(gone.value)
+    with pytest.raises(Gone):
+        await api.list(CM, resource_version=old, resource_version_match="Exact")
+
+
+async def test_initial_events_end_with_a_bookmark(backend: Backend) -> None:
+    api = backend.client
+    await api.create(cm("i1"))
+    await api.create(cm("i2"))
+    names: list[str] = []
+    async with asyncio.timeout(30):
+        async for event in api.watch(CM, send_initial_events=True):
+            if event.is_initial_events_end:
+                break
+            names.append(event.object["metadata"]["name"])
+    assert sorted(n for n in names if n != "kube-root-ca.crt") == ["i1", "i2"]
+
+
+# -- garbage collection, namespaces ---------------------------------------------------------------
+
+
+async def test_background_deletion_collects_dependents(backend: Backend) -> None:
+    api = backend.client
+    owner = await api.create(cm("owner"))
+    child = cm("child")
+    child["metadata"]["ownerReferences"] = owned_by(owner)
+    await api.create(child)
+    await api.delete(CM, "owner")
+    assert await eventually(lambda: _gone(api, "child"))
+
+
+async def test_foreground_deletion_waits_for_blocking_dependents(backend: Backend) -> None:
+    api = backend.client
+    owner = await api.create(cm("fg-owner"))
+    child = cm("fg-child")
+    child["metadata"]["ownerReferences"] = owned_by(owner, block=True)
+    child["metadata"]["finalizers"] = ["conformance.kubeop.dev/hold"]
+    await api.create(child)
+    await api.delete(CM, "fg-owner", propagation_policy="Foreground")
+    waiting = await api.get(CM, "fg-owner")
+    assert (
+        waiting["metadata"]["deletionTimestamp"] and "foregroundDeletion" in waiting["metadata"]["finalizers"]
+    )
+
+    async def child_marked() -> bool:
+        return bool((await api.get(CM, "fg-child"))["metadata"].get("deletionTimestamp"))
+
+    await eventually(child_marked)
+    assert await api.get_or_none(CM, "fg-owner") is not None  # held by the blocking dependent
+    await api.patch(CM, "fg-child", {"metadata": {"finalizers": None}})
+    assert await eventually(lambda: _gone(api, "fg-owner"))
+
+
+async def test_orphan_deletion_keeps_dependents(backend: Backend) -> None:
+    api = backend.client
+    owner = await api.create(cm("or-owner"))
+    child = cm("or-child")
+    child["metadata"]["ownerReferences"] = owned_by(owner)
+    await api.create(child)
+    await api.delete(CM, "or-owner", propagation_policy="Orphan")
+    assert await eventually(lambda: _gone(api, "or-owner"))
+    orphan = await api.get(CM, "or-child")
+    assert not orphan["metadata"].get("ownerReferences")
+
+
+async def test_a_deleted_namespace_takes_its_contents(backend: Backend) -> None:
+    api = backend.client
+    name = f"{backend.namespace}-x"[:63]
+    await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    await api.create(cm("inside"), namespace=name)
+    await api.delete(NS, name)
+    terminating = await api.get_or_none(NS, name)
+    assert terminating is None or terminating["status"]["phase"] == "Terminating"
+    with pytest.raises(ApiError) as refused:
+        await api.create(cm("late"), namespace=name)
+    assert refused.value.code in (403, 404)
+
+    async def namespace_gone() -> bool:
+        return await api.get_or_none(NS, name) is None
+
+    assert await eventually(namespace_gone, within=120)
+    with pytest.raises(NotFound):
+        await api.get(CM, "inside", namespace=name)
+
+
+async def _gone(api: Client, name: str) -> bool:
+    return await api.get_or_none(CM, name) is None

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     # Imported when webhooks are used: kubeop.webhook brings pydantic and cryptography (~23 MB of
     # RSS) that an operator without webhooks never needs.
     from kubeop.webhook import AdmissionWebhook, Conversion, Webhooks
+    from kubeop.webhook.rotator import CertRotator, CertSecret
     from kubeop.webhook.server import WebhookServer
 
 __all__ = ["Manager"]
@@ -63,6 +64,7 @@ class Manager:
         webhooks: Webhooks | None = None,
         webhook_address: str = "127.0.0.1:9443",
         webhook_cert_dir: str | None = None,
+        webhook_cert_secret: CertSecret | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.name = name
@@ -95,11 +97,16 @@ class Manager:
         self.servers: list[ProbeServer] = []
         self._synced = False
         # Webhooks are served by every replica, leader or not, from before the caches sync.
-        # Without a cert dir (a local run) a CA and a certificate for the bind address are made.
+        # Without a cert dir (a local run) a CA and a certificate for the bind address are made;
+        # with a cert Secret (self-managed certificates in a cluster) every replica keeps the
+        # Secret, the cert dir and the configurations' caBundle valid (kubeop.webhook.rotator).
         self.webhooks: Webhooks | None = webhooks
         self._webhook_address = webhook_address
         self._webhook_cert_dir = webhook_cert_dir
+        self._webhook_cert_secret = webhook_cert_secret
         self.webhook_server: WebhookServer | None = None
+        self.cert_rotator: CertRotator | None = None
+        self._rotating: asyncio.Task[None] | None = None
 
     def add(self, controller: Controller) -> Controller:
         """Register a controller (before :meth:`start`)."""
@@ -262,6 +269,10 @@ class Manager:
                 await self.cache.stop()
             for server in self.servers:
                 await server.stop()
+            if self._rotating is not None:
+                self._rotating.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._rotating
             if self.webhook_server is not None:
                 await self.webhook_server.stop()
             executor.shutdown(wait=False, cancel_futures=True)
@@ -308,7 +319,15 @@ class Manager:
             from kubeop.webhook.server import WebhookServer
 
             cert_dir = self._webhook_cert_dir
-            if cert_dir is None:
+            if self._webhook_cert_secret is not None:
+                from kubeop.webhook.rotator import CertRotator
+
+                cert_dir = cert_dir or str(DEFAULT_CERT_DIR)
+                self.cert_rotator = CertRotator(self.api, self._webhook_cert_secret, cert_dir=cert_dir)
+                await self.cert_rotator.ensure()
+                assert self._stop is not None
+                self._rotating = asyncio.ensure_future(self.cert_rotator.run(self._stop))
+            elif cert_dir is None:
                 host = parse_address(self._webhook_address)[0]
                 cert_dir = str(local_certificates(DEFAULT_CERT_DIR, hosts=(host,)).directory)
             self.webhook_server = WebhookServer(self.webhooks, self._webhook_address, cert_dir=cert_dir)

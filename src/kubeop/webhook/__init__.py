@@ -7,7 +7,9 @@
 - :class:`Webhooks`: the set one server answers; :class:`WebhookServer` serves it over HTTPS;
 - :func:`webhook_configurations` and :func:`with_conversion` (with an :class:`Endpoint`): the
   manifests that make the API server call them; :func:`local_certificates`: a CA and a
-  serving certificate for 127.0.0.1.
+  serving certificate for 127.0.0.1;
+- :class:`CertSecret` / :class:`CertRotator`: self-managed certificates for a cluster, kept in a
+  Secret by the operator, which patches the CA into its configurations (no cert-manager).
 
 The review handling is pure (bytes in, bytes out); only :mod:`kubeop.webhook.server` does I/O.
 """
@@ -26,6 +28,7 @@ from kubeop.webhook.conversion import Conversion, Spoke
 from kubeop.webhook.manifest import Endpoint, webhook_configurations, with_conversion
 from kubeop.webhook.registry import Webhooks
 from kubeop.webhook.review import AdmissionRequest, BadReview, ConversionRequest, UserInfo
+from kubeop.webhook.rotator import CertRotator, CertSecret
 from kubeop.webhook.server import WebhookServer
 
 __all__ = [
@@ -33,6 +36,8 @@ __all__ = [
     "AdmissionWebhook",
     "Allowed",
     "BadReview",
+    "CertRotator",
+    "CertSecret",
     "Conversion",
     "ConversionRequest",
     "Denied",

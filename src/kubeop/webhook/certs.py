@@ -7,7 +7,8 @@ directory already holds while it is valid for the hosts and for another day, so 
 local operator does not invalidate the caBundle already registered with the cluster.
 
 ECDSA P-256: key generation takes microseconds, and kube-apiserver accepts it. Cluster
-deployments get their certificates from cert-manager or a Secret instead.
+deployments get their certificates from cert-manager, or keep them in a Secret with
+:mod:`kubeop.webhook.rotator`, which makes them with :func:`make_ca` and :func:`make_serving`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["DEFAULT_CERT_DIR", "LocalCertificates", "issue_serving", "local_certificates"]
+__all__ = [
+    "DEFAULT_CERT_DIR",
+    "KeyPair",
+    "LocalCertificates",
+    "issue_serving",
+    "local_certificates",
+    "make_ca",
+    "make_serving",
+]
 
 CERT_NAME, KEY_NAME, CA_NAME, CA_KEY_NAME = "tls.crt", "tls.key", "ca.crt", "ca.key"
 # controller-runtime's default, so a Secret mounted there works the same with both
@@ -61,7 +70,39 @@ def _write(path: Path, data: bytes, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
-def _new_ca(directory: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+@dataclass(frozen=True)
+class KeyPair:
+    """A private key and its certificate, both PEM."""
+
+    key_pem: bytes
+    cert_pem: bytes
+
+    @property
+    def cert(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.cert_pem)
+
+    def key(self) -> ec.EllipticCurvePrivateKey:
+        loaded = serialization.load_pem_private_key(self.key_pem, None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+            raise ValueError("the key is not an EC key")
+        return loaded
+
+
+def make_ca(validity: dt.timedelta = dt.timedelta(days=3650)) -> KeyPair:
+    """A new self-signed CA (in memory)."""
+    key, cert = _ca(validity)
+    return KeyPair(_pem(key), cert.public_bytes(serialization.Encoding.PEM))
+
+
+def make_serving(
+    ca: KeyPair, hosts: Sequence[str], validity: dt.timedelta = dt.timedelta(days=365)
+) -> KeyPair:
+    """A new serving certificate for ``hosts`` (IP addresses or DNS names) signed by ``ca``."""
+    key, cert = _serving(ca.key(), ca.cert, hosts, validity)
+    return KeyPair(_pem(key), cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _ca(validity: dt.timedelta) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubeop-webhook-ca")])
     now = dt.datetime.now(dt.UTC)
@@ -72,7 +113,7 @@ def _new_ca(directory: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certifica
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=3650))
+        .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
@@ -80,6 +121,46 @@ def _new_ca(directory: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certifica
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
+    return key, cert
+
+
+def _serving(
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    hosts: Sequence[str],
+    validity: dt.timedelta,
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    if not hosts:
+        raise ValueError("a serving certificate needs at least one host")
+    key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def _new_ca(directory: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key, cert = _ca(dt.timedelta(days=3650))
     _write(directory / CA_KEY_NAME, _pem(key), 0o600)
     _write(directory / CA_NAME, cert.public_bytes(serialization.Encoding.PEM))
     return key, cert
@@ -105,30 +186,7 @@ def issue_serving(
         ca_key = loaded
     except (OSError, ValueError):
         ca_key, ca_cert = _new_ca(directory)
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    key, cert = _serving(ca_key, ca_cert, hosts, dt.timedelta(days=days))
     # The key first: a server that sees the new certificate with the old key fails to load the
     # pair and keeps serving the old one until both are in place.
     _write(directory / KEY_NAME, _pem(key), 0o600)

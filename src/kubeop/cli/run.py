@@ -29,6 +29,7 @@ from kubeop.cli.permissions import accesses, denied, identity
 from kubeop.crd import crd_manifests
 from kubeop.crd.rbac import LEASE_VERBS, PolicyRule
 from kubeop.helm import HelmNotFound, WatchesError, find_helm, load_watches
+from kubeop.manager.logs import LOG_FORMATS, LOG_LEVELS
 from kubeop.scaffold import HelmProject, Project, generated
 from kubeop.scaffold.helm import rbac_rules
 from kubeop.webhook import Conversion, Endpoint, local_certificates, webhook_configurations, with_conversion
@@ -37,8 +38,6 @@ from kubeop.webhook.certs import DEFAULT_CERT_DIR
 __all__ = ["run"]
 
 _TRUE = ("1", "true", "yes")
-LOG_FORMATS = ("text", "json")
-LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _flag_value(args: Sequence[str], flag: str) -> str | None:
@@ -181,7 +180,9 @@ def run(
     ] = None,
     log_level: Annotated[
         str | None,
-        typer.Option(help="the operator's log level: debug, info, warning, error", envvar="KUBEOP_LOG_LEVEL"),
+        typer.Option(
+            help="the operator's log level: debug, info, warning, error, critical", envvar="KUBEOP_LOG_LEVEL"
+        ),
     ] = None,
 ) -> None:
     """Run the operator here against the cluster; arguments after -- go to the operator."""

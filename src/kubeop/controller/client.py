@@ -9,11 +9,17 @@ Writes go to the API server, and their results are remembered until the cache ha
 (read-your-writes): a reconcile that runs right after a create or a status write sees what it
 wrote, instead of writing again or meeting a conflict. The write helpers compare first and skip
 the request when nothing would change, so a steady-state resync costs no API writes.
+
+Every write that changes something is logged at INFO on ``kubeop.controller`` ("created
+ConfigMap default/web"), tagged with the reconcile that made it; a write that changed nothing
+(an apply or patch the server found identical) and a delete of an object already gone, at DEBUG.
 """
 
 from __future__ import annotations
 
+import contextvars
 import copy
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +33,8 @@ from kubeop.core.resource import ApiResource
 from kubeop.core.selectors import LabelSelector
 
 __all__ = ["ReconcilerClient", "contains", "merge_desired"]
+
+log = logging.getLogger("kubeop.controller")
 
 Obj = dict[str, Any]
 _SWEEP_MIN = 1024
@@ -168,7 +176,9 @@ class ReconcilerClient:
     async def _informer(self, res: ApiResource) -> Any:
         informer = self._informers.get(res)
         if informer is None:
-            informer = self._informers[res] = self.cache.informer(res)
+            # Started outside the reconcile that first reads the kind: the informer's tasks run
+            # for the whole process and must not log as that reconcile.
+            informer = self._informers[res] = contextvars.Context().run(self.cache.informer, res)
         if not informer.has_synced():
             await informer.wait_for_sync()
         return informer
@@ -264,13 +274,27 @@ class ReconcilerClient:
             self._recent.clear()
         self._sweep_at = max(_SWEEP_MIN, 2 * len(self._recent))
 
+    def _cached(self, res: ApiResource, obj: Obj) -> Obj | None:
+        """The cached version of ``obj``, if its kind has an informer (for the change log)."""
+        informer = self._informers.get(res)
+        if informer is None:
+            return None
+        md = obj.get("metadata") or {}
+        name, namespace = md.get("name"), md.get("namespace")
+        cached: Obj | None = informer.store.get_by_key(
+            f"{namespace}/{name}" if (res.namespaced and namespace) else name
+        )
+        return cached
+
     # -- writes (API) --------------------------------------------------------------------------
     async def create(self, obj: Any, **kwargs: Any) -> Any:
         res = await self.resource(obj)
         self._fence()
         out = await self.api.create(obj, resource=res, **kwargs)
         if not kwargs.get("dry_run"):
-            self._remember(res, to_dict(out))
+            out_dict = to_dict(out)
+            self._remember(res, out_dict)
+            _changed("created", res, out_dict)
         return out
 
     async def update(self, obj: Any, **kwargs: Any) -> Any:
@@ -278,7 +302,9 @@ class ReconcilerClient:
         self._fence()
         out = await self.api.update(obj, resource=res, **kwargs)
         if not kwargs.get("dry_run"):
-            self._remember(res, to_dict(out))
+            out_dict = to_dict(out)
+            self._remember(res, out_dict)
+            _changed("updated", res, out_dict, before=obj)
         return out
 
     async def update_status(self, obj: Any) -> Any:
@@ -286,14 +312,19 @@ class ReconcilerClient:
         res = await self.resource(obj)
         self._fence()
         out = await self.api.update_status(obj, resource=res)
-        self._remember(res, to_dict(out))
+        out_dict = to_dict(out)
+        self._remember(res, out_dict)
+        _changed("updated status of", res, out_dict, before=obj)
         return out
 
     async def patch(self, what: ResourceLike, name: str, patch: Any, **kwargs: Any) -> Any:
         res = await self.resource(what)
         self._fence()
         out = await self.api.patch(res, name, patch, **kwargs)
-        self._remember(res, to_dict(out))
+        out_dict = to_dict(out)
+        self._remember(res, out_dict)
+        if log.isEnabledFor(logging.INFO):
+            _changed("patched", res, out_dict, before=self._cached(res, out_dict))
         return out
 
     async def apply(self, obj: Any, *, force: bool = True, field_manager: str | None = None) -> Any:
@@ -303,7 +334,10 @@ class ReconcilerClient:
         out = await self.api.apply(
             obj, field_manager=field_manager or self.field_manager, force=force, resource=res
         )
-        self._remember(res, to_dict(out))
+        out_dict = to_dict(out)
+        self._remember(res, out_dict)
+        if log.isEnabledFor(logging.INFO):
+            _changed("applied", res, out_dict, before=self._cached(res, out_dict))
         return out
 
     async def delete(
@@ -318,7 +352,11 @@ class ReconcilerClient:
         try:
             await self.api.delete(res, name, namespace=namespace, **kwargs)
         except NotFound:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s %s was already gone", res.kind, _ref(res, name, namespace))
             return False
+        if not kwargs.get("dry_run") and log.isEnabledFor(logging.INFO):
+            log.info("deleted %s %s", res.kind, _ref(res, name, namespace))
         return True
 
     # -- compare-before-write helpers ----------------------------------------------------------
@@ -353,6 +391,7 @@ class ReconcilerClient:
                 current = await self.api.get(res, name, namespace=namespace)
             else:
                 self._remember(res, created)
+                _changed("created", res, created)
                 return "created", created
         assert current is not None
         if contains(current, _without_status(want)):
@@ -373,6 +412,7 @@ class ReconcilerClient:
                 self._fence()
                 out = await self.api.update(merge_desired(fresh, want), resource=res)
         self._remember(res, out)
+        _changed("patched" if patch else "updated", res, out, before=current)
         return "updated", out
 
     async def patch_status(self, obj: Any, status: Mapping[str, Any]) -> bool:
@@ -396,6 +436,7 @@ class ReconcilerClient:
             subresource="status",
         )
         self._remember(res, out)
+        _changed("patched status of", res, out, before=current)
         return True
 
     # -- finalizers ----------------------------------------------------------------------------
@@ -432,6 +473,16 @@ class ReconcilerClient:
         except NotFound:
             return
         self._remember(res, out)
+        if log.isEnabledFor(logging.INFO):
+            added = [f for f in new if f not in (old or ())]
+            removed = [f for f in (old or ()) if f not in new]
+            if added:
+                verb = f"added finalizer {', '.join(added)} to"
+            elif removed:
+                verb = f"removed finalizer {', '.join(removed)} from"
+            else:
+                verb = "patched the finalizers of"
+            _changed(verb, res, out, before=current)
 
     async def finalize(
         self,
@@ -454,6 +505,25 @@ class ReconcilerClient:
             return True
         await self.add_finalizer(current, finalizer)
         return False
+
+
+def _ref(res: ApiResource, name: Any, namespace: Any) -> str:
+    return f"{namespace}/{name}" if (res.namespaced and namespace) else str(name)
+
+
+def _changed(verb: str, res: ApiResource, out: Mapping[str, Any], *, before: Any = None) -> None:
+    """Log a write at INFO ("updated ConfigMap default/web"), at DEBUG when the server's answer
+    has the resourceVersion ``before`` had: nothing changed. Only kind, namespace and name reach
+    the log, never the object."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    md = out.get("metadata") or {}
+    rv = md.get("resourceVersion")
+    if before is not None and rv and rv == m.resource_version(to_dict(before)):
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s %s %s: unchanged", verb, res.kind, _ref(res, md.get("name"), md.get("namespace")))
+        return
+    log.info("%s %s %s", verb, res.kind, _ref(res, md.get("name"), md.get("namespace")))
 
 
 def _without_status(obj: Obj) -> Obj:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubeop.controller.request import Request
@@ -16,25 +18,49 @@ if TYPE_CHECKING:
     from kubeop.controller.client import ReconcilerClient
     from kubeop.controller.events import EventRecorder
 
-__all__ = ["Context", "SyncClient"]
+__all__ = ["Context", "SyncClient", "current_reconcile"]
 
 T = TypeVar("T")
 
 #: The clock of every controller whose manager was given none: the real time.
 SYSTEM_CLOCK: Clock = LoopClock()
 
+# Reconcile ids: a counter from a random start, shown scrambled (multiplying by an odd constant
+# modulo 2**40 is a bijection, so ids stay unique while neighbours do not look alike). Taking
+# one costs a next() per reconcile; the text is made only when a line shows it.
+_MASK = (1 << 40) - 1
+_ids = itertools.count(int.from_bytes(os.urandom(5), "big"))
+
+_running: ContextVar[Context | None] = ContextVar("kubeop_reconcile", default=None)
+
+
+def current_reconcile() -> Context | None:
+    """The context of the reconcile running in this task or thread, if any (what the log
+    formatter and the reconciler client's change lines name)."""
+    return _running.get()
+
 
 class Context:
-    """What a reconciler gets besides the request. Cheap to build: the logger and the reconcile
-    id are made only when used.
+    """What a reconciler gets besides the request: ``ctx.client``, ``ctx.recorder``, ``ctx.log``,
+    ``ctx.now()``.
+
+    Log through ``ctx.log`` (or any logger: while the reconcile runs, kubeop's formatter tags
+    every line with it)::
+
+        async def reconcile(req: Request, ctx: Context) -> None:
+            ctx.log.info("scaling to %d replicas", 3)
+            # ... INFO kubeop.controller.memcached: scaling to 3 replicas
+            #     controller=memcached kind=Memcached object=default/web reconcileID=5c1e09a2f3
 
     ``ctx.now()`` is the time to act on (a UTC datetime) and ``ctx.clock`` the clock it comes
     from: the manager's (``Manager(clock=...)``), which also times the controller's queue, so a
     test that steps a :class:`~kubeop.queue.SteppedClock` moves both what a reconciler sees and
     when its ``Result(requeue_after=...)`` comes back.
+
+    Cheap to build: the logger and the text of the reconcile id are made only when used.
     """
 
-    __slots__ = ("_id", "_log", "client", "clock", "controller", "recorder", "request")
+    __slots__ = ("_log", "_n", "client", "clock", "controller", "kind", "recorder", "request")
 
     def __init__(
         self,
@@ -43,13 +69,15 @@ class Context:
         recorder: EventRecorder,
         controller: str,
         clock: Clock = SYSTEM_CLOCK,
+        kind: str = "",
     ) -> None:
         self.request = request
         self.client = client
         self.recorder = recorder
         self.controller = controller
         self.clock = clock
-        self._id: str | None = None
+        self.kind = kind
+        self._n = next(_ids)
         self._log: logging.LoggerAdapter[logging.Logger] | None = None
 
     def now(self) -> dt.datetime:
@@ -59,22 +87,28 @@ class Context:
 
     @property
     def reconcile_id(self) -> str:
-        """A random id that tags every log line of this reconcile."""
-        if self._id is None:
-            self._id = os.urandom(6).hex()
-        return self._id
+        """A short id, unique per reconcile, that tags every log line of this reconcile."""
+        return format((self._n * 0x9E3779B97F4A7C15) & _MASK, "010x")
+
+    def log_fields(self) -> dict[str, str]:
+        """This reconcile as LogRecord attributes (``extra=``): controller, kind,
+        object_namespace, object_name, reconcile_id (``name`` and ``namespace`` would clash
+        with LogRecord's own ``name``)."""
+        return {
+            "controller": self.controller,
+            "kind": self.kind,
+            "object_namespace": self.request.namespace,
+            "object_name": self.request.name,
+            "reconcile_id": self.reconcile_id,
+        }
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger (``kubeop.controller.<controller>``) whose lines carry this reconcile's
+        controller, kind, object and reconcile id, also for formatters other than kubeop's."""
         if self._log is None:
             self._log = logging.LoggerAdapter(
-                logging.getLogger(f"kubeop.controller.{self.controller}"),
-                {
-                    "controller": self.controller,
-                    "object_namespace": self.request.namespace,
-                    "object_name": self.request.name,
-                    "reconcile_id": self.reconcile_id,
-                },
+                logging.getLogger(f"kubeop.controller.{self.controller}"), self.log_fields()
             )
         return self._log
 

@@ -21,6 +21,7 @@ by two workers at once, and no reconcile starts before every watched cache has s
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import time
@@ -39,7 +40,7 @@ from kubeop.cache import (
     probe_for,
 )
 from kubeop.client import ApiConnectionError, ResourceLike
-from kubeop.controller.context import SYSTEM_CLOCK, Context, SyncClient
+from kubeop.controller.context import SYSTEM_CLOCK, Context, SyncClient, _running
 from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_for_owner, enqueue_from_map
 from kubeop.controller.predicate import Predicate
 from kubeop.controller.request import Request, Result, TerminalError
@@ -88,6 +89,31 @@ def _server_unavailable(exc: BaseException) -> bool:
     return False
 
 
+@dataclass(slots=True)
+class _Streak:
+    """A request's run of failed reconciles: logged in full once, then briefly, then its end."""
+
+    error: str
+    attempts: int = 1
+    since: float = field(default_factory=time.monotonic)
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _seconds(delay: float) -> str:
+    return f"{delay * 1000:.0f} ms" if delay < 1.0 else f"{delay:.3g} s"
+
+
+def _fields(ctx: Context | None, **more: str) -> dict[str, str]:
+    """A reconcile's log fields (for any formatter), plus ``more``; only on lines being logged."""
+    fields = ctx.log_fields() if ctx is not None else {}
+    fields.update(more)
+    return fields
+
+
 #: Retries of requests parked on an unavailable server, when the readiness probe does not end the
 #: wait first: 0.2 s doubling to 30 s (each stretched by up to 2x), from 0.2 s again once the
 #: server is seen back or after 2 minutes without such failures.
@@ -132,6 +158,8 @@ class Controller:
     _parked: set[Request] = field(default_factory=set)
     _unpark_task: asyncio.Task[None] | None = None
     _unavailable: Backoff = field(default_factory=lambda: Backoff(UNAVAILABLE_BACKOFF))
+    _failing: dict[Request, _Streak] = field(default_factory=dict)
+    _kind: str = ""
 
     # -- building ------------------------------------------------------------------------------
     @classmethod
@@ -216,6 +244,7 @@ class Controller:
         client = runtime.client
         primary = await client.resource(self._for.what)
         self._for.resource = primary
+        self._kind = primary.kind or _kind_name(self._for.what)
         self._registrations: list[tuple[Any, HandlerRegistration]] = []
         for watch in (self._for, *self._watches):
             res = watch.resource or await client.resource(watch.what)
@@ -305,14 +334,24 @@ class Controller:
         started = time.perf_counter()
         if series is not None:
             series.active.inc()
+        ctx: Context | None = None
         try:
+            # The reconcile is this task's (or worker thread's) running context only while the
+            # reconciler runs: tasks it starts inherit it, and anything started later must not.
             if self._is_async:
-                ctx = Context(req, runtime.client, runtime.recorder, self.name, self._clock)
-                result = await self._reconciler(req, ctx)  # type: ignore[misc]
+                ctx = Context(req, runtime.client, runtime.recorder, self.name, self._clock, self._kind)
+                token = _running.set(ctx)
+                try:
+                    result = await self._reconciler(req, ctx)  # type: ignore[misc]
+                finally:
+                    _running.reset(token)
             else:
-                ctx = Context(req, self._sync_client, runtime.recorder, self.name, self._clock)  # type: ignore[arg-type]
+                ctx = Context(req, self._sync_client, runtime.recorder, self.name, self._clock, self._kind)  # type: ignore[arg-type]
+                scope = contextvars.copy_context()
+                scope.run(_running.set, ctx)
                 loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(runtime.executor, self._reconciler, req, ctx)  # type: ignore[arg-type]
+                call: Callable[..., Result | None] = scope.run
+                result = await loop.run_in_executor(runtime.executor, call, self._reconciler, req, ctx)
         except asyncio.CancelledError:
             raise
         except TerminalError as exc:
@@ -321,30 +360,25 @@ class Controller:
                 series.terminal.inc()
                 series.errors.inc()
                 series.results["error"].inc()
+            streak = self._failing.pop(req, None)
             log.error(
-                "%s: reconcile of %s failed (terminal, not retried): %s",
+                "%s: reconcile of %s failed (terminal, not retried%s): %s",
                 self.name,
                 req,
+                f", after {streak.attempts} failed attempts" if streak else "",
                 exc,
-                extra={"controller": self.name, "request": str(req)},
+                extra=_fields(ctx, error=_error_text(exc)),
             )
         except Exception as exc:
-            if _server_unavailable(exc):
-                self._park(req)
-            else:
-                queue.add_rate_limited(req)
             if series is not None:
                 series.errors.inc()
                 series.results["error"].inc()
-            log.warning(
-                "%s: reconcile of %s failed, will retry: %s: %s",
-                self.name,
-                req,
-                type(exc).__name__,
-                exc,
-                extra={"controller": self.name, "request": str(req)},
-                exc_info=log.isEnabledFor(logging.DEBUG),
-            )
+            if _server_unavailable(exc):
+                self._park(req, ctx, exc)
+            else:
+                delay = queue.rate_limiter.when(req)
+                queue.add_after(req, delay)
+                self._log_failure(req, ctx, exc, delay)
         else:
             if result is None or (not result.requeue and not result.requeue_after):
                 queue.forget(req)
@@ -358,12 +392,66 @@ class Controller:
                 outcome = "requeue"
             if series is not None:
                 series.results[outcome].inc()
+            if self._failing:
+                streak = self._failing.pop(req, None)
+                if streak is not None:
+                    log.info(
+                        "%s: reconcile of %s recovered after %d failed attempts (%.1f s)",
+                        self.name,
+                        req,
+                        streak.attempts,
+                        time.monotonic() - streak.since,
+                        extra=_fields(ctx),
+                    )
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s: reconciled %s in %.1f ms%s",
+                    self.name,
+                    req,
+                    (time.perf_counter() - started) * 1000,
+                    f", requeue after {result.requeue_after:g} s"
+                    if outcome == "requeue_after"
+                    else (", requeue" if outcome == "requeue" else ""),
+                    extra=_fields(ctx),
+                )
         finally:
             if series is not None:
                 series.active.dec()
                 series.time.observe(time.perf_counter() - started)
 
-    def _park(self, req: Request) -> None:
+    def _log_failure(self, req: Request, ctx: Context | None, exc: Exception, delay: float) -> None:
+        """The first failure of a streak at ERROR with its traceback; the retries that fail again
+        in one short line, at INFO when the error changed or the next try is a second or more
+        away (the exponential backoff keeps those few), at DEBUG otherwise."""
+        error = _error_text(exc)
+        streak = self._failing.get(req)
+        if streak is None:
+            self._failing[req] = _Streak(error)
+            log.error(
+                "%s: reconcile of %s failed, will retry: %s",
+                self.name,
+                req,
+                error,
+                exc_info=exc,
+                extra=_fields(ctx, error=error),
+            )
+            return
+        streak.attempts += 1
+        level = logging.INFO if (error != streak.error or delay >= 1.0) else logging.DEBUG
+        streak.error = error
+        if log.isEnabledFor(level):
+            log.log(
+                level,
+                "%s: reconcile of %s failed again (attempt %d, next in %s): %s",
+                self.name,
+                req,
+                streak.attempts,
+                _seconds(delay),
+                error,
+                extra=_fields(ctx, error=error),
+            )
+
+    def _park(self, req: Request, ctx: Context | None = None, exc: BaseException | None = None) -> None:
         """Hold a request that failed because the API server was unreachable or not serving.
 
         The failure is the server's, not the object's, so it goes through neither the per-item
@@ -374,10 +462,29 @@ class Controller:
         retried together, all at once as soon as the shared readiness probe sees the server go
         down and come back, otherwise after the controller's own backoff for an unavailable
         server (0.2 s doubling to 30 s, reset when the server is seen back).
+
+        Logged once per outage (each request at DEBUG): the server's failure is not the object's.
         """
         self._parked.add(req)
         if self._unpark_task is None or self._unpark_task.done():
-            self._unpark_task = asyncio.create_task(self._unpark(), name=f"{self.name}-unpark")
+            if exc is not None:
+                log.warning(
+                    "%s: the API server is unavailable (%s); failed requests wait for it",
+                    self.name,
+                    _error_text(exc),
+                    extra=_fields(ctx, error=_error_text(exc)),
+                )
+            self._unpark_task = asyncio.create_task(
+                self._unpark(), name=f"{self.name}-unpark", context=contextvars.Context()
+            )
+        elif exc is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "%s: reconcile of %s waits for the API server: %s",
+                self.name,
+                req,
+                _error_text(exc),
+                extra=_fields(ctx, error=_error_text(exc)),
+            )
 
     async def _unpark(self) -> None:
         probe = probe_for(self._runtime.client.api)

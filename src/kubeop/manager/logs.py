@@ -1,0 +1,183 @@
+"""Log lines an operator author can read: every line a reconcile logs names the reconcile.
+
+:func:`configure_logging` sets up the root logger the way ``kubeop run`` and a scaffolded
+project's main do: lines on stderr, quiet at INFO (one line per change an operator makes, one
+per failing streak, nothing per reconcile), and every line logged while a reconcile runs, by
+kubeop or by the reconciler (``ctx.log`` or any logger), carries its controller, kind, object
+and reconcile id. Two formats:
+
+``text`` (the default; one line, wrapped here)::
+
+    2026-11-24T05:00:01.234Z INFO kubeop.controller: created Deployment default/web
+        controller=memcached kind=Memcached object=default/web reconcileID=5c1e09a2f3
+
+``json``, one object per line with the same fields (``ts``, ``level``, ``logger``, ``msg``,
+``controller``, ``kind``, ``namespace``, ``name``, ``reconcileID``, ``error``, ``traceback``,
+and any scalar ``extra=`` fields)::
+
+    {"ts": "2026-11-24T05:00:01.234Z", "level": "info", "logger": "kubeop.controller",
+     "msg": "created Deployment default/web", "controller": "memcached", ...}
+
+Choose with ``configure_logging(format="json")``, ``--log-format json`` or ``KUBEOP_LOG_FORMAT=json``;
+the level with ``level=``, ``--log-level`` or ``KUBEOP_LOG_LEVEL``. Neither format writes whole
+objects: only the message, the reconcile's fields and scalar extras (strings, numbers, booleans).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import IO, Any
+
+from kubeop.controller.context import current_reconcile
+
+__all__ = ["LOG_FORMATS", "JsonFormatter", "TextFormatter", "configure_logging"]
+
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+# What every LogRecord has; anything else on a record came from ``extra=``.
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+_RECONCILE = frozenset({"controller", "kind", "object_namespace", "object_name", "reconcile_id", "error"})
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+
+
+def reconcile_fields(record: logging.LogRecord) -> tuple[Any, Any, Any, Any, Any]:
+    """(controller, kind, namespace, name, reconcile id) of a record: its own ``extra`` fields
+    (``ctx.log``, kubeop's lines), else the reconcile running where it was logged, else what
+    it has (a controller's own lines name only the controller)."""
+    d = record.__dict__
+    rid = d.get("reconcile_id")
+    if rid is None:
+        ctx = current_reconcile()
+        if ctx is not None:
+            req = ctx.request
+            return ctx.controller, ctx.kind, req.namespace, req.name, ctx.reconcile_id
+    return d.get("controller"), d.get("kind"), d.get("object_namespace"), d.get("object_name"), rid
+
+
+class TextFormatter(logging.Formatter):
+    """``<UTC time> <LEVEL> <logger>: <message> controller=.. kind=.. object=ns/name reconcileID=..``,
+    then the traceback, if any, on the following lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        controller, kind, namespace, name, rid = reconcile_fields(record)
+        line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
+        if controller:
+            line += f" controller={controller}"
+        if kind:
+            line += f" kind={kind}"
+        if name:
+            line += f" object={namespace}/{name}" if namespace else f" object={name}"
+        if rid:
+            line += f" reconcileID={rid}"
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line += "\n" + record.exc_text
+        if record.stack_info:
+            line += "\n" + self.formatStack(record.stack_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``logger``, ``msg``, the reconcile's
+    ``controller``, ``kind``, ``namespace``, ``name``, ``reconcileID``, an ``error`` and its
+    ``traceback``, and the record's scalar ``extra`` fields (others are left out, so no
+    object is ever dumped into a log line)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        controller, kind, namespace, name, rid = reconcile_fields(record)
+        out: dict[str, Any] = {
+            "ts": _timestamp(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in (
+            ("controller", controller),
+            ("kind", kind),
+            ("namespace", namespace),
+            ("name", name),
+            ("reconcileID", rid),
+        ):
+            if value:
+                out[key] = value
+        error = record.__dict__.get("error")
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text = str(exc)
+            error = error or (f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+            if not record.exc_text:
+                record.exc_text = self.formatException(record.exc_info)
+        if error:
+            out["error"] = str(error)
+        if record.exc_text:
+            out["traceback"] = record.exc_text
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        for key, value in record.__dict__.items():
+            if (
+                key not in _STANDARD
+                and key not in _RECONCILE
+                and key not in out
+                and isinstance(value, _SCALARS)
+            ):
+                out[key] = value
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def _choice(value: str | None, env: str, choices: tuple[str, ...], default: str, what: str) -> str:
+    chosen = (value or os.environ.get(env) or default).lower()
+    if chosen not in choices:
+        raise ValueError(f"log {what} must be one of {', '.join(choices)} (or {env}), got {chosen!r}")
+    return chosen
+
+
+def configure_logging(
+    format: str | None = None,
+    level: str | int | None = None,
+    *,
+    stream: IO[str] | None = None,
+) -> logging.Handler:
+    """Send log lines to ``stream`` (stderr) in ``format`` (``text`` or ``json``) at ``level``.
+
+    ``format`` falls back to ``KUBEOP_LOG_FORMAT``, then ``text``; ``level`` to
+    ``KUBEOP_LOG_LEVEL``, then ``info``. Calling it again replaces the handler it installed
+    (other handlers of the root logger are left alone). Returns the handler::
+
+        from kubeop.manager import Manager, configure_logging
+
+        configure_logging(format="json")   # or: KUBEOP_LOG_FORMAT=json python -m my_operator
+        Manager(name="memcached-operator").run()
+
+    Raises ValueError naming the choices for a format or level it does not know.
+    """
+    fmt = _choice(format, "KUBEOP_LOG_FORMAT", LOG_FORMATS, "text", "format")
+    if isinstance(level, int):
+        levelno = level
+    else:
+        levelno = logging.getLevelNamesMapping()[
+            _choice(level, "KUBEOP_LOG_LEVEL", LOG_LEVELS, "info", "level").upper()
+        ]
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.set_name("kubeop")
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if old.get_name() == "kubeop":
+            root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(levelno)
+    return handler

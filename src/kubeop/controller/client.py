@@ -495,7 +495,22 @@ class ReconcilerClient:
         While the object lives, make sure it carries ``finalizer`` and return False (go on
         reconciling). Once it is being deleted, run ``cleanup(obj)`` and then remove the
         finalizer, and return True (stop: the object is going away). If ``cleanup`` raises, the
-        finalizer stays and the reconcile is retried.
+        finalizer stays and the reconcile is retried::
+
+            async def reconcile(req: Request, ctx: Context) -> None:
+                memcached = await ctx.client.get(Memcached, req.name, namespace=req.namespace)
+                if memcached is None:
+                    return  # deleted and finalized already
+
+                async def cleanup(obj: Memcached) -> None:
+                    ctx.recorder.event(obj, "Normal", "Finalizing", "cleaning up")
+                    ...  # release what the object holds outside the cluster
+
+                if await ctx.client.finalize(memcached, "cache.example.com/finalizer", cleanup):
+                    return
+                ...  # the object lives: reconcile it
+
+        The finalizer name should be qualified with your domain (``<group>/finalizer``).
         """
         current = to_dict(obj)
         if m.is_being_deleted(current):

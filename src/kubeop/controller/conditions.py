@@ -37,7 +37,20 @@ def set_condition(
     """Set one condition in a list (in place); returns True if anything changed.
 
     ``lastTransitionTime`` moves only when the status changes, as the API conventions require,
-    so re-asserting the same condition changes nothing and needs no write.
+    so re-asserting the same condition changes nothing and needs no write. ``status`` is a bool
+    or ``"True"``/``"False"``/``"Unknown"``; ``reason`` a CamelCase word::
+
+        from kubeop.controller import set_condition
+
+        status = dict(obj.get("status") or {})
+        conditions = list(status.get("conditions") or [])
+        set_condition(
+            conditions, "Available", True, "Reconciled", "3 replicas ready",
+            observed_generation=obj["metadata"]["generation"],
+        )
+        await ctx.client.patch_status(obj, {"conditions": conditions})  # no request if unchanged
+
+    The conditions are dicts, as the reconciler client's reads return them.
     """
     value = status if isinstance(status, str) else ("True" if status else "False")
     if not reason or not reason[0].isalpha():

@@ -83,7 +83,17 @@ class EventRecorder:
         *,
         action: str | None = None,
     ) -> None:
-        """Record an event (``type`` is ``Normal`` or ``Warning``). Returns at once."""
+        """Record an event about ``regarding`` (an object dict or model); returns at once.
+
+        ``type`` is ``Normal`` or ``Warning``; ``reason`` a short CamelCase word; ``note`` what
+        happened, for a person (``kubectl describe`` and ``kubectl events`` show it)::
+
+            ctx.recorder.event(memcached, "Normal", "Scaled", f"deployment {name} scaled to {size}")
+            ctx.recorder.event(memcached, "Warning", "InvalidSize", "spec.size must be at most 5")
+
+        Repeats of the same event become one Event with a count; an object's events beyond a
+        burst are dropped. Writing happens in the background and never fails a reconcile.
+        """
         if self._client is None:
             return
         if type not in ("Normal", "Warning"):

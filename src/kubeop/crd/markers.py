@@ -264,7 +264,25 @@ class EmbeddedResource(_Marker):
 
 @dataclass(frozen=True)
 class Format(_Marker):
-    """A string format the server validates (``hostname``, ``cidr``, ``date-time``, ``duration`` ...)."""
+    """A format the API server validates: on strings ``hostname``, ``cidr``, ``date-time``,
+    ``duration`` ...; on integers ``int32`` / ``int64``; on numbers ``float`` / ``double``.
+
+    A plain ``int`` field has no format (any integer the JSON carries); ``Format("int32")`` is
+    what Go's ``int32`` gives, for fields that end up in a 32-bit Kubernetes field, such as a
+    Deployment's replicas::
+
+        from typing import Annotated
+        from pydantic import Field
+        from kubeop.crd import CamelModel, Format
+
+        class MemcachedSpec(CamelModel):
+            size: Annotated[int, Format("int32")] = Field(1, ge=1, le=5)
+            container_port: Annotated[int, Format("int32")] = 11211
+            last_backup: Annotated[str, Format("date-time")] | None = None
+
+    A format the server does not know (it would silently drop it) is refused when the model is
+    defined, with the list of those it knows.
+    """
 
     name: str
 

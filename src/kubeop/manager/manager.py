@@ -24,6 +24,7 @@ from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client, load_config
 from kubeop.controller import Controller, ControllerRuntime, EventRecorder, Metrics, ReconcilerClient
 from kubeop.manager.leader import LeaderElector, LeadershipLost
+from kubeop.manager.logs import configure_logging
 from kubeop.manager.server import Check, ProbeServer, parse_address
 from kubeop.queue import Clock
 
@@ -141,7 +142,14 @@ class Manager:
             self._stop.set()
 
     def run(self) -> None:
-        """Run until SIGTERM or SIGINT (the entry point of an operator process)."""
+        """Run until SIGTERM or SIGINT (the entry point of an operator process).
+
+        Without any logging set up (no handler on the root logger), logs as
+        :func:`~kubeop.manager.configure_logging` does: text on stderr at INFO, or what
+        ``KUBEOP_LOG_FORMAT`` / ``KUBEOP_LOG_LEVEL`` say.
+        """
+        if not logging.getLogger().handlers:
+            configure_logging()
         asyncio.run(self._run_with_signals())
 
     async def _run_with_signals(self) -> None:

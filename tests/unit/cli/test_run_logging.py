@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import json
+import logging
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +69,52 @@ def test_a_bad_log_setting_is_one_line_naming_the_flag(
     code, out = _run(started, *args, env=env)
     assert code == 1 and said in out and "Traceback" not in out
     assert "argv" not in started
+
+
+@pytest.fixture
+def generated_main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The scaffolded project's main module, imported; the root logger restored afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    project = new_project(tmp_path)
+    monkeypatch.syspath_prepend(str(project.root))
+    for name in ("LOG_LEVEL", "LOG_FORMAT", "KUBEOP_LOG_FORMAT", "KUBEOP_LOG_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    module = importlib.import_module(f"{project.package}.main")
+    try:
+        yield module
+    finally:
+        for name in [m for m in sys.modules if m == project.package or m.startswith(project.package + ".")]:
+            del sys.modules[name]
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+class _Ran:
+    def run(self) -> None:
+        logging.getLogger("kubeop.controller").info(
+            "created ConfigMap default/web", extra={"controller": "web"}
+        )
+
+
+def test_the_generated_main_logs_json_when_told(
+    generated_main: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(generated_main, "build_manager", lambda args: _Ran())
+    generated_main.main(["--log-format", "json"])
+    line = json.loads(capsys.readouterr().err)
+    assert line["msg"] == "created ConfigMap default/web" and line["controller"] == "web"
+    monkeypatch.setenv("KUBEOP_LOG_FORMAT", "json")  # what kubeop run --log-format json sets
+    generated_main.main([])
+    assert json.loads(capsys.readouterr().err)["level"] == "info"
+    monkeypatch.setenv("LOG_LEVEL", "warning")
+    generated_main.main([])
+    assert capsys.readouterr().err == ""
+
+
+def test_the_generated_main_refuses_a_bad_log_level_in_one_line(
+    generated_main: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOG_LEVEL", "loud")
+    with pytest.raises(SystemExit, match="guestbook-operator: log level must be one of debug, info"):
+        generated_main.main([])

@@ -21,6 +21,7 @@ by two workers at once, and no reconcile starts before every watched cache has s
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.thread
 import contextvars
 import inspect
 import logging
@@ -28,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from kubeop.cache import (
@@ -101,6 +103,18 @@ class _Streak:
 def _error_text(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_FRAMEWORK_FRAMES = (__file__, concurrent.futures.thread.__file__)
+
+
+def _exc_info(exc: BaseException) -> tuple[type[BaseException], BaseException, TracebackType | None]:
+    """``exc`` for a log line, its traceback starting at the reconciler: the worker's own frames
+    (and the thread pool's, for a sync reconciler) are left out."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in _FRAMEWORK_FRAMES:
+        tb = tb.tb_next
+    return type(exc), exc, tb
 
 
 def _seconds(delay: float) -> str:
@@ -432,7 +446,7 @@ class Controller:
                 self.name,
                 req,
                 error,
-                exc_info=exc,
+                exc_info=_exc_info(exc),
                 extra=_fields(ctx, error=error),
             )
             return

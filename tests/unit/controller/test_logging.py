@@ -257,3 +257,16 @@ async def _run_with(factory: FakeFactory, reconcile: Any, until: Any) -> None:
         await _until(until)
     finally:
         await ctrl.stop()
+
+
+@pytest.mark.parametrize("sync", [False, True])
+async def test_the_traceback_starts_at_the_reconciler(captured: Captured, sync: bool) -> None:
+    def failing(req: Request, ctx: Any) -> None:
+        raise RuntimeError("boom")
+
+    async def failing_async(req: Request, ctx: Context) -> None:
+        failing(req, ctx)
+
+    await _run(failing if sync else failing_async, lambda: "Traceback" in captured.text)
+    traceback = captured.text[captured.text.index("Traceback") :].splitlines()
+    assert traceback[1].startswith(f'  File "{__file__}"'), traceback

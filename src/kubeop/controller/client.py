@@ -274,17 +274,16 @@ class ReconcilerClient:
             self._recent.clear()
         self._sweep_at = max(_SWEEP_MIN, 2 * len(self._recent))
 
-    def _cached(self, res: ApiResource, obj: Obj) -> Obj | None:
-        """The cached version of ``obj``, if its kind has an informer (for the change log)."""
+    def _known_version(self, res: ApiResource, name: Any, namespace: Any) -> str | None:
+        """The resourceVersion this client last saw of an object (its own last write, else the
+        cache's), taken before a write so the change log can tell whether the write changed it.
+        None when the kind has no informer or the object is not known."""
         informer = self._informers.get(res)
-        if informer is None:
+        if informer is None or not name:
             return None
-        md = obj.get("metadata") or {}
-        name, namespace = md.get("name"), md.get("namespace")
-        cached: Obj | None = informer.store.get_by_key(
-            f"{namespace}/{name}" if (res.namespaced and namespace) else name
-        )
-        return cached
+        key = f"{namespace}/{name}" if (res.namespaced and namespace) else name
+        known = self._recent.get((res, key)) or informer.store.get_by_key(key)
+        return m.resource_version(known) if known is not None else None
 
     # -- writes (API) --------------------------------------------------------------------------
     async def create(self, obj: Any, **kwargs: Any) -> Any:
@@ -320,24 +319,31 @@ class ReconcilerClient:
     async def patch(self, what: ResourceLike, name: str, patch: Any, **kwargs: Any) -> Any:
         res = await self.resource(what)
         self._fence()
+        before = (
+            self._known_version(res, name, kwargs.get("namespace"))
+            if log.isEnabledFor(logging.INFO)
+            else None
+        )
         out = await self.api.patch(res, name, patch, **kwargs)
         out_dict = to_dict(out)
         self._remember(res, out_dict)
-        if log.isEnabledFor(logging.INFO):
-            _changed("patched", res, out_dict, before=self._cached(res, out_dict))
+        _changed("patched", res, out_dict, before=before)
         return out
 
     async def apply(self, obj: Any, *, force: bool = True, field_manager: str | None = None) -> Any:
         """Server-side apply ``obj`` (always one request; prefer :meth:`create_or_patch` in hot paths)."""
         res = await self.resource(obj)
         self._fence()
+        before = None
+        if log.isEnabledFor(logging.INFO):
+            md = to_dict(obj).get("metadata") or {}
+            before = self._known_version(res, md.get("name"), md.get("namespace"))
         out = await self.api.apply(
             obj, field_manager=field_manager or self.field_manager, force=force, resource=res
         )
         out_dict = to_dict(out)
         self._remember(res, out_dict)
-        if log.isEnabledFor(logging.INFO):
-            _changed("applied", res, out_dict, before=self._cached(res, out_dict))
+        _changed("applied", res, out_dict, before=before)
         return out
 
     async def delete(
@@ -528,13 +534,15 @@ def _ref(res: ApiResource, name: Any, namespace: Any) -> str:
 
 def _changed(verb: str, res: ApiResource, out: Mapping[str, Any], *, before: Any = None) -> None:
     """Log a write at INFO ("updated ConfigMap default/web"), at DEBUG when the server's answer
-    has the resourceVersion ``before`` had: nothing changed. Only kind, namespace and name reach
-    the log, never the object."""
+    has the resourceVersion of ``before`` (the object as it was before the write, or its
+    resourceVersion): nothing changed. Only kind, namespace and name reach the log."""
     if not log.isEnabledFor(logging.INFO):
         return
     md = out.get("metadata") or {}
     rv = md.get("resourceVersion")
-    if before is not None and rv and rv == m.resource_version(to_dict(before)):
+    if before is not None and not isinstance(before, str):
+        before = m.resource_version(to_dict(before))
+    if rv and rv == before:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s %s %s: unchanged", verb, res.kind, _ref(res, md.get("name"), md.get("namespace")))
         return

@@ -270,3 +270,43 @@ async def test_the_traceback_starts_at_the_reconciler(captured: Captured, sync: 
     await _run(failing if sync else failing_async, lambda: "Traceback" in captured.text)
     traceback = captured.text[captured.text.index("Traceback") :].splitlines()
     assert traceback[1].startswith(f'  File "{__file__}"'), traceback
+
+
+async def test_the_client_logs_each_change_once_and_what_changed_nothing_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api, factory = FakeApi(), FakeFactory()
+    client = _runtime(factory, api).client
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "ns"},
+        "data": {"a": "1"},
+    }
+    with caplog.at_level(logging.DEBUG, logger="kubeop.controller"):
+        _, created = await client.create_or_update(cm)
+        await client.create_or_update(cm)  # unchanged: no request, no line
+        _, updated = await client.create_or_patch({**cm, "data": {"a": "2"}})
+        await client.patch_status(updated, {"phase": "Ready"})
+        await client.add_finalizer(updated, "example.com/cleanup")
+        factory.informer(CONFIGMAPS).add(api.objects[("ConfigMap", "c")])
+        await client.remove_finalizer(api.objects[("ConfigMap", "c")], "example.com/cleanup")
+        same = api.objects[("ConfigMap", "c")]
+        api.patch = _same_answer(same)  # type: ignore[method-assign]
+        await client.patch(CONFIGMAPS, "c", {"data": {"a": "2"}}, namespace="ns")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "created ConfigMap ns/c"),
+        ("INFO", "patched ConfigMap ns/c"),
+        ("INFO", "patched status of ConfigMap ns/c"),
+        ("INFO", "added finalizer example.com/cleanup to ConfigMap ns/c"),
+        ("INFO", "removed finalizer example.com/cleanup from ConfigMap ns/c"),
+        ("DEBUG", "patched ConfigMap ns/c: unchanged"),
+    ]
+    assert created["metadata"]["resourceVersion"] != updated["metadata"]["resourceVersion"]
+
+
+def _same_answer(obj: dict[str, Any]) -> Any:
+    async def patch(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return obj
+
+    return patch

@@ -25,7 +25,7 @@ def _record(msg: str = "hello %s", *args: object, **extra: object) -> logging.Lo
 
 
 def _ctx() -> Context:
-    return Context(Request("shop", "web"), None, None, "memcached", "Memcached")  # type: ignore[arg-type]
+    return Context(Request("shop", "web"), None, None, "memcached", kind="Memcached")  # type: ignore[arg-type]
 
 
 def test_text_outside_a_reconcile_is_the_plain_line() -> None:
@@ -41,7 +41,7 @@ def test_text_names_the_reconcile_from_the_record_or_the_running_one() -> None:
         assert TextFormatter().format(_record()).endswith("hello world" + tail)
     finally:
         _running.reset(token)
-    cluster = Context(Request("", "node-1"), None, None, "nodes", "Node")  # type: ignore[arg-type]
+    cluster = Context(Request("", "node-1"), None, None, "nodes", kind="Node")  # type: ignore[arg-type]
     assert " object=node-1 " in TextFormatter().format(_record(**cluster.log_fields()))
 
 

@@ -11,7 +11,7 @@ import typer
 
 from kubeop.cli.output import Directory, any_project_at, errors_as_messages, fail, say
 from kubeop.scaffold import HelmProject, write_helm_build_context
-from kubeop.scaffold.image import write_build_context
+from kubeop.scaffold.image import ENV_VAR, REQUIREMENTS_FILE, write_build_context
 
 __all__ = ["docker_build", "usable_engine"]
 
@@ -38,6 +38,13 @@ def usable_engine(candidates: tuple[str, ...]) -> tuple[str | None, list[str]]:
     return None, reasons
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""  # write_build_context says what is missing
+
+
 def docker_build(
     image: Annotated[str, typer.Option(help="the image to build")] = "controller:latest",
     directory: Directory = None,
@@ -48,32 +55,57 @@ def docker_build(
         str | None, typer.Option(help="docker or podman (default: the first that runs)")
     ] = None,
     context_only: Annotated[bool, typer.Option(help="only write the build context")] = False,
+    kubeop_from: Annotated[
+        str | None,
+        typer.Option(
+            envvar=ENV_VAR,
+            help="where the image gets kubeop: 'wheel' (default: a wheel of this kubeop, put in the "
+            "build context), an index URL (https://.../simple) or a VCS URL (git+https://...@tag)",
+        ),
+    ] = None,
 ) -> None:
     """Write the image build context and build the image with docker or podman."""
     with errors_as_messages():
         project = any_project_at(directory)
         dest = (context_dir or project.root / "build" / "image").resolve()
         if isinstance(project, HelmProject):
+            if kubeop_from not in (None, "wheel"):
+                fail(
+                    f"--kubeop-from (${ENV_VAR}) is for Python projects; a Helm project's image always "
+                    f"carries this kubeop's wheel: unset {ENV_VAR} and run kubeop docker-build again"
+                )
             entries, dist = write_helm_build_context(project, dest)
+            origin = f"the image installs kubeop {dist.version} from wheels/{dist.wheel_name} ({dist.source})"
         else:
-            entries = write_build_context(project, dest)
+            if f"-r {REQUIREMENTS_FILE}" not in _read(project.root / "Dockerfile"):
+                say(
+                    f"warning: Dockerfile does not install {REQUIREMENTS_FILE} (an older kubeop init "
+                    "wrote it), so the image may not get kubeop: make its pip line "
+                    f"`pip wheel --no-cache-dir --wheel-dir /wheels -r {REQUIREMENTS_FILE} .`"
+                )
+            context = write_build_context(project, dest, kubeop_from)
+            entries, origin = context.entries, context.kubeop
     shown = dest.relative_to(project.root) if dest.is_relative_to(project.root) else dest
+    say(origin)
     say(f"wrote the build context to {shown} ({', '.join(e for e in entries if not e.startswith('.'))})")
-    if isinstance(project, HelmProject):
-        say(f"the image installs kubeop {dist.version} from {shown}/wheels/{dist.wheel_name} ({dist.source})")
-        if "wheels/" not in (dest / "Dockerfile").read_text():
-            say(
-                "note: the Dockerfile does not install kubeop from wheels/ (it predates kubeop carrying "
-                "its wheel); take the install lines of a new kubeop init --plugin helm project's Dockerfile"
-            )
+    if isinstance(project, HelmProject) and "wheels/" not in (dest / "Dockerfile").read_text():
+        say(
+            "note: the Dockerfile does not install kubeop from wheels/ (it predates kubeop carrying "
+            "its wheel); take the install lines of a new kubeop init --plugin helm project's Dockerfile"
+        )
     if context_only:
         return
     found, reasons = usable_engine((engine,) if engine else ENGINES)
     if found is None:
+        installed = [r.split(" ", 1)[0] for r in reasons if "is installed" in r]
+        fix = (
+            f"start {installed[0]}'s engine (e.g. sudo systemctl start {installed[0]})"
+            if installed
+            else "install docker or podman"
+        )
         fail(
-            f"cannot build {image}: no usable container engine here ({'; '.join(reasons)}). "
-            f"The build context is ready: build it where an engine runs (docker build -t {image} {shown}), "
-            "or pass --context-only to only write it"
+            f"cannot build {image}: no usable container engine here ({'; '.join(reasons)}): {fix}, or "
+            f"build the context kubeop wrote where an engine runs: docker build -t {image} {shown}"
         )
     say(f"building {image} with {Path(found).name} ...")
     res = subprocess.run([found, "build", "-t", image, str(dest)], check=False)

@@ -1,26 +1,67 @@
 """The image build context of a project: what ``docker build`` needs, and nothing else.
 
-``kubeop docker-build`` writes it to ``build/image`` (then builds it, where an engine runs):
-the Dockerfile, pyproject.toml, README.md and the package. A project that depends on a local
-kubeop checkout (``kubeop init --kubeop-source``) gets a copy of that checkout in
-``vendor/kubeop`` and a pyproject.toml that asks for plain ``kubeop``, which the Dockerfile
-builds from there: the image does not depend on paths of this machine.
+``kubeop docker-build`` writes it to ``build/image`` (then builds it, where an engine runs): the
+Dockerfile, pyproject.toml, README.md, the package, and ``kubeop-requirements.txt``, which says
+where the image gets kubeop (the Dockerfile installs ``-r kubeop-requirements.txt .``):
+
+* by default, from ``wheels/kubeop-<version>-py3-none-any.whl`` in the context: the kubeop running
+  this command, packed by :func:`kubeop.scaffold.wheel.kubeop_wheel` (no index serving kubeop
+  is needed; its dependencies come from the usual index);
+* ``kubeop_from=<index URL>``: ``kubeop==<this version>`` from that index (checked to serve it);
+* ``kubeop_from=<VCS URL>`` (``git+https://...@tag``): pip builds kubeop from there.
+
+A pyproject.toml that depends on a local checkout (``kubeop @ file:///...``) is given to the image
+asking for plain ``kubeop``: the image does not depend on paths of this machine.
 """
 
 from __future__ import annotations
 
+import html.parser
+import re
 import shutil
 import tomllib
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.project import Project
+from kubeop.scaffold.wheel import WHEEL_DIR, kubeop_dist, kubeop_wheel
 
-__all__ = ["CONTEXT_MARKER", "local_kubeop", "prepare_context", "write_build_context"]
+__all__ = [
+    "CONTEXT_MARKER",
+    "ENV_VAR",
+    "REQUIREMENTS_FILE",
+    "BuildContext",
+    "local_kubeop",
+    "prepare_context",
+    "write_build_context",
+]
 
 CONTEXT_MARKER = ".kubeop-build-context"
+#: The file of the context that says where the image's pip gets kubeop.
+REQUIREMENTS_FILE = "kubeop-requirements.txt"
+#: The environment variable that stands for ``--kubeop-from``.
+ENV_VAR = "KUBEOP_FROM"
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+_VCS = re.compile(r"^(git|hg|svn|bzr)\+(https?|ssh|file|git)://\S+$")
+_FIX_FROM = (
+    "or take kubeop from an index or a VCS URL: kubeop docker-build --kubeop-from "
+    "https://<index>/simple | git+https://<host>/<repo>@<tag>"
+)
+
+_NO_FROM = "or build the image from this kubeop's wheel: kubeop docker-build (without --kubeop-from)"
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What :func:`write_build_context` wrote: its top-level entries, and where kubeop comes from."""
+
+    path: Path
+    entries: list[str]
+    kubeop: str  # one line for the user: the version and its origin
 
 
 def _kubeop_requirement(pyproject: dict[str, object]) -> str | None:
@@ -33,16 +74,19 @@ def _kubeop_requirement(pyproject: dict[str, object]) -> str | None:
     return None
 
 
-def local_kubeop(project: Project) -> Path | None:
-    """The local kubeop checkout pyproject.toml depends on (``kubeop @ file:///...``), if any."""
+def _read_pyproject(project: Project) -> dict[str, object]:
     path = project.root / "pyproject.toml"
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ScaffoldError(f"{path} is missing: restore it (kubeop init --force)") from None
     except tomllib.TOMLDecodeError as e:
         raise ScaffoldError(f"{path} is not valid TOML: {e}") from None
-    url = _kubeop_requirement(data)
+
+
+def local_kubeop(project: Project) -> Path | None:
+    """The local kubeop checkout pyproject.toml depends on (``kubeop @ file:///...``), if any."""
+    url = _kubeop_requirement(_read_pyproject(project))
     if url is None or not url.startswith("file:"):
         return None
     source = Path(unquote(urlparse(url).path))
@@ -51,6 +95,89 @@ def local_kubeop(project: Project) -> Path | None:
             f"pyproject.toml depends on kubeop at {source}, which is not a kubeop checkout; fix that line"
         )
     return source
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.files: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.files.append(unquote(urlparse(href).path.rsplit("/", 1)[-1]))
+
+
+def _index_versions(index: str, timeout: float = 15.0) -> set[str]:
+    """The kubeop versions a PEP 503 index serves (file names ``kubeop-<version>...``)."""
+    url = index.rstrip("/") + "/kubeop/"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            page = resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return set()
+        raise ScaffoldError(
+            f"the index {index} answered HTTP {e.code} for {url}: fix the URL, {_NO_FROM}"
+        ) from None
+    except (OSError, ValueError) as e:
+        raise ScaffoldError(f"cannot read the index {index} ({url}: {e}): fix the URL, {_NO_FROM}") from None
+    links = _Links()
+    links.feed(page)
+    found = set()
+    for name in links.files:
+        m = re.match(r"kubeop-([0-9][^-]*?)(?:\.tar\.gz|\.zip|-.*\.whl)$", name, re.IGNORECASE)
+        if m:
+            found.add(m.group(1))
+    return found
+
+
+def _check_wanted(pyproject: dict[str, object], version: str) -> None:
+    """Refuse a kubeop version the project's own dependency line would not accept."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # pip checks it in the image build anyway
+        return
+    project = pyproject.get("project")
+    deps = project.get("dependencies", []) if isinstance(project, dict) else []
+    for dep in deps if isinstance(deps, list) else []:
+        try:
+            req = Requirement(str(dep))
+        except InvalidRequirement:
+            continue
+        if req.name.lower() == "kubeop" and req.url is None and not req.specifier.contains(version, True):
+            raise ScaffoldError(
+                f"pyproject.toml asks for {dep!s}, but the image would get kubeop {version}: upgrade "
+                f"kubeop here (pip install -U kubeop) or relax that line, {_FIX_FROM}"
+            )
+
+
+def _kubeop_source(value: str | None, pyproject: dict[str, object], dest: Path) -> tuple[list[str], str]:
+    """The lines of kubeop-requirements.txt, and the line telling the user where kubeop comes from."""
+    choice = (value or "wheel").strip()
+    if choice == "wheel":
+        dist = kubeop_dist()
+        _check_wanted(pyproject, dist.version)
+        wheel, dist = kubeop_wheel(dest / WHEEL_DIR)
+        shown = f"{WHEEL_DIR}/{wheel.name}"
+        return [f"./{shown}"], f"the image installs kubeop {dist.version} from {shown} ({dist.source})"
+    if _VCS.match(choice):
+        return [f"kubeop @ {choice}"], f"the image installs kubeop from {choice} (the version it holds)"
+    if choice.startswith(("https://", "http://")):
+        version = kubeop_dist().version
+        _check_wanted(pyproject, version)
+        served = _index_versions(choice)
+        if version not in served:
+            has = f"it serves {', '.join(sorted(served))}" if served else "it serves no kubeop"
+            raise ScaffoldError(
+                f"the index {choice} has no kubeop {version} ({has}): publish it there, {_NO_FROM}"
+            )
+        lines = [f"--extra-index-url {choice}", f"kubeop=={version}"]
+        return lines, f"the image installs kubeop {version} from the index {choice}"
+    raise ScaffoldError(
+        f"--kubeop-from {choice!r} (or ${ENV_VAR}) is neither 'wheel', an index URL (https://...) nor a "
+        "VCS URL (git+https://...): e.g. kubeop docker-build --kubeop-from git+https://<host>/<repo>@<tag>"
+    )
 
 
 def prepare_context(dest: Path) -> None:
@@ -65,29 +192,35 @@ def prepare_context(dest: Path) -> None:
     (dest / CONTEXT_MARKER).write_text("written by kubeop docker-build; rewritten on every run\n")
 
 
-def write_build_context(project: Project, dest: Path) -> list[str]:
-    """Write the context into ``dest`` (replacing an earlier one); returns the top-level entries."""
+def write_build_context(project: Project, dest: Path, kubeop_from: str | None = None) -> BuildContext:
+    """Write the context into ``dest`` (replacing an earlier one), kubeop taken as ``kubeop_from``
+    says (``None`` or ``"wheel"``: a wheel of this kubeop; an index URL; a VCS URL)."""
     root = project.root
     for needed in ("Dockerfile", "pyproject.toml", project.package):
         if not (root / needed).exists():
             raise ScaffoldError(
                 f"{root / needed} is missing: restore it (kubeop init --force) to build an image"
             )
-    source = local_kubeop(project)
+    pyproject_data = _read_pyproject(project)
+    checkout = local_kubeop(project)
     prepare_context(dest)
+    try:
+        lines, origin = _kubeop_source(kubeop_from, pyproject_data, dest)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
     for name in ("Dockerfile", ".dockerignore", "README.md"):
         if (root / name).is_file():
             shutil.copy2(root / name, dest / name)
     shutil.copytree(root / project.package, dest / project.package, ignore=_SKIP)
     pyproject = (root / "pyproject.toml").read_text()
-    if source is not None:
-        vendored = dest / "vendor" / "kubeop"
-        vendored.mkdir(parents=True)
-        for name in ("pyproject.toml", "README.md", "LICENSE"):
-            if (source / name).is_file():
-                shutil.copy2(source / name, vendored / name)
-        shutil.copytree(source / "src", vendored / "src", ignore=_SKIP)
+    if checkout is not None:
         start = pyproject.index('"kubeop @ ')
         pyproject = pyproject[:start] + '"kubeop' + pyproject[pyproject.index('"', start + 1) :]
     (dest / "pyproject.toml").write_text(pyproject)
-    return sorted(p.name for p in dest.iterdir())
+    (dest / REQUIREMENTS_FILE).write_text(
+        "# Where the image gets kubeop; written by kubeop docker-build (--kubeop-from).\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin)

@@ -173,7 +173,7 @@ def test_docker_build_without_an_engine_says_so_and_leaves_the_context(
         "docker is installed but its engine does not answer (docker info: Cannot connect to the daemon)"
         in out
     )
-    assert "podman is not installed" in out
+    assert "podman is not installed" in out and "start docker's engine" in out
     assert "docker build -t example.com/op:v1 build/image" in out
     context = project_dir / "build" / "image"
     assert (context / "Dockerfile").is_file() and (context / "guestbook_operator" / "main.py").is_file()
@@ -200,6 +200,30 @@ def test_docker_build_builds_with_a_working_engine(
 def test_docker_build_context_only(project_dir: Path) -> None:
     code, out = invoke("docker-build", "--context-only")
     assert code == 0 and "wrote the build context to build/image" in out
+    assert "the image installs kubeop 0.1.0 from wheels/kubeop-0.1.0-py3-none-any.whl" in out
+    assert "warning" not in out
+
+
+def test_docker_build_says_where_kubeop_comes_from_and_refuses_a_bad_source(
+    project_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBEOP_FROM", "git+https://github.com/example/kubeop@v0.1.0")
+    code, out = invoke("docker-build", "--context-only")
+    assert code == 0 and out.splitlines()[0] == (
+        "the image installs kubeop from git+https://github.com/example/kubeop@v0.1.0 (the version it holds)"
+    )
+    code, out = invoke("docker-build", "--context-only", "--kubeop-from", "latest")
+    assert code == 1 and len(out.splitlines()) == 1
+    assert "error: --kubeop-from 'latest' (or $KUBEOP_FROM) is neither 'wheel'" in out
+
+
+def test_docker_build_warns_of_a_dockerfile_that_does_not_install_kubeop_from_the_context(
+    project_dir: Path,
+) -> None:
+    dockerfile = project_dir / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("-r kubeop-requirements.txt ", ""))
+    code, out = invoke("docker-build", "--context-only")
+    assert code == 0 and "warning: Dockerfile does not install kubeop-requirements.txt" in out
 
 
 @pytest.mark.parametrize(

@@ -1,45 +1,67 @@
-"""The image build context: only what the image needs, and a vendored kubeop for local checkouts."""
+"""The image build context: only what the image needs, and kubeop from a wheel of this kubeop (no
+index serving kubeop needed), or from an index or a VCS URL the user names."""
 
 from __future__ import annotations
 
+import http.server
+import os
+import subprocess
+import sys
+import threading
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import kubeop
+from kubeop.cli.image import ENGINES, usable_engine
 from kubeop.scaffold import ScaffoldError, find_project, init_project
-from kubeop.scaffold.image import local_kubeop, write_build_context
+from kubeop.scaffold.image import REQUIREMENTS_FILE, local_kubeop, write_build_context
 
 from .conftest import DOMAIN, REPO
 
 KUBEOP = Path(__file__).resolve().parents[3]
+VERSION = kubeop.__version__
+WHEEL = f"kubeop-{VERSION}-py3-none-any.whl"
 
 
-def test_a_released_kubeop_is_not_vendored(tmp_path: Path) -> None:
+def requirements(ctx: Path) -> list[str]:
+    return [line for line in (ctx / REQUIREMENTS_FILE).read_text().splitlines() if not line.startswith("#")]
+
+
+def test_the_context_carries_a_wheel_of_this_kubeop(tmp_path: Path) -> None:
     init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
     project = find_project(tmp_path / "op")
     assert local_kubeop(project) is None
-    entries = write_build_context(project, tmp_path / "ctx")
-    assert entries == [
+    context = write_build_context(project, tmp_path / "ctx")
+    assert context.entries == [
         ".dockerignore",
         ".kubeop-build-context",
         "Dockerfile",
         "README.md",
+        REQUIREMENTS_FILE,
         "op",
         "pyproject.toml",
+        "wheels",
     ]
-    assert (tmp_path / "ctx" / "pyproject.toml").read_text() == (project.root / "pyproject.toml").read_text()
+    assert context.kubeop == f"the image installs kubeop {VERSION} from wheels/{WHEEL} (checkout {KUBEOP})"
+    assert requirements(tmp_path / "ctx") == [f"./wheels/{WHEEL}"]
+    with zipfile.ZipFile(tmp_path / "ctx" / "wheels" / WHEEL) as whl:
+        assert "kubeop/__init__.py" in whl.namelist()
+    assert (tmp_path / "ctx/pyproject.toml").read_text() == (project.root / "pyproject.toml").read_text()
+    assert f"-r {REQUIREMENTS_FILE} ." in (tmp_path / "ctx/Dockerfile").read_text()
 
 
-def test_a_local_checkout_is_vendored_and_the_dependency_made_plain(tmp_path: Path) -> None:
+def test_a_local_checkout_dependency_is_made_plain(tmp_path: Path) -> None:
     init_project(tmp_path / "op", domain=DOMAIN, repo=REPO, kubeop_source=str(KUBEOP))
     project = find_project(tmp_path / "op")
     (project.root / "op" / "__pycache__").mkdir()
     (project.root / "op" / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"")
     assert local_kubeop(project) == KUBEOP
     ctx = tmp_path / "ctx"
-    assert "vendor" in write_build_context(project, ctx)
-    assert (ctx / "vendor/kubeop/src/kubeop/__init__.py").is_file()
-    assert (ctx / "vendor/kubeop/pyproject.toml").is_file()
+    assert "wheels" in write_build_context(project, ctx).entries
+    assert (ctx / "wheels" / WHEEL).is_file() and not (ctx / "vendor").exists()
     assert not list(ctx.rglob("__pycache__"))
     text = (ctx / "pyproject.toml").read_text()
     assert '    "kubeop",\n' in text and "file://" not in text
@@ -49,6 +71,86 @@ def test_a_local_checkout_is_vendored_and_the_dependency_made_plain(tmp_path: Pa
     assert not (ctx / "stale.txt").exists()
 
 
+def test_a_vcs_url(tmp_path: Path) -> None:
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    url = "git+https://github.com/example/kubeop@v0.1.0"
+    context = write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", url)
+    assert requirements(tmp_path / "ctx") == [f"kubeop @ {url}"]
+    assert "wheels" not in context.entries
+    assert context.kubeop == f"the image installs kubeop from {url} (the version it holds)"
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A PEP 503 index on loopback, serving the directory it returns."""
+    root = tmp_path / "index"
+    root.mkdir()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple", root
+    server.shutdown()
+    server.server_close()
+
+
+def _serve(root: Path, *files: str) -> None:
+    page = root / "simple" / "kubeop" / "index.html"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text("".join(f'<a href="../../files/{f}#sha256=00">{f}</a>\n' for f in files))
+
+
+def test_an_index_that_serves_this_version(tmp_path: Path, index: tuple[str, Path]) -> None:
+    url, root = index
+    _serve(root, "kubeop-0.0.9.tar.gz", WHEEL)
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    context = write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", url)
+    assert requirements(tmp_path / "ctx") == [f"--extra-index-url {url}", f"kubeop=={VERSION}"]
+    assert context.kubeop == f"the image installs kubeop {VERSION} from the index {url}"
+
+
+@pytest.mark.parametrize(
+    ("served", "says"), [(("kubeop-0.0.9-py3-none-any.whl",), "it serves 0.0.9"), ((), "it serves no kubeop")]
+)
+def test_an_index_without_this_version_is_refused(
+    tmp_path: Path, index: tuple[str, Path], served: tuple[str, ...], says: str
+) -> None:
+    url, root = index
+    if served:
+        _serve(root, *served)
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    with pytest.raises(ScaffoldError) as err:
+        write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", url)
+    assert str(err.value) == (
+        f"the index {url} has no kubeop {VERSION} ({says}): publish it there, or build the image from "
+        "this kubeop's wheel: kubeop docker-build (without --kubeop-from)"
+    )
+    assert not (tmp_path / "ctx").exists()
+
+
+def test_bad_sources_are_refused(tmp_path: Path) -> None:
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    project = find_project(tmp_path / "op")
+    with pytest.raises(ScaffoldError, match=r"--kubeop-from 'pypi' \(or \$KUBEOP_FROM\) is neither 'wheel'"):
+        write_build_context(project, tmp_path / "ctx", "pypi")
+    with pytest.raises(ScaffoldError, match=r"cannot read the index http://127\.0\.0\.1:9/simple"):
+        write_build_context(project, tmp_path / "ctx", "http://127.0.0.1:9/simple")
+    pyproject = project.root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"kubeop>=0.1"', '"kubeop>=99"'))
+    with pytest.raises(ScaffoldError) as err:
+        write_build_context(project, tmp_path / "ctx")
+    assert str(err.value).startswith(
+        f"pyproject.toml asks for kubeop>=99, but the image would get kubeop {VERSION}: upgrade kubeop here"
+    )
+
+
 def test_a_directory_that_is_not_a_context_is_not_replaced(tmp_path: Path) -> None:
     init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
     (tmp_path / "mine").mkdir()
@@ -56,3 +158,49 @@ def test_a_directory_that_is_not_a_context_is_not_replaced(tmp_path: Path) -> No
     with pytest.raises(ScaffoldError, match="not a build context kubeop wrote"):
         write_build_context(find_project(tmp_path / "op"), tmp_path / "mine")
     assert (tmp_path / "mine" / "file").read_text() == "x"
+
+
+def _pip(*args: str, cwd: Path | None = None) -> str:
+    res = subprocess.run(
+        [sys.executable, "-m", "pip", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res.stdout
+
+
+def test_the_context_installs_into_a_clean_venv_without_an_index_serving_kubeop(tmp_path: Path) -> None:
+    # What the Dockerfile does (pip ... -r kubeop-requirements.txt .), into a fresh venv: kubeop comes
+    # from the context's wheel, its dependencies from the usual index; the project then imports.
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    project = find_project(tmp_path / "op")
+    ctx = tmp_path / "ctx"
+    write_build_context(project, ctx)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    python = venv / "bin" / "python"
+    _pip("--python", str(python), "install", "-q", "-r", REQUIREMENTS_FILE, ".", cwd=ctx)
+    check = (
+        "import importlib.metadata as m, kubeop, op.main; print(kubeop.__file__); print(op.main.__file__); "
+        "print(m.distribution('kubeop').read_text('direct_url.json'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run(
+        [str(python), "-c", check], cwd=venv, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert res.returncode == 0, res.stderr
+    where, package, origin = res.stdout.splitlines()[:3]
+    assert where.startswith(str(venv)) and package.startswith(str(venv)), res.stdout
+    assert f"wheels/{WHEEL}" in origin
+    found, reasons = usable_engine(ENGINES)
+    if found is None:  # the image itself where an engine runs; here, why not
+        assert reasons and all("docker" in r or "podman" in r for r in reasons)
+        return
+    built = subprocess.run(
+        [found, "build", "-t", "kubeop-test/op:dev", str(ctx)], capture_output=True, text=True, timeout=900
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]

@@ -1,0 +1,63 @@
+"""kopf's handler API on kubeop's runtime: move a kopf operator by changing its import.
+
+    import kubeop.kopf as kopf
+
+    @kopf.on.create("kopfexamples.kopf.dev")
+    def create_fn(spec, logger, **_):
+        logger.info(f"created with {spec}")
+        return {"message": "hello"}          # -> status.create_fn.message
+
+    kopf.run()
+
+Handlers get kopf's kwargs and causes, filters, errors and retries (see :mod:`kubeop.kopf.on`);
+they run on kubeop's runtime: one shared informer per resource, a level-based work queue, and
+the handling state recorded with the handlers' patch in one write (see
+:mod:`kubeop.kopf.processing`).
+"""
+
+import logging
+
+from kubeop.kopf import on
+from kubeop.kopf.bodies import Body, Meta, Patch, Spec, Status
+from kubeop.kopf.diffs import Diff, DiffItem
+from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
+from kubeop.kopf.events import exception, info, warn
+from kubeop.kopf.handlers import ABSENT, PRESENT, ErrorsMode, Reason
+from kubeop.kopf.hierarchies import adopt
+from kubeop.kopf.processing import FINALIZER, Memo
+from kubeop.kopf.registry import Registry, default_registry
+from kubeop.kopf.running import build_manager, operator, run
+
+Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+"""The type of the ``logger`` kwarg (``kopf.Logger``)."""
+
+__all__ = [
+    "ABSENT",
+    "FINALIZER",
+    "PRESENT",
+    "Body",
+    "Diff",
+    "DiffItem",
+    "ErrorsMode",
+    "HandlerRetriesError",
+    "HandlerTimeoutError",
+    "Logger",
+    "Memo",
+    "Meta",
+    "Patch",
+    "PermanentError",
+    "Reason",
+    "Registry",
+    "Spec",
+    "Status",
+    "TemporaryError",
+    "adopt",
+    "build_manager",
+    "default_registry",
+    "exception",
+    "info",
+    "on",
+    "operator",
+    "run",
+    "warn",
+]

@@ -1,0 +1,128 @@
+"""The views a handler gets: ``body``/``meta``/``spec``/``status`` and the ``patch`` it fills.
+
+``body`` is the object as the cache holds it (read-only: a handler changes the object through
+``patch``). ``meta`` has kopf's attribute shortcuts (``meta.name``, ``meta.labels`` ...).
+``patch`` is a merge patch: ``patch.status["x"] = 1`` or ``patch.metadata.labels["a"] = "b"``;
+``None`` deletes a key. Every handler of one cycle shares one patch, written in one request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = ["Body", "Meta", "Patch", "Spec", "Status"]
+
+
+class _View(Mapping[str, Any]):
+    """A read-only mapping over a part of the object (empty if the part is absent)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None) -> None:
+        self._data: Mapping[str, Any] = data if data is not None else {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return repr(dict(self._data))
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self._data) == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Meta(_View):
+    @property
+    def name(self) -> str | None:
+        return self._data.get("name")
+
+    @property
+    def namespace(self) -> str | None:
+        return self._data.get("namespace")
+
+    @property
+    def uid(self) -> str | None:
+        return self._data.get("uid")
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return _View(self._data.get("labels"))
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return _View(self._data.get("annotations"))
+
+    @property
+    def creation_timestamp(self) -> str | None:
+        return self._data.get("creationTimestamp")
+
+    @property
+    def deletion_timestamp(self) -> str | None:
+        return self._data.get("deletionTimestamp")
+
+
+class Body(_View):
+    @property
+    def metadata(self) -> Meta:
+        return Meta(self._data.get("metadata"))
+
+    meta = metadata
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return _View(self._data.get("spec"))
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        return _View(self._data.get("status"))
+
+
+Spec = Mapping[str, Any]
+"""The type of the ``spec`` kwarg (for annotations, as ``kopf.Spec``)."""
+Status = Mapping[str, Any]
+"""The type of the ``status`` kwarg (``kopf.Status``)."""
+
+
+class Patch(dict[str, Any]):
+    """A merge patch with kopf's stanza shortcuts (``patch.spec``, ``patch.status``, ``patch.meta``)."""
+
+    def _stanza(self, key: str) -> Any:
+        value = self.get(key)
+        if not isinstance(value, dict):
+            value = self[key] = _Stanza()
+        return value
+
+    @property
+    def metadata(self) -> _Stanza:
+        return self._stanza("metadata")  # type: ignore[no-any-return]
+
+    meta = metadata
+
+    @property
+    def spec(self) -> _Stanza:
+        return self._stanza("spec")  # type: ignore[no-any-return]
+
+    @property
+    def status(self) -> _Stanza:
+        return self._stanza("status")  # type: ignore[no-any-return]
+
+
+class _Stanza(dict[str, Any]):
+    """A dict whose ``labels``/``annotations``/``finalizers``-like sub-dicts appear on first use."""
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        return self.setdefault("labels", {})  # type: ignore[no-any-return]
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        return self.setdefault("annotations", {})  # type: ignore[no-any-return]

@@ -1,0 +1,139 @@
+"""kopf's decorators: ``@kopf.on.create('kopfexamples.kopf.dev')`` and friends.
+
+Each registers a handler in the default registry (or ``registry=``) and returns the function
+unchanged. A keyword the decorator does not know, a malformed ``field=``, or ``value=`` without
+``field=`` is a ``TypeError``/``ValueError`` at import time naming the handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from kubeop.kopf.diffs import parse_field
+from kubeop.kopf.handlers import ChangingHandler, ErrorsMode, Filter, Reason
+from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
+
+__all__ = ["create", "delete", "field", "resume", "update"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_SELECTOR = ("group", "version", "plural", "kind")
+_COMMON = (
+    *_SELECTOR,
+    "id",
+    "param",
+    "errors",
+    "timeout",
+    "retries",
+    "backoff",
+    "labels",
+    "annotations",
+    "when",
+    "field",
+    "value",
+    "registry",
+)
+
+
+def _register(
+    decorator: str,
+    args: tuple[str, ...],
+    options: dict[str, Any],
+    allowed: tuple[str, ...],
+    reason: Reason | None,
+    **flags: Any,
+) -> Callable[[F], F]:
+    def register(fn: F) -> F:
+        where = f"@kopf.on.{decorator} of {getattr(fn, '__qualname__', fn)!r}"
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise TypeError(
+                f"{where}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(allowed)}"
+            )
+        try:
+            path = parse_field(options.get("field"))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        for name in ("value", "old", "new"):
+            if options.get(name) is not None and not path:
+                raise TypeError(f"{where}: {name}= filters a field; also give field='spec.x'")
+        for name in ("labels", "annotations"):
+            if options.get(name) is not None and not isinstance(options[name], Mapping):
+                raise TypeError(
+                    f"{where}: {name}= is a mapping of key -> value/kopf.PRESENT/kopf.ABSENT/callable"
+                )
+        when = options.get("when")
+        if when is not None and not callable(when):
+            raise TypeError(f"{where}: when= is a callable(**kwargs) -> bool, got {type(when).__name__}")
+        errors = options.get("errors") or ErrorsMode.TEMPORARY
+        if not isinstance(errors, ErrorsMode):
+            raise TypeError(f"{where}: errors= is a kopf.ErrorsMode, got {errors!r}")
+        retries, backoff = options.get("retries"), options.get("backoff")
+        if retries is not None and (not isinstance(retries, int) or retries < 0):
+            raise ValueError(f"{where}: retries= is a whole number >= 0, got {retries!r}")
+        if backoff is not None and backoff < 0:
+            raise ValueError(f"{where}: backoff= is seconds >= 0, got {backoff!r}")
+        try:
+            resource = resource_name(args, **{k: options.get(k) for k in _SELECTOR})
+        except TypeError as exc:
+            raise TypeError(f"{where}: {exc}") from None
+        given = options.get("registry")
+        registry: Registry = given if isinstance(given, Registry) else default_registry()
+        registry.add(
+            ChangingHandler(
+                fn=fn,
+                id=handler_id(fn, options.get("id"), path),
+                resource=resource,
+                reason=reason,
+                field=path,
+                value=options.get("value"),
+                old=options.get("old"),
+                new=options.get("new"),
+                labels=options.get("labels"),
+                annotations=options.get("annotations"),
+                when=when,
+                errors=errors,
+                timeout=options.get("timeout"),
+                retries=retries,
+                backoff=60.0 if backoff is None else float(backoff),
+                param=options.get("param"),
+                **flags,
+            )
+        )
+        return fn
+
+    return register
+
+
+def create(*args: str, **options: Any) -> Callable[[F], F]:
+    """Run when an object is created (or first seen without a record of being handled)."""
+    return _register("create", args, options, _COMMON, Reason.CREATE)
+
+
+def update(*args: str, old: Filter = None, new: Filter = None, **options: Any) -> Callable[[F], F]:
+    """Run when an object's essence changes (spec, labels, annotations; never status alone)."""
+    options.update(old=old, new=new)
+    return _register(
+        "update", args, options, (*_COMMON, "old", "new"), Reason.UPDATE, field_needs_change=True
+    )
+
+
+def delete(*args: str, optional: bool = False, **options: Any) -> Callable[[F], F]:
+    """Run when an object is being deleted; unless ``optional``, a finalizer holds it until then."""
+    return _register("delete", args, options, _COMMON, Reason.DELETE, requires_finalizer=not optional)
+
+
+def resume(*args: str, deleted: bool = False, **options: Any) -> Callable[[F], F]:
+    """Run for every object present when the operator starts (``deleted=True``: also those being
+    deleted); joins the object's create/update cause if it has one."""
+    return _register("resume", args, options, _COMMON, None, initial=True, deleted=deleted)
+
+
+def field(
+    *args: str, field: str | tuple[str, ...], old: Filter = None, new: Filter = None, **options: Any
+) -> Callable[[F], F]:
+    """Run when ``field`` changes (on creation too: from absent to its first value)."""
+    if not field:
+        raise TypeError("@kopf.on.field needs field='spec.x'")
+    options.update(field=field, old=old, new=new)
+    return _register("field", args, options, (*_COMMON, "old", "new"), None, field_needs_change=True)

@@ -1,0 +1,520 @@
+"""One handling cycle of one object: the reconciler kubeop's controller runs for kopf handlers.
+
+The controller gives level-based semantics: one cycle per object at a time, from the shared
+cache, whatever happened in between. A cycle:
+
+1. reads the object from the cache and its recorded state (:mod:`kubeop.kopf.state`);
+2. adds the finalizer in one write and stops there, if a delete handler needs it and it is
+   missing (kopf does the same, so deletion handlers can never be skipped);
+3. computes the cause (:func:`~kubeop.kopf.handlers.detect_cause`) and the diff against the
+   essence last handled;
+4. runs every handler of that cause that is due, in registration order, with kopf's kwargs,
+   sharing one ``patch``;
+5. writes the handlers' patch, their return values (``status.<handler id>``), their progress or
+   (when all are done) the new essence, and the finalizer's removal after a deletion, in ONE
+   request — two only when the handlers patched both the main resource and a status
+   subresource, which the API server takes apart. No handler ran and nothing to record: no write.
+
+A temporary failure records the attempt and the time it may run again; the cycle asks the
+controller to come back then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import inspect
+import json
+import logging
+import time
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeop.controller import Context, ReconcilerClient, Request, Result
+from kubeop.core.errors import Conflict, NotFound
+from kubeop.core.resource import ApiResource
+from kubeop.kopf.bodies import Body, Patch
+from kubeop.kopf.diffs import Diff, diff, essence, reduce, resolve
+from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
+from kubeop.kopf.events import current_body, use_recorder, warn
+from kubeop.kopf.handlers import (
+    TITLES,
+    ChangingHandler,
+    ErrorsMode,
+    Reason,
+    detect_cause,
+    matches,
+    prematches,
+    selected,
+)
+from kubeop.kopf.state import ANNOTATION, STATUS_FIELD, Progress, State
+
+__all__ = ["FINALIZER", "KOPF_DIFFBASE", "Memo", "Processor"]
+
+#: kopf's own finalizer and diff base: objects handled by kopf before keep working after a move.
+FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
+KOPF_DIFFBASE = "kopf.zalando.org/last-handled-configuration"
+WRITE_ATTEMPTS = 5
+
+
+class Memo(dict[str, Any]):
+    """kopf's ``memo``: a per-object dict with attribute access, kept while the operator runs."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+    def __delattr__(self, key: str) -> None:
+        try:
+            del self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+class ObjectLogger(logging.LoggerAdapter[logging.Logger]):
+    """kopf's per-object logger: ``[namespace/name] message``, with the object in extra fields."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        extra = self.extra or {}
+        kwargs["extra"] = {**extra, **(kwargs.get("extra") or {})}
+        return f"[{extra['object_namespace']}/{extra['object_name']}] {msg}" if extra.get(
+            "object_namespace"
+        ) else f"[{extra.get('object_name')}] {msg}", kwargs
+
+
+objects_log = logging.getLogger("kubeop.kopf.objects")
+
+
+@dataclass
+class _Outcome:
+    final: bool
+    result: Any = None
+    exception: BaseException | None = None
+    delay: float | None = None
+
+
+@dataclass
+class Processor:
+    """The reconciler of one resource's kopf handlers (one per resource, shared by its workers)."""
+
+    resource_name: str
+    handlers: list[ChangingHandler]
+    memo: Memo = field(default_factory=Memo)
+    finalizer: str = FINALIZER
+    writes: int = 0
+    """API writes to the handled objects (the benchmark and the tests count them)."""
+    _resource: ApiResource | None = None
+    _handled_once: set[str] = field(default_factory=set)
+    _memos: dict[tuple[str | None, str], Memo] = field(default_factory=dict)
+    _status_ok: bool = True
+    _recorder_set: bool = False
+
+    def __post_init__(self) -> None:
+        self._extra_fields = sorted(
+            {h.field for h in self.handlers if h.field and h.field[0] in ("status", "metadata")}
+        )
+        # Whether a change of essence matters beyond the creation: only update and field
+        # handlers look at diffs; with none, an update records nothing and writes nothing.
+        self._diff_handlers = any(
+            h.reason is Reason.UPDATE or (h.reason is None and not h.initial) for h in self.handlers
+        )
+
+    async def reconcile(self, req: Request, ctx: Context) -> Result | None:
+        """The controller's reconciler: one handling cycle of the requested object."""
+        client = ctx.client
+        if not self._recorder_set:
+            use_recorder(ctx.recorder)
+            self._recorder_set = True
+        res = self._resource
+        if res is None:
+            res = self._resource = await client.resource(self.resource_name)
+        body = await client.get(res, req.name, namespace=req.namespace)
+        logger = ObjectLogger(objects_log, {"object_namespace": req.namespace, "object_name": req.name})
+        if body is None:
+            self._memos.pop((req.namespace, req.name), None)
+            logger.debug("Deleted, really deleted, and we are notified.")
+            return None
+        return await self._cycle(client, res, body, logger)
+
+    # -- one cycle -------------------------------------------------------------------------
+    async def _cycle(
+        self, client: ReconcilerClient, res: ApiResource, body: Mapping[str, Any], logger: ObjectLogger
+    ) -> Result | None:
+        md = body.get("metadata") or {}
+        uid = md.get("uid") or ""
+        now = time.time()
+        state = State.of(body)
+        if state.essence is None and state.seq == 0:
+            state.essence = _kopf_diffbase(md)  # moved from kopf: its record counts
+        old = state.essence
+        new = essence(body, self._extra_fields)
+        the_diff = diff(old, new)
+        initial = uid not in self._handled_once
+        memo = self._memos.get((md.get("namespace"), md.get("name") or ""))
+        if memo is None:
+            memo = self._memos[(md.get("namespace"), md.get("name") or "")] = Memo(self.memo)
+        patch = Patch()
+        kwargs = _kwargs(body, patch, logger, res, memo, old, new, the_diff)
+
+        finalizers = list(md.get("finalizers") or ())
+        has_finalizer = self.finalizer in finalizers
+        deleting = bool(md.get("deletionTimestamp"))
+        if not any(prematches(h, body, kwargs) for h in self.handlers):
+            if has_finalizer:  # it no longer matches: let it go
+                await self._write(client, res, body, Patch(), None, remove_finalizer=True, logger=logger)
+            return None
+        needs_finalizer = any(h.requires_finalizer and prematches(h, body, kwargs) for h in self.handlers)
+        if needs_finalizer and not has_finalizer and not deleting:
+            logger.debug("Adding the finalizer, thus preventing the actual deletion.")
+            await self._write(client, res, body, Patch(), None, add_finalizer=True, logger=logger)
+            return None
+        remove_finalizer = has_finalizer and not needs_finalizer
+
+        reason = detect_cause(body, finalizer=self.finalizer, old=old, diff=the_diff, initial=initial)
+        if reason is Reason.FREE:
+            logger.debug("Deletion, but we are done with it, and we do not care.")
+            return None
+        kwargs["reason"] = reason.value
+        if reason is Reason.CREATE:
+            initial = False  # a creation never mixes with resuming (as in kopf)
+        if reason is Reason.NOOP:
+            if remove_finalizer:
+                await self._write(client, res, body, patch, None, remove_finalizer=True, logger=logger)
+            logger.debug("Something has changed, but we are not interested (the essence is the same).")
+            return None
+
+        title = TITLES.get(reason, reason.value)
+        chosen = [
+            h for h in self.handlers if selected(h, reason, initial) and matches(h, body, old, new, kwargs)
+        ]
+        progress = state.progress
+        stale = {k for k, p in progress.items() if p.purpose != reason.value}
+        if stale:
+            logger.info("%s is superseded by %s.", _purpose_title(progress, stale), title)
+            for k in stale:
+                del progress[k]
+        record = False  # anything to write to the state?
+        delays: list[float] = []
+        done = True
+        if chosen:
+            logger.debug("%s is in progress: %s", title.capitalize(), _short(body))
+            for handler in chosen:
+                p = progress.get(handler.id)
+                if p is not None and p.finished:
+                    continue
+                if p is not None and p.delayed is not None and p.delayed > now:
+                    delays.append(p.delayed - now)
+                    done = False
+                    continue
+                if p is None:
+                    p = progress[handler.id] = Progress(purpose=reason.value, started=now)
+                outcome = await self._execute(handler, p, kwargs, body, old, new, the_diff, logger)
+                record = True
+                if outcome.final:
+                    if outcome.exception is None:
+                        p.success = True
+                        _deliver(patch, handler.id, outcome.result)
+                    else:
+                        p.failure = True
+                        p.message = str(outcome.exception) or repr(outcome.exception)
+                        warn(body, reason="Error", message=f"{handler} failed: {p.message}")
+                else:
+                    p.retries += 1
+                    p.delayed = time.time() + (outcome.delay or 0)
+                    p.message = str(outcome.exception) or repr(outcome.exception)
+                    delays.append(outcome.delay or 0)
+                    done = False
+            if done:
+                succeeded = sum(1 for h in chosen if progress.get(h.id) and progress[h.id].success)
+                failed = sum(1 for h in chosen if progress.get(h.id) and progress[h.id].failure)
+                if record:
+                    logger.info(
+                        "%s is processed: %d succeeded; %d failed.", title.capitalize(), succeeded, failed
+                    )
+        if done:
+            if progress:
+                progress.clear()
+                record = True
+            if reason is not Reason.DELETE and new != old and (old is None or self._diff_handlers):
+                state.essence = new
+                record = True
+            self._handled_once.add(uid)
+        finish_delete = done and reason is Reason.DELETE
+        if finish_delete:
+            logger.debug("Removing the finalizer, thus allowing the actual deletion.")
+        if record or patch or remove_finalizer or finish_delete:
+            await self._write(
+                client,
+                res,
+                body,
+                patch,
+                state if (record and not finish_delete) else None,
+                remove_finalizer=remove_finalizer or finish_delete,
+                logger=logger,
+            )
+        if delays:
+            return Result(requeue_after=max(min(delays), 0.001))
+        return None
+
+    async def _execute(
+        self,
+        handler: ChangingHandler,
+        p: Progress,
+        base: dict[str, Any],
+        body: Mapping[str, Any],
+        old: Any,
+        new: Any,
+        the_diff: Diff,
+        logger: ObjectLogger,
+    ) -> _Outcome:
+        runtime = max(0.0, time.time() - p.started)
+        kwargs = dict(
+            base,
+            retry=p.retries,
+            started=dt.datetime.fromtimestamp(p.started, dt.UTC),
+            runtime=dt.timedelta(seconds=runtime),
+            param=handler.param,
+        )
+        if handler.field:
+            kwargs.update(
+                old=resolve(old, handler.field),
+                new=resolve(new, handler.field),
+                diff=reduce(the_diff, handler.field),
+            )
+        try:
+            logger.debug("%s is invoked.", handler)
+            if handler.timeout is not None and runtime >= handler.timeout:
+                raise HandlerTimeoutError(f"{handler} has timed out after {runtime:.1f} s.")
+            if handler.retries is not None and p.retries >= handler.retries:
+                raise HandlerRetriesError(f"{handler} has exceeded {p.retries} retries.")
+            token = current_body.set(body)
+            try:
+                if inspect.iscoroutinefunction(handler.fn):
+                    result = await handler.fn(**kwargs)
+                else:
+                    result = await asyncio.to_thread(handler.fn, **kwargs)
+            finally:
+                current_body.reset(token)
+        except asyncio.CancelledError:
+            raise
+        except TemporaryError as exc:
+            msg = str(exc) or repr(exc)
+            if handler.retries is not None and p.retries + 1 >= handler.retries:
+                logger.error(
+                    "%s failed temporarily but will exceed %d retries: %s", handler, handler.retries, msg
+                )
+                return _Outcome(True, exception=HandlerRetriesError(msg))
+            logger.error("%s failed temporarily: %s", handler, msg)
+            return _Outcome(False, exception=exc, delay=exc.delay)
+        except PermanentError as exc:
+            if isinstance(exc, HandlerRetriesError | HandlerTimeoutError):
+                logger.error("%s", exc)
+            else:
+                logger.error("%s failed permanently: %s", handler, str(exc) or repr(exc))
+            return _Outcome(True, exception=exc)
+        except Exception as exc:
+            msg = str(exc) or repr(exc)
+            if handler.errors is ErrorsMode.IGNORED:
+                logger.exception("%s failed with an exception and will ignore it: %s", handler, msg)
+                return _Outcome(True)
+            if handler.errors is ErrorsMode.PERMANENT:
+                logger.exception("%s failed with an exception and will stop now: %s", handler, msg)
+                return _Outcome(True, exception=exc)
+            if handler.retries is not None and p.retries + 1 >= handler.retries:
+                logger.exception(
+                    "%s failed with an exception and will stop now (it would exceed %d retries on the "
+                    "next attempt): %s",
+                    handler,
+                    handler.retries,
+                    msg,
+                )
+                return _Outcome(True, exception=HandlerRetriesError(msg))
+            logger.exception(
+                "%s failed with an exception and will try again in %s seconds: %s",
+                handler,
+                _num(handler.backoff),
+                msg,
+            )
+            warn(body, reason="Error", message=f"{handler} failed: {type(exc).__name__}: {msg}")
+            return _Outcome(False, exception=exc, delay=handler.backoff)
+        logger.info("%s succeeded.", handler)
+        return _Outcome(True, result=result)
+
+    # -- the one write -----------------------------------------------------------------------
+    async def _write(
+        self,
+        client: ReconcilerClient,
+        res: ApiResource,
+        body: Mapping[str, Any],
+        patch: Patch,
+        state: State | None,
+        *,
+        logger: ObjectLogger,
+        add_finalizer: bool = False,
+        remove_finalizer: bool = False,
+    ) -> None:
+        """Write ``patch`` (+ ``state``, + the finalizer change) in one request where the API allows.
+
+        The state goes where the write goes: with a status subresource and a status-only patch,
+        into ``status``; otherwise into the annotation. Finalizer changes carry the object's
+        resourceVersion (another controller may change the list meanwhile): on a conflict the
+        list is recomputed from a fresh read and the write retried, without running handlers again.
+        """
+        md = body.get("metadata") or {}
+        name, namespace = md.get("name") or "", md.get("namespace")
+        subresource = "status" in res.subresources
+        main: dict[str, Any] = {k: v for k, v in patch.items() if not (subresource and k == "status")}
+        status_part = patch.get("status") if subresource else None
+        if state is not None:
+            state.seq += 1
+            encoded = state.encode()
+            if (
+                subresource
+                and status_part is not None
+                and not main
+                and self._status_ok
+                and not (add_finalizer or remove_finalizer)
+            ):
+                status_part = dict(status_part)
+                status_part[STATUS_FIELD] = encoded
+                encoded_in_status = True
+            else:
+                meta = main.setdefault("metadata", {})
+                meta["annotations"] = {**(meta.get("annotations") or {}), ANNOTATION: encoded}
+                encoded_in_status = False
+        else:
+            encoded_in_status = False
+        current: Mapping[str, Any] = body
+        if main or add_finalizer or remove_finalizer:
+            for attempt in range(WRITE_ATTEMPTS):
+                cmd = current.get("metadata") or {}
+                out = dict(main)
+                if add_finalizer or remove_finalizer:
+                    fins = [f for f in cmd.get("finalizers") or () if f != self.finalizer]
+                    if add_finalizer:
+                        fins.append(self.finalizer)
+                    out["metadata"] = {
+                        **(out.get("metadata") or {}),
+                        "finalizers": fins,
+                        "resourceVersion": cmd.get("resourceVersion"),
+                    }
+                try:
+                    self.writes += 1
+                    await client.patch(res, name, out, namespace=namespace)
+                    break
+                except NotFound:
+                    return
+                except Conflict:
+                    if attempt == WRITE_ATTEMPTS - 1 or not (add_finalizer or remove_finalizer):
+                        raise
+                    try:
+                        current = await client.api.get(res, name, namespace=namespace)
+                    except NotFound:
+                        return
+        if status_part is not None:
+            self.writes += 1
+            try:
+                written = await client.patch(
+                    res, name, {"status": status_part}, namespace=namespace, subresource="status"
+                )
+            except NotFound:
+                return
+            if encoded_in_status and state is not None:
+                got = (
+                    (written.get("status") or {}).get(STATUS_FIELD) if isinstance(written, Mapping) else None
+                )
+                if got != state.encode():
+                    self._status_ok = False
+                    logger.warning(
+                        "the API server drops status.%s of %s (a structural schema without "
+                        "x-kubernetes-preserve-unknown-fields on status): the handling state goes to "
+                        "the annotation %s instead, at the cost of a second write when handlers write status",
+                        STATUS_FIELD,
+                        res.plural,
+                        ANNOTATION,
+                    )
+                    self.writes += 1
+                    await client.patch(
+                        res,
+                        name,
+                        {"metadata": {"annotations": {ANNOTATION: state.encode()}}},
+                        namespace=namespace,
+                    )
+
+
+def _kwargs(
+    body: Mapping[str, Any],
+    patch: Patch,
+    logger: ObjectLogger,
+    res: ApiResource,
+    memo: Memo,
+    old: Any,
+    new: Any,
+    the_diff: Diff,
+) -> dict[str, Any]:
+    b = Body(body)
+    meta = b.metadata
+    return {
+        "body": b,
+        "spec": b.spec,
+        "meta": meta,
+        "status": b.status,
+        "name": meta.name,
+        "namespace": meta.namespace,
+        "uid": meta.uid,
+        "labels": meta.labels,
+        "annotations": meta.annotations,
+        "patch": patch,
+        "logger": logger,
+        "memo": memo,
+        "resource": res,
+        "old": old,
+        "new": new,
+        "diff": the_diff,
+        "reason": None,
+    }
+
+
+def _deliver(patch: Patch, handler_id: str, result: Any) -> None:
+    """A handler's return value goes to ``status.<handler id>`` (a mapping is merged into it)."""
+    if result is None:
+        return
+    status = patch.setdefault("status", {})
+    if isinstance(result, Mapping):
+        status.setdefault(handler_id, {}).update(result)
+    else:
+        status[handler_id] = result
+
+
+def _kopf_diffbase(md: Mapping[str, Any]) -> dict[str, Any] | None:
+    raw = (md.get("annotations") or {}).get(KOPF_DIFFBASE)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _purpose_title(progress: Mapping[str, Progress], keys: set[str]) -> str:
+    purposes = {progress[k].purpose for k in keys}
+    name = purposes.pop() if len(purposes) == 1 else "handling"
+    for reason, title in TITLES.items():
+        if reason.value == name:
+            return title.capitalize()
+    return name.capitalize()
+
+
+def _short(body: Mapping[str, Any]) -> str:
+    return json.dumps({k: body.get(k) for k in ("spec",) if k in body}, default=str)[:300]
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)

@@ -1,0 +1,90 @@
+"""The registry the decorators fill: which handlers exist, for which resources."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kubeop.kopf.handlers import ChangingHandler
+
+__all__ = ["Registry", "default_registry", "handler_id", "resource_name"]
+
+
+class Registry:
+    """Handlers in registration order (the order they run in within one cycle)."""
+
+    def __init__(self) -> None:
+        self._changing: list[ChangingHandler] = []
+
+    def add(self, handler: ChangingHandler) -> None:
+        for h in self._changing:
+            if h.id == handler.id and h.resource == handler.resource and h.reason is handler.reason:
+                raise ValueError(
+                    f"handler id {handler.id!r} is registered twice for {handler.resource} "
+                    f"({handler.reason or 'field'}): pass id='...' to one of them"
+                )
+        self._changing.append(handler)
+
+    def resources(self) -> list[str]:
+        return list(dict.fromkeys(h.resource for h in self._changing))
+
+    def changing(self, resource: str) -> Iterator[ChangingHandler]:
+        return (h for h in self._changing if h.resource == resource)
+
+    def __len__(self) -> int:
+        return len(self._changing)
+
+
+_default = Registry()
+
+
+def default_registry() -> Registry:
+    return _default
+
+
+def handler_id(fn: Callable[..., Any], id: str | None, field: tuple[str, ...]) -> str:
+    """kopf's handler id: ``id=`` or the function's qualified name, ``/field.path`` appended."""
+    if id is None:
+        target: Any = fn
+        while isinstance(target, functools.partial) or hasattr(target, "__wrapped__"):
+            target = target.func if isinstance(target, functools.partial) else target.__wrapped__
+        if getattr(target, "__name__", "") == "<lambda>":
+            code = target.__code__
+            id = f"lambda:{code.co_filename}:{code.co_firstlineno}"
+        else:
+            id = str(
+                getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+            )
+    return f"{id}/{'.'.join(field)}" if field else id
+
+
+def resource_name(
+    args: tuple[str, ...],
+    *,
+    group: str | None = None,
+    version: str | None = None,
+    plural: str | None = None,
+    kind: str | None = None,
+) -> str:
+    """A kubectl-style resource name (``plural.version.group``) from kopf's selector arguments."""
+    if len(args) > 3:
+        raise TypeError(f"a resource is named by at most 3 arguments (group, version, plural), got {args!r}")
+    if len(args) == 3:
+        group, version, plural = args
+    elif len(args) == 2:
+        first, plural = args
+        if "/" in first:
+            group, version = first.split("/", 1)
+        else:
+            group = first
+    elif len(args) == 1:
+        if group is None and version is None:
+            return args[0]
+        plural = args[0]
+    name = plural or kind
+    if not name:
+        raise TypeError("name the resource: on.create('plural.group') or on.create(group, version, plural)")
+    if group:
+        return ".".join(p for p in (name, version, group) if p)
+    return f"{name}.{version}." if version else name  # the core group: ``pods.v1.``

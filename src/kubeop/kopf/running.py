@@ -1,0 +1,87 @@
+"""Running kopf handlers: a kubeop Manager with one controller per handled resource.
+
+``kopf.run()`` blocks until SIGTERM/SIGINT; ``await kopf.operator(stop_flag=event)`` runs inside
+a loop; ``kopf.build_manager()`` gives the Manager for embedding (add native controllers,
+webhooks, checks). Each resource gets one shared informer, one level-based work queue and one
+:class:`~kubeop.kopf.processing.Processor` as its reconciler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from kubeop.client import Client
+from kubeop.controller import Controller
+from kubeop.kopf.processing import Memo, Processor
+from kubeop.kopf.registry import Registry, default_registry
+from kubeop.manager import Manager
+
+__all__ = ["build_manager", "operator", "run"]
+
+
+def build_manager(
+    *,
+    registry: Registry | None = None,
+    namespace: str | None = None,
+    memo: Mapping[str, Any] | None = None,
+    client: Client | None = None,
+    workers: int = 4,
+    **manager_options: Any,
+) -> Manager:
+    """A Manager that runs ``registry``'s handlers (the default registry: the decorated ones)."""
+    registry = registry if registry is not None else default_registry()
+    if not len(registry):
+        raise ValueError("no kopf handlers are registered: decorate functions with @kopf.on.* first")
+    manager_options.setdefault("name", "kopf-operator")
+    manager_options.setdefault("metrics_address", None)
+    manager_options.setdefault("health_address", None)
+    manager = Manager(client, **manager_options)
+    for resource in registry.resources():
+        processor = Processor(resource, list(registry.changing(resource)), memo=Memo(memo or {}))
+        controller = (
+            Controller.for_(resource, namespace=namespace)
+            .named(f"kopf-{resource}")
+            .max_concurrent(workers)
+            .reconcile(processor.reconcile)
+        )
+        manager.add(controller)
+    return manager
+
+
+def processors(manager: Manager) -> list[Processor]:
+    """The kopf processors of a manager built by :func:`build_manager` (their write counters)."""
+    found = (getattr(c._reconciler, "__self__", None) for c in manager.controllers)
+    return [p for p in found if isinstance(p, Processor)]
+
+
+async def operator(
+    *,
+    registry: Registry | None = None,
+    namespace: str | None = None,
+    memo: Mapping[str, Any] | None = None,
+    stop_flag: asyncio.Event | None = None,
+    **manager_options: Any,
+) -> None:
+    """Run the handlers until ``stop_flag`` is set."""
+    manager = build_manager(registry=registry, namespace=namespace, memo=memo, **manager_options)
+    await manager.start(stop_flag)
+
+
+def run(
+    *,
+    registry: Registry | None = None,
+    namespace: str | None = None,
+    memo: Mapping[str, Any] | None = None,
+    standalone: bool = True,
+    clusterwide: bool = False,
+    **manager_options: Any,
+) -> None:
+    """Run the handlers until SIGTERM/SIGINT. ``standalone=False`` turns on leader election
+    (kubeop's Lease-based one, in place of kopf's peering)."""
+    if clusterwide and namespace:
+        raise ValueError("clusterwide=True and namespace= exclude each other")
+    if not standalone:
+        manager_options.setdefault("leader_election", True)
+    build_manager(registry=registry, namespace=namespace, memo=memo, **manager_options).run()

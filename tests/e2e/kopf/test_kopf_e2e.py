@@ -1,0 +1,327 @@
+"""kopf's handler API on the real control plane: causes fire once per change, writes per change
+are counted, retries honour their delay, and a change made while the operator was down runs the
+update handler once on its next start.
+
+Writes are counted by the processor (every request it sends to the handled object) and, apart
+from it, by the operator's client (every write request it sent). kopf's writes for the same
+handlers, from its code (kopf/_core/reactor/processing.py, kopf/_cogs/clients/patching.py), on a
+kind with a status subresource: a creation is 3 requests (the finalizer's JSON patch in a cycle of
+its own, then a merge patch of the annotations with the last-handled configuration, then a merge
+patch of the status subresource with the handler's result); an update with a result is 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+import kubeop.kopf as kopf
+from kubeop.client import Client, load_kubeconfig
+from kubeop.kopf.processing import Processor
+from kubeop.kopf.running import processors
+from kubeop.manager import Manager
+from kubeop.testing import ControlPlane
+
+pytestmark = pytest.mark.controlplane
+T = TypeVar("T")
+
+GROUP = "kopf-e2e.kubeop.dev"
+PLURAL = "kopfwidgets"
+RESOURCE = f"{PLURAL}.{GROUP}"
+CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": RESOURCE},
+    "spec": {
+        "group": GROUP,
+        "scope": "Namespaced",
+        "names": {"plural": PLURAL, "singular": "kopfwidget", "kind": "KopfWidget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> str:
+    control_plane.install_crds([CRD])
+    return RESOURCE
+
+
+@pytest.fixture
+async def client(kubeconfig_path: str, namespace: str, crd: str) -> AsyncIterator[Client]:
+    async with Client(load_kubeconfig(kubeconfig_path, namespace=namespace, qps=None)) as c:
+        yield c
+
+
+async def eventually(fn: Callable[[], Awaitable[T] | T], timeout: float = 20.0, what: str = "it") -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = fn()
+            if asyncio.iscoroutine(last):
+                last = await last
+        except Exception as exc:
+            last = exc
+        else:
+            if last:
+                return last  # type: ignore[no-any-return]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
+        await asyncio.sleep(0.05)
+
+
+class Counted:
+    """The operator's processor and, independently of it, the write requests its client sent."""
+
+    def __init__(self, processor: Processor, requests: dict[str, int]) -> None:
+        self.processor, self.requests = processor, requests
+
+    @property
+    def writes(self) -> int:
+        sent = sum(n for method, n in self.requests.items() if method in ("PATCH", "PUT", "POST", "DELETE"))
+        assert sent == self.processor.writes, (
+            f"client sent {self.requests}, processor counted {self.processor.writes}"
+        )
+        return sent
+
+
+@contextlib.asynccontextmanager
+async def operator(registry: kopf.Registry, kubeconfig: str, namespace: str) -> AsyncIterator[Counted]:
+    """Run the registry's handlers in a kubeop Manager (own client) for the body of the block."""
+    api = Client(load_kubeconfig(kubeconfig, qps=None))
+    requests: dict[str, int] = {}
+
+    def observe(method: str, code: str, seconds: float) -> None:
+        requests[method] = requests.get(method, 0) + 1
+
+    api.transport.observer = observe
+    manager: Manager = kopf.build_manager(registry=registry, namespace=namespace, client=api)
+    stop = asyncio.Event()
+    task = asyncio.create_task(manager.start(stop))
+    try:
+        await eventually(
+            lambda: manager._synced or (task.done() and task.result()), 30, "the operator to start"
+        )
+        (processor,) = processors(manager)
+        yield Counted(processor, requests)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        await api.close()
+
+
+def widget(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/v1", "kind": "KopfWidget", "metadata": {"name": name}, "spec": spec}
+
+
+async def get(client: Client, name: str) -> dict[str, Any] | None:
+    with contextlib.suppress(Exception):
+        return await client.get(RESOURCE, name)  # type: ignore[no-any-return]
+    return None
+
+
+async def test_create_update_delete_once_each_with_counted_writes(
+    client: Client, kubeconfig_path: str, namespace: str
+) -> None:
+    reg = kopf.Registry()
+    calls: list[tuple[str, Any]] = []
+
+    @kopf.on.create(RESOURCE, registry=reg, id="create_fn")
+    async def create_fn(spec: Any, name: str, retry: int, reason: str, **_: Any) -> Any:
+        calls.append(("create", (dict(spec), name, retry, reason)))
+        return {"message": "hello"}
+
+    @kopf.on.update(RESOURCE, registry=reg, id="update_fn")
+    def update_fn(diff: Any, old: Any, new: Any, patch: kopf.Patch, **_: Any) -> Any:  # sync: a thread
+        calls.append(("update", tuple(diff)))
+        patch.status["seen"] = new["spec"]["field"]
+        return old["spec"]["field"]
+
+    @kopf.on.field(RESOURCE, registry=reg, field="spec.field")
+    async def field_fn(old: Any, new: Any, diff: Any, **_: Any) -> None:
+        calls.append(("field", (old, new, tuple(diff))))
+
+    @kopf.on.delete(RESOURCE, registry=reg)
+    async def delete_fn(body: kopf.Body, **_: Any) -> None:
+        calls.append(("delete", body.meta.name))
+
+    async with operator(reg, kubeconfig_path, namespace) as proc:
+        await client.create(widget("w1", field="a"))
+        obj = await eventually(
+            lambda: _with(get(client, "w1"), lambda o: (o.get("status") or {}).get("create_fn")),
+            what="create",
+        )
+        assert obj["status"]["create_fn"] == {"message": "hello"}
+        assert kopf.FINALIZER in obj["metadata"]["finalizers"]
+        await asyncio.sleep(0.5)  # nothing more may come
+        assert [c[0] for c in calls] == ["create", "field"]
+        assert calls[0][1] == ({"field": "a"}, "w1", 0, "create")
+        assert calls[1][1] == (None, "a", (("add", (), None, "a"),))
+        create_writes = proc.writes
+        assert create_writes == 2, "the finalizer, then the result + state in one status write"
+
+        calls.clear()
+        await client.patch(RESOURCE, "w1", {"spec": {"field": "b"}})
+        obj = await eventually(
+            lambda: _with(get(client, "w1"), lambda o: (o.get("status") or {}).get("update_fn")),
+            what="update",
+        )
+        await asyncio.sleep(0.5)
+        assert obj["status"]["update_fn"] == "a" and obj["status"]["seen"] == "b"
+        assert sorted(c[0] for c in calls) == ["field", "update"]
+        assert ("update", (("change", ("spec", "field"), "a", "b"),)) in calls
+        assert proc.writes - create_writes == 1, "an update with a result is one write"
+
+        # A status change by someone else is no change: no handler, no write.
+        calls.clear()
+        before = proc.writes
+        await client.patch(RESOURCE, "w1", {"status": {"other": 1}}, subresource="status")
+        await asyncio.sleep(1.0)
+        assert calls == [] and proc.writes == before
+
+        await client.delete(RESOURCE, "w1")
+        await eventually(lambda: _absent(get(client, "w1")), what="the object to go")
+        assert calls == [("delete", "w1")]
+        assert proc.writes - before == 1, "the deletion handler's outcome and the finalizer's removal in one"
+
+
+async def _with(aw: Awaitable[dict[str, Any] | None], fn: Callable[[dict[str, Any]], Any]) -> Any:
+    obj = await aw
+    return obj if obj is not None and fn(obj) else None
+
+
+async def _absent(aw: Awaitable[dict[str, Any] | None]) -> bool:
+    return (await aw) is None
+
+
+async def test_no_delete_handlers_no_finalizer_and_one_write_per_create(
+    client: Client, kubeconfig_path: str, namespace: str
+) -> None:
+    reg = kopf.Registry()
+
+    @kopf.on.create(RESOURCE, registry=reg)
+    async def made(**_: Any) -> None:  # no result: the state goes to the annotation
+        return None
+
+    async with operator(reg, kubeconfig_path, namespace) as proc:
+        await client.create(widget("w2", field="a"))
+        obj = await eventually(
+            lambda: _with(
+                get(client, "w2"), lambda o: "kopf.kubeop.dev/state" in o["metadata"].get("annotations", {})
+            ),
+            what="the state annotation",
+        )
+        await asyncio.sleep(0.5)
+        assert kopf.FINALIZER not in (obj["metadata"].get("finalizers") or [])
+        assert proc.writes == 1
+        # An update without update handlers records nothing.
+        await client.patch(RESOURCE, "w2", {"spec": {"field": "b"}})
+        await asyncio.sleep(0.7)
+        assert proc.writes == 1
+
+
+async def test_temporary_error_retried_after_its_delay_and_retries_limit(
+    client: Client, kubeconfig_path: str, namespace: str
+) -> None:
+    reg = kopf.Registry()
+    attempts: list[tuple[int, float]] = []
+    capped: list[int] = []
+
+    @kopf.on.create(RESOURCE, registry=reg, id="flaky")
+    async def flaky(retry: int, **_: Any) -> Any:
+        attempts.append((retry, time.monotonic()))
+        if retry == 0:
+            raise kopf.TemporaryError("not yet", delay=1.5)
+        return {"ok": retry}
+
+    @kopf.on.create(RESOURCE, registry=reg, retries=2, id="hopeless")
+    async def hopeless(retry: int, **_: Any) -> None:
+        capped.append(retry)
+        raise kopf.TemporaryError("never", delay=0.2)
+
+    async with operator(reg, kubeconfig_path, namespace):
+        await client.create(widget("w3"))
+        obj = await eventually(
+            lambda: _with(get(client, "w3"), lambda o: (o.get("status") or {}).get("flaky")), what="the retry"
+        )
+        assert obj["status"]["flaky"] == {"ok": 1}
+        assert [a[0] for a in attempts] == [0, 1]
+        assert attempts[1][1] - attempts[0][1] >= 1.5
+        await asyncio.sleep(1.0)
+        assert capped == [0, 1], "retries=2: the second failure is final"
+        assert len(attempts) == 2
+
+
+async def test_downtime_update_and_restart_mid_sequence(
+    client: Client, kubeconfig_path: str, namespace: str
+) -> None:
+    reg = kopf.Registry()
+    calls: list[tuple[str, Any]] = []
+    fail_second = {"on": True}
+
+    @kopf.on.create(RESOURCE, registry=reg)
+    async def first(**_: Any) -> None:
+        calls.append(("first", None))
+
+    @kopf.on.create(RESOURCE, registry=reg)
+    async def second(retry: int, **_: Any) -> None:
+        calls.append(("second", retry))
+        if fail_second["on"]:
+            raise kopf.TemporaryError("later", delay=1)
+
+    @kopf.on.update(RESOURCE, registry=reg)
+    async def changed(diff: Any, **_: Any) -> None:
+        calls.append(("update", tuple(diff)))
+
+    @kopf.on.resume(RESOURCE, registry=reg)
+    async def resumed(reason: str, **_: Any) -> None:
+        calls.append(("resume", reason))
+
+    async with operator(reg, kubeconfig_path, namespace):
+        await client.create(widget("w4", field="a"))
+        await eventually(lambda: ("second", 0) in calls, what="the first attempt of the second handler")
+    # Down, in the middle of the creation: 'first' is done, 'second' is due again.
+    assert calls == [("first", None), ("second", 0)]
+    calls.clear()
+    fail_second["on"] = False
+    async with operator(reg, kubeconfig_path, namespace):
+        await eventually(lambda: ("second", 1) in calls, what="the second handler's retry after a restart")
+        await asyncio.sleep(0.5)
+        assert calls == [("second", 1)], (
+            "the done handler does not run again; resume does not join a creation"
+        )
+    calls.clear()
+    # Down again; a change meanwhile is an update on the next start, once, with the resume handler.
+    await client.patch(RESOURCE, "w4", {"spec": {"field": "b"}})
+    async with operator(reg, kubeconfig_path, namespace):
+        await eventually(lambda: any(c[0] == "update" for c in calls), what="the update after downtime")
+        await asyncio.sleep(0.7)
+    assert sorted(calls) == [("resume", "update"), ("update", (("change", ("spec", "field"), "a", "b"),))]
+    calls.clear()
+    # And a plain restart without changes runs only the resume handler.
+    async with operator(reg, kubeconfig_path, namespace):
+        await eventually(lambda: calls, what="the resume handler")
+        await asyncio.sleep(0.5)
+    assert calls == [("resume", "resume")]

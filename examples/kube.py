@@ -29,6 +29,7 @@ CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 PVCS = ApiResource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
 PVS = ApiResource("", "v1", "persistentvolumes", namespaced=False, kind="PersistentVolume")
 STATEFULSETS = ApiResource("apps", "v1", "statefulsets", kind="StatefulSet")
+JOBS = ApiResource("batch", "v1", "jobs", kind="Job")
 STORAGECLASSES = ApiResource("storage.k8s.io", "v1", "storageclasses", namespaced=False, kind="StorageClass")
 
 
@@ -175,6 +176,52 @@ class StatefulSet(_Kind):
 
     spec: StatefulSetSpec = Field(default_factory=StatefulSetSpec)
     status: StatefulSetStatus = Field(default_factory=StatefulSetStatus)
+
+
+class JobCondition(CamelModel):
+    type: str
+    status: str
+
+
+class JobSpec(CamelModel):
+    parallelism: int | None = None
+    completions: int | None = None
+    suspend: bool | None = None
+
+
+class JobStatus(CamelModel):
+    start_time: str | None = None
+    completion_time: str | None = None
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    conditions: list[JobCondition] = Field(default_factory=list)
+
+
+class Job(_Kind):
+    api_version: ClassVar[str] = "batch/v1"
+    kind: ClassVar[str] = "Job"
+    resource: ClassVar[ApiResource] = JOBS
+
+    spec: JobSpec = Field(default_factory=JobSpec)
+    status: JobStatus = Field(default_factory=JobStatus)
+
+    def _condition(self, type_: str) -> bool:
+        return any(c.type == type_ and c.status == "True" for c in self.status.conditions)
+
+    @property
+    def succeeded(self) -> bool:
+        """Finished with success (condition Complete)."""
+        return self._condition("Complete")
+
+    @property
+    def failed(self) -> bool:
+        """Finished with a failure (condition Failed)."""
+        return self._condition("Failed")
+
+    @property
+    def finished(self) -> bool:
+        return self.succeeded or self.failed
 
 
 class Secret(_Kind):

@@ -1,18 +1,18 @@
-"""Serve the CronTab webhooks against the current kubeconfig's cluster: python -m examples.crontab
+"""Run the CronTab operator against the current kubeconfig's cluster: python -m examples.crontab
 
 A CA and a serving certificate for 127.0.0.1 are generated (and kept for the next run), the CRD
-and the webhook configurations are applied with that CA as caBundle, then the Manager serves the
-webhooks on https://127.0.0.1:9443 until SIGTERM / SIGINT. The API server has to reach
-127.0.0.1, as the local control plane (``kubeop cluster up``) does.
+and the webhook configurations are applied with that CA as caBundle, then the Manager runs the
+controller (a Job at each scheduled time) and serves the webhooks on https://127.0.0.1:9443
+until SIGTERM / SIGINT. The API server has to reach 127.0.0.1, as the local control plane
+(``kubeop cluster up``) does. LEADER_ELECT=true runs it with leader election.
 """
 
 import asyncio
 import logging
+import os
 
-from examples.crontab.operator import NAME, install
-from examples.crontab.webhooks import webhooks
+from examples.crontab.operator import OPERATOR, build_manager, install
 from kubeop.client import Client, load_config
-from kubeop.manager import Manager
 from kubeop.webhook import Endpoint, local_certificates
 from kubeop.webhook.certs import DEFAULT_CERT_DIR
 
@@ -27,7 +27,10 @@ async def _install(endpoint: Endpoint) -> None:
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 certs = local_certificates(DEFAULT_CERT_DIR)
 asyncio.run(_install(Endpoint.url(f"https://{ADDRESS}", ca_bundle=certs.ca_pem)))
-manager = Manager(
-    name=NAME, webhooks=webhooks, webhook_address=ADDRESS, webhook_cert_dir=str(DEFAULT_CERT_DIR)
+manager = build_manager(
+    webhook_address=ADDRESS,
+    webhook_cert_dir=str(DEFAULT_CERT_DIR),
+    leader_election=os.environ.get("LEADER_ELECT", "false").lower() in ("1", "true", "yes"),
+    leader_election_id=f"{OPERATOR}-leader",
 )
 manager.run()

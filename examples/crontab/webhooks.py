@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from examples.crontab.api import CronTab, CronTabV1Beta1
 from examples.crontab.cron import cron_problem
+from examples.crontab.schedule import CronSchedule, InvalidSchedule
 from kubeop.webhook import Allowed, Conversion, Denied, FieldError, Webhooks, defaulting, validating
 
 
 @validating(CronTabV1Beta1)
 def validate(new: CronTabV1Beta1, old: CronTabV1Beta1 | None) -> Allowed | None:
-    """Reject an invalid cron expression, naming spec.cronSpec; warn when replicas grows past 5."""
+    """Reject an invalid cron expression (naming spec.cronSpec) or time zone (spec.timeZone);
+    warn when replicas grows past 5."""
     problem = cron_problem(new.spec.cron_spec)
     if problem is not None:
         raise Denied(fields=[FieldError("spec.cronSpec", problem)])
+    try:
+        CronSchedule(new.spec.cron_spec, new.spec.time_zone)
+    except InvalidSchedule as exc:  # a day no month has (30 2), a time zone that does not exist
+        field = "spec.timeZone" if "time zone" in str(exc) else "spec.cronSpec"
+        raise Denied(fields=[FieldError(field, str(exc))]) from None
     if (new.spec.replicas or 1) > 5:
         return Allowed(warnings=[f"spec.replicas is {new.spec.replicas}: more than 5 runs at once"])
     return None

@@ -207,3 +207,22 @@ def test_declaration_errors() -> None:
     assert validate.name == "vcrontab.stable.example.com"
     assert validate.path == "/validate-stable-example-com-v1beta1-crontab"
     assert default.model is CronTabV1Beta1 and validate.model is CronTabV1Beta1
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone", "field", "message"),
+    [
+        ("0 0 30 2 *", None, "spec.cronSpec", "no month in the schedule has"),
+        ("0 0 * * *", "Nowhere/Town", "spec.timeZone", "not an IANA time zone"),
+    ],
+)
+async def test_a_schedule_that_never_runs_or_a_bad_time_zone_is_denied(
+    cron: str, zone: str | None, field: str, message: str
+) -> None:
+    obj = crontab_v1beta1(cron)
+    if zone is not None:
+        obj["spec"]["timeZone"] = zone
+    out = response(await validate.review(request(obj)))
+    assert out["allowed"] is False
+    (cause,) = out["status"]["details"]["causes"]
+    assert cause["field"] == field and message in cause["message"]

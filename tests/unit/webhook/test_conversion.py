@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import orjson
@@ -32,16 +33,40 @@ names = st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True)
 labels = st.dictionaries(st.from_regex(r"[a-z]{1,8}", fullmatch=True), st.text(max_size=5), max_size=3)
 
 
+times = st.datetimes(timezones=st.just(dt.UTC)).map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
+job_refs = st.builds(lambda n: {"apiVersion": "batch/v1", "kind": "Job", "name": n, "namespace": "ns"}, names)
+conditions = st.builds(
+    lambda s, r, t: {"type": "Scheduled", "status": s, "reason": r, "message": "m", "lastTransitionTime": t},
+    st.sampled_from(["True", "False"]),
+    st.sampled_from(["OnSchedule", "InvalidSchedule", "MissedSchedule"]),
+    times,
+)
+# As the controller writes it: the lists always there (a model's empty list is not "left out").
+statuses = st.fixed_dictionaries(
+    {"active": st.lists(job_refs, max_size=2), "conditions": st.lists(conditions, max_size=1)},
+    optional={"lastScheduleTime": times, "lastSuccessfulTime": times},
+)
+
+
 @st.composite
 def v1beta1_objects(draw: st.DrawFn) -> dict[str, Any]:
     spec: dict[str, Any] = {"cronSpec": draw(cron_specs), "image": draw(st.text(min_size=1, max_size=10))}
     replicas = draw(st.none() | st.integers(0, 100))
     if replicas is not None:
         spec["replicas"] = replicas
+    for field in ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
+        value = draw(st.none() | st.integers(0, 1000))
+        if value is not None:
+            spec[field] = value
+    if draw(st.booleans()):
+        spec["timeZone"] = draw(st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]))
     metadata: dict[str, Any] = {"name": draw(names), "namespace": "ns", "uid": "u", "resourceVersion": "7"}
     if draw(st.booleans()):
         metadata["labels"] = draw(labels)
-    return {"apiVersion": V1BETA1, "kind": "CronTab", "metadata": metadata, "spec": spec}
+    obj = {"apiVersion": V1BETA1, "kind": "CronTab", "metadata": metadata, "spec": spec}
+    if draw(st.booleans()):
+        obj["status"] = draw(statuses)
+    return obj
 
 
 @given(v1beta1_objects())

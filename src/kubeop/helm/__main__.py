@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
 from kubeop.helm.operator import run
 from kubeop.helm.watches import WatchesError, parse_duration
+from kubeop.manager.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,9 +35,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--leader-election-id", default=None)
     parser.add_argument("--leader-election-namespace", default=None)
     parser.add_argument("--name", default="helm-operator", help="the operator's name (events, field manager)")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("LOG_LEVEL"),
+        type=str.lower,
+        choices=LOG_LEVELS,
+        help="default: $LOG_LEVEL, $KUBEOP_LOG_LEVEL, else info",
+    )
+    parser.add_argument(
+        "--log-format",
+        default=os.environ.get("LOG_FORMAT"),
+        type=str.lower,
+        choices=LOG_FORMATS,
+        help="text or json (default: $LOG_FORMAT, $KUBEOP_LOG_FORMAT, else text)",
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        configure_logging(args.log_format, args.log_level)
+    except ValueError as e:  # LOG_LEVEL / LOG_FORMAT from the environment, not one of the choices
+        parser.error(str(e))
     try:
         period = parse_duration(args.reconcile_period)
     except ValueError as e:

@@ -118,3 +118,27 @@ def test_the_generated_main_refuses_a_bad_log_level_in_one_line(
     monkeypatch.setenv("LOG_LEVEL", "loud")
     with pytest.raises(SystemExit, match="guestbook-operator: log level must be one of debug, info"):
         generated_main.main([])
+
+
+def test_the_helm_operator_takes_the_same_log_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kubeop.helm.__main__ import main
+    from kubeop.manager.logs import JsonFormatter
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    for name in ("LOG_LEVEL", "LOG_FORMAT", "KUBEOP_LOG_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KUBEOP_LOG_FORMAT", "json")  # what kubeop run --log-format json sets
+    try:
+        assert main(["--watches-file", str(tmp_path / "missing.yaml"), "--log-level", "DEBUG"]) == 2
+        (ours,) = [h for h in root.handlers if h.get_name() == "kubeop"]
+        assert isinstance(ours.formatter, JsonFormatter) and root.level == logging.DEBUG
+        monkeypatch.setenv("LOG_LEVEL", "loud")
+        with pytest.raises(SystemExit):
+            main(["--watches-file", str(tmp_path / "missing.yaml")])
+        assert "log level must be one of debug, info" in capsys.readouterr().err
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import math
 import os
 import re
 import shutil
@@ -162,7 +161,7 @@ class BuildEstimate:
             left = "no estimate yet"
         else:
             remaining = (total - done) * per_package
-            left = "<1 min left" if remaining < 60 else f"~{math.ceil(remaining / 60)} min left"
+            left = "<1 min left" if remaining < 60 else f"~{round(remaining / 60)} min left"
         return f"{bar} {done}/{total} packages, {left} ({spent})"
 
 
@@ -184,8 +183,10 @@ def record_build(component: Component, packages: int, seconds: float, root: Path
 
     ``go build -v`` names only the packages it compiles, so a build helped by Go's own cache
     counts fewer: the largest count is kept, and the duration only of a build that compiled
-    (about) all of them.
+    (about) all of them; a build that compiled none (all from Go's cache) teaches nothing.
     """
+    if packages <= 0:
+        return
     path = _stats_path(root)
     try:
         stats: dict[str, dict[str, float]] = json.loads(path.read_text())

@@ -44,6 +44,8 @@ def test_record_keeps_the_largest_count_and_a_full_builds_duration(tmp_path: Pat
     assert bins.load_estimate(ETCD, tmp_path) == bins.BuildEstimate(300, 90.0)
     bins.record_build(ETCD, 310, 120, tmp_path)
     assert bins.load_estimate(ETCD, tmp_path) == bins.BuildEstimate(310, 120.0)
+    bins.record_build(ETCD, 0, 3, tmp_path)  # everything came from Go's build cache
+    assert bins.load_estimate(ETCD, tmp_path) == bins.BuildEstimate(310, 120.0)
     (tmp_path / "bin" / "build-stats.json").write_text("{broken")
     assert bins.load_estimate(ETCD, tmp_path) == bins.BuildEstimate()
 

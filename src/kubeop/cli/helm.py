@@ -6,6 +6,7 @@ The files come from :mod:`kubeop.scaffold.helm`; they are written like every sca
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from kubeop.cli.output import fail, report, say
@@ -17,6 +18,7 @@ from kubeop.scaffold import (
     HelmProject,
     HelmProjectError,
     Planned,
+    check_namespace,
     copy_chart,
     find_helm_project,
     helm_api_files,
@@ -45,10 +47,14 @@ def _plans(files: dict[str, str]) -> list[Planned]:
     return [policy(path, content) for path, content in files.items()]
 
 
-def init_helm(root: Path, *, domain: str, repo: str, project_name: str | None, force: bool) -> None:
+def init_helm(
+    root: Path, *, domain: str, repo: str, project_name: str | None, force: bool, namespace: str | None = None
+) -> None:
     root = root.resolve()
     try:
-        files = helm_project_files(domain=domain, repo=repo, project_name=project_name or root.name)
+        files = helm_project_files(
+            domain=domain, repo=repo, project_name=project_name or root.name, namespace=namespace
+        )
     except HelmProjectError as e:
         fail(str(e))
     if not force and root.is_dir():
@@ -94,9 +100,17 @@ def create_helm_api(
     )
 
 
-def helm_manifests(project: HelmProject, *, check: bool) -> None:
+def helm_manifests(project: HelmProject, *, check: bool, namespace: str | None = None) -> None:
     """``kubeop manifests`` in a Helm project: the CRDs from the charts' values.schema.json, the
-    ClusterRole from the kinds and what the charts render, the samples index."""
+    ClusterRole from the kinds and what the charts render, the samples index, config/default
+    (``namespace`` moves the operator there and records it in PROJECT)."""
+    moved = ""
+    if namespace is not None and namespace != project.namespace:
+        check_namespace(namespace)
+        if check:
+            fail("--check writes nothing, so it cannot change the namespace: drop --namespace or --check")
+        moved = f"namespace: {project.namespace} -> {namespace} (recorded in PROJECT)"
+        project = replace(project, namespace=namespace)
     plans = plan_helm_manifests(project)
     kinds = ", ".join(a.kind for a in project.apis) or "no kinds yet"
     if check:
@@ -105,5 +119,8 @@ def helm_manifests(project: HelmProject, *, check: bool) -> None:
             fail(f"config/ is out of date ({', '.join(stale)}): run kubeop manifests")
         say(f"config/ is up to date ({kinds})")
         return
+    if moved:
+        project.save()
+        say(moved)
     report(write_planned(project.root, plans))
     say(f"config/ is written for {kinds} (from the charts in helm-charts/)")

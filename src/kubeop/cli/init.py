@@ -46,7 +46,7 @@ def init(
     """Create a kubebuilder-style operator project: PROJECT, package, config/, Dockerfile, Makefile, tests."""
     root = directory or Path.cwd()
     if plugin == "helm":
-        init_helm(root, domain=domain, repo=repo, project_name=project_name, force=force)
+        init_helm(root, domain=domain, repo=repo, project_name=project_name, force=force, namespace=namespace)
         return
     with errors_as_messages():
         if kubeop_source is not None and not (kubeop_source / "pyproject.toml").is_file():

@@ -37,7 +37,7 @@ def manifests(directory: Directory = None, check: Check = False, namespace: Name
     with errors_as_messages():
         helm = find_helm_project(directory or Path.cwd())
         if helm is not None:
-            return helm_manifests(helm, check=check)
+            return helm_manifests(helm, check=check, namespace=namespace)
         project = project_at(directory)
         moved = ""
         if namespace is not None and namespace != project.namespace:

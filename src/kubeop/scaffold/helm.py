@@ -7,17 +7,19 @@ write (operator-sdk's Helm plugin layout, with ``python -m kubeop.helm`` as the 
     watches.yaml                kind -> chart (kubeop.helm.watches)
     helm-charts/<chart>/        the charts, copied in by create api
     Dockerfile, Makefile, README.md       from templates/helm
-    config/manager/, config/default/      the Namespace, the Deployment, the metrics Service
+    config/manager/             the Deployment
+    config/default/             the deploy namespace (PROJECT's ``namespace``) and its Namespace
+                                object, the metrics Service
     config/crd/                 one CRD per kind (crd_for_chart: open, or from values.schema.json)
     config/rbac/                the manager's ClusterRole (Helm's storage, the kinds, what the
                                 charts render), its service account, bindings, leader election
     config/samples/             a sample per kind: the chart's default values as its spec
 
-The files come from templates with the same mechanism as a Python project's (the config/default
-kustomization and metrics Service are the very same templates); config/crd and config/rbac are
-derived from the PROJECT and the charts by :func:`plan_helm_manifests` (``kubeop manifests``),
-carry the generated header and are rewritten on every run. Names and the namespace are in the
-files, so ``kubeop deploy`` (and ``kubectl apply -k config/default``) needs no kustomize.
+The files come from templates with the same mechanism as a Python project's (the metrics Service
+is the very same template); config/crd, config/rbac and config/default are derived from the
+PROJECT and the charts by :func:`plan_helm_manifests` (``kubeop manifests``), config/default by
+the same function as a Python project's; they carry the generated header and are rewritten on
+every run. ``kubeop deploy`` (and ``kubectl apply -k config/default``) needs no kustomize.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ from kubeop.helm.watches import Watch, WatchesError, parse_watches
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Planned, pending
 from kubeop.scaffold.image import prepare_context
-from kubeop.scaffold.manifests import GENERATED
-from kubeop.scaffold.names import ProjectNames, check_domain
+from kubeop.scaffold.manifests import GENERATED, default_config
+from kubeop.scaffold.names import ProjectNames, check_domain, check_namespace
 from kubeop.scaffold.project import PROJECT_FILE
 from kubeop.scaffold.render import render_template
 from kubeop.scaffold.wheel import WHEEL_DIR, KubeopDist, kubeop_wheel
@@ -82,7 +84,6 @@ _FILES = {  # output path -> template
     "watches.yaml": "helm/watches.yaml.tmpl",
     "config/manager/manager.yaml": "helm/manager.yaml.tmpl",
     "config/manager/kustomization.yaml": "config/manager_kustomization.yaml.tmpl",
-    "config/default/kustomization.yaml": "config/default_kustomization.yaml.tmpl",
     "config/default/metrics_service.yaml": "config/metrics_service.yaml.tmpl",
 }
 _WATCHES_HEADER = "# Use `kubeop create api --helm-chart` to add watches to this file.\n"
@@ -137,15 +138,25 @@ class HelmProject:
     project_name: str
     apis: tuple[HelmApi, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    namespace: str = ""
+    """Where ``deploy`` puts the operator; empty: ``<projectName>-system``."""
+
+    def __post_init__(self) -> None:
+        if not self.namespace:
+            object.__setattr__(self, "namespace", self.names.namespace)
 
     @property
     def names(self) -> ProjectNames:
         return ProjectNames(self.project_name)
 
+    def save(self) -> None:
+        (self.root / PROJECT_FILE).write_text(self.to_yaml())
+
     def to_yaml(self) -> str:
         data: dict[str, Any] = {
             "domain": self.domain,
             "layout": [HELM_LAYOUT],
+            "namespace": self.namespace,
             "projectName": self.project_name,
             "repo": self.repo,
         }
@@ -193,22 +204,29 @@ def find_helm_project(start: Path) -> HelmProject | None:
                 raise HelmProjectError(
                     f"{path}: a resource entry is malformed ({type(e).__name__}: {e}); fix or remove it"
                 ) from None
-            known = ("domain", "layout", "projectName", "repo", "resources", "version")
+            known = ("domain", "layout", "namespace", "projectName", "repo", "resources", "version")
+            name = str(data.get("projectName") or directory.name)
+            namespace = str(data.get("namespace") or f"{name}-system")
+            try:
+                check_namespace(namespace, source=f"{path}: namespace")
+            except ScaffoldError as e:
+                raise HelmProjectError(str(e)) from None
             return HelmProject(
                 root=directory,
                 domain=domain,
                 repo=str(data.get("repo") or ""),
-                project_name=str(data.get("projectName") or directory.name),
+                project_name=name,
                 apis=apis,
                 extra={k: v for k, v in data.items() if k not in known},
+                namespace=namespace,
             )
     return None
 
 
-def _values(names: ProjectNames) -> dict[str, str]:
+def _values(names: ProjectNames, namespace: str | None = None) -> dict[str, str]:
     return {
         "project_name": names.name,
-        "namespace": names.namespace,
+        "namespace": namespace or names.namespace,
         "deployment": names.deployment,
         "service_account": names.service_account,
         "leader_election_id": names.leader_election_id,
@@ -219,8 +237,11 @@ def _values(names: ProjectNames) -> dict[str, str]:
 # -- init -------------------------------------------------------------------------------------------
 
 
-def helm_project_files(*, domain: str, repo: str, project_name: str) -> dict[str, str]:
-    """The files of a new Helm operator project (path -> content), generated config included."""
+def helm_project_files(
+    *, domain: str, repo: str, project_name: str, namespace: str | None = None
+) -> dict[str, str]:
+    """The files of a new Helm operator project (path -> content), generated config included;
+    the operator deploys to ``namespace`` (default ``<project_name>-system``)."""
     try:
         check_domain(domain)
     except ScaffoldError as e:
@@ -234,8 +255,14 @@ def helm_project_files(*, domain: str, repo: str, project_name: str) -> dict[str
         names = ProjectNames(project_name)
     except ScaffoldError as e:
         raise HelmProjectError(str(e)) from None
-    project = HelmProject(Path("."), domain, repo, names.name)
-    files = {path: render_template(template, _values(names)) for path, template in _FILES.items()}
+    if namespace is not None:
+        try:
+            check_namespace(namespace)
+        except ScaffoldError as e:
+            raise HelmProjectError(str(e)) from None
+    project = HelmProject(Path("."), domain, repo, names.name, namespace=namespace or "")
+    values = _values(names, project.namespace)
+    files = {path: render_template(template, values) for path, template in _FILES.items()}
     files[PROJECT_FILE] = project.to_yaml()
     files["helm-charts/.gitkeep"] = ""
     files.update({p.path: p.content for p in plan_helm_manifests(project)})
@@ -347,13 +374,14 @@ def plan_helm_manifests(
             plans.append(_generated(f"config/crd/{base}", dump_yaml(crd)))
     plans.append(_generated("config/crd/kustomization.yaml", _kustomization(bases)))
 
-    sa = service_account(names.service_account, names.namespace)
+    namespace = project.namespace
+    sa = service_account(names.service_account, namespace)
     charts = [project.root / a.chart for a in project.apis]
     rbac: dict[str, Mapping[str, Any]] = {
         "service_account.yaml": {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"labels": labels, "name": names.service_account, "namespace": names.namespace},
+            "metadata": {"labels": labels, "name": names.service_account, "namespace": namespace},
         },
         "role.yaml": cluster_role(
             names.prefixed("manager-role"), rbac_rules(project.apis, charts, helm=helm), labels=labels
@@ -362,13 +390,13 @@ def plan_helm_manifests(
             names.prefixed("manager-rolebinding"), names.prefixed("manager-role"), [sa], labels=labels
         ),
         "leader_election_role.yaml": leader_election_role(
-            names.prefixed("leader-election-role"), namespace=names.namespace, labels=labels
+            names.prefixed("leader-election-role"), namespace=namespace, labels=labels
         ),
         "leader_election_role_binding.yaml": role_binding(
             names.prefixed("leader-election-rolebinding"),
             names.prefixed("leader-election-role"),
             [sa],
-            namespace=names.namespace,
+            namespace=namespace,
             labels=labels,
         ),
         "metrics_reader_role.yaml": metrics_reader_role(names.prefixed("metrics-reader"), labels=labels),
@@ -380,6 +408,7 @@ def plan_helm_manifests(
     samples = {p.name for p in samples_dir.glob("*.yaml") if p.name != "kustomization.yaml"}
     samples.update(new_samples)
     plans.append(_generated("config/samples/kustomization.yaml", _kustomization(sorted(samples))))
+    plans.extend(default_config(project.project_name, namespace, labels, webhooks=False))
     return plans
 
 

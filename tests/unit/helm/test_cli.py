@@ -8,6 +8,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import yaml
 from typer.testing import CliRunner
 
 from kubeop.cli import app
@@ -158,3 +159,36 @@ def test_docker_build_context_carries_the_kubeop_wheel(tmp_path: Path) -> None:
     first = wheel.read_bytes()
     assert run("docker-build", "--context-only", "--dir", str(root))[0] == 0
     assert wheel.read_bytes() == first
+
+
+def test_one_namespace_setting(tmp_path: Path) -> None:
+    """PROJECT's namespace, set by init --namespace and moved by manifests --namespace, is where
+    every generated object goes and what deploy --dry-run prints."""
+    root = tmp_path / "op"
+    init = ("init", "--plugin", "helm", "--domain", "example.com", "--repo", "r", "--dir", str(root))
+    code, out = run(*init, "--namespace", "Bad_NS")
+    assert code == 1 and "--namespace 'Bad_NS' is not a namespace name" in out, out
+    assert run(*init, "--namespace", "ops")[0] == 0
+    assert "namespace: ops" in (root / "PROJECT").read_text()
+    code, out = run("create", "api", "--group", "web", "--version", "v1", "--kind", "PhpDeployment",
+                    "--helm-chart", str(EXAMPLE_CHART), "--dir", str(root))  # fmt: skip
+    assert code == 0, out
+
+    def namespaces() -> set[str]:
+        code, out = run("deploy", "--dry-run", "--dir", str(root))
+        assert code == 0, out
+        docs = [d for d in yaml.safe_load_all(out.split("dry run:")[0]) if d]
+        found = {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
+        found |= {d["metadata"].get("namespace") for d in docs if d["kind"] not in CLUSTER_KINDS}
+        subjects = [s["namespace"] for d in docs for s in d.get("subjects", [])]
+        return found | set(subjects)
+
+    assert namespaces() == {"ops"}
+    code, out = run("manifests", "--namespace", "elsewhere", "--dir", str(root))
+    assert code == 0 and "namespace: ops -> elsewhere (recorded in PROJECT)" in out, out
+    assert namespaces() == {"elsewhere"}
+    code, out = run("manifests", "--check", "--dir", str(root))
+    assert code == 0, out
+
+
+CLUSTER_KINDS = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}

@@ -47,7 +47,7 @@ def test_init_files(project_root: Path) -> None:
     assert files == [
         ".dockerignore", ".gitignore", "Dockerfile", "Makefile", "PROJECT", "README.md",
         "config/crd/kustomization.yaml", "config/default/kustomization.yaml",
-        "config/default/metrics_service.yaml",
+        "config/default/metrics_service.yaml", "config/default/namespace.yaml",
         "config/manager/kustomization.yaml", "config/manager/manager.yaml",
         "config/rbac/kustomization.yaml", "config/rbac/leader_election_role.yaml",
         "config/rbac/leader_election_role_binding.yaml", "config/rbac/metrics_reader_role.yaml",

@@ -69,13 +69,13 @@ def docker_build(
         project = any_project_at(directory)
         dest = (context_dir or project.root / "build" / "image").resolve()
         if isinstance(project, HelmProject):
-            if kubeop_from not in (None, "wheel"):
-                fail(
-                    f"--kubeop-from (${ENV_VAR}) is for Python projects; a Helm project's image always "
-                    f"carries this kubeop's wheel: unset {ENV_VAR} and run kubeop docker-build again"
+            if f"-r {REQUIREMENTS_FILE}" not in _read(project.root / "Dockerfile"):
+                say(
+                    f"warning: Dockerfile does not install {REQUIREMENTS_FILE} (an older kubeop init "
+                    "--plugin helm wrote it), so the image may not get kubeop: take the pip lines of a "
+                    "new Helm project's Dockerfile"
                 )
-            entries, dist = write_helm_build_context(project, dest)
-            origin = f"the image installs kubeop {dist.version} from wheels/{dist.wheel_name} ({dist.source})"
+            context = write_helm_build_context(project, dest, kubeop_from)
         else:
             if f"-r {REQUIREMENTS_FILE}" not in _read(project.root / "Dockerfile"):
                 say(
@@ -84,15 +84,10 @@ def docker_build(
                     f"`pip wheel --no-cache-dir --wheel-dir /wheels -r {REQUIREMENTS_FILE} .`"
                 )
             context = write_build_context(project, dest, kubeop_from)
-            entries, origin = context.entries, context.kubeop
+        entries, origin = context.entries, context.kubeop
     shown = dest.relative_to(project.root) if dest.is_relative_to(project.root) else dest
     say(origin)
     say(f"wrote the build context to {shown} ({', '.join(e for e in entries if not e.startswith('.'))})")
-    if isinstance(project, HelmProject) and "wheels/" not in (dest / "Dockerfile").read_text():
-        say(
-            "note: the Dockerfile does not install kubeop from wheels/ (it predates kubeop carrying "
-            "its wheel); take the install lines of a new kubeop init --plugin helm project's Dockerfile"
-        )
     if context_only:
         return
     found, reasons = usable_engine((engine,) if engine else ENGINES)

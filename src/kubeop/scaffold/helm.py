@@ -50,12 +50,11 @@ from kubeop.helm.crd import HelmChartError, crd_for_chart
 from kubeop.helm.watches import Watch, WatchesError, parse_watches
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Planned, pending
-from kubeop.scaffold.image import prepare_context
+from kubeop.scaffold.image import BuildContext, prepare_context, write_kubeop_source
 from kubeop.scaffold.manifests import GENERATED, default_config
 from kubeop.scaffold.names import ProjectNames, check_domain, check_namespace
 from kubeop.scaffold.project import PROJECT_FILE
 from kubeop.scaffold.render import render_template
-from kubeop.scaffold.wheel import WHEEL_DIR, KubeopDist, kubeop_wheel
 
 __all__ = [
     "HELM_LAYOUT",
@@ -412,10 +411,13 @@ def plan_helm_manifests(
     return plans
 
 
-def write_helm_build_context(project: HelmProject, dest: Path) -> tuple[list[str], KubeopDist]:
+def write_helm_build_context(
+    project: HelmProject, dest: Path, kubeop_from: str | None = None
+) -> BuildContext:
     """The image build context of a Helm project in ``dest`` (replacing an earlier one): the
-    Dockerfile, watches.yaml, the charts, and the kubeop wheel under ``wheels/``. Returns the
-    top-level entries and the kubeop the wheel was packed from."""
+    Dockerfile, watches.yaml, the charts, and where the image gets kubeop as for a Python project
+    (:func:`kubeop.scaffold.image.write_kubeop_source`: this kubeop's wheel in ``wheels/`` by
+    default, or ``kubeop_from``, an index or VCS URL)."""
     root = project.root
     for needed in ("Dockerfile", "watches.yaml", "helm-charts"):
         if not (root / needed).exists():
@@ -424,12 +426,12 @@ def write_helm_build_context(project: HelmProject, dest: Path) -> tuple[list[str
                 "an image"
             )
     prepare_context(dest)
+    origin = write_kubeop_source(dest, kubeop_from)
     for name in ("Dockerfile", ".dockerignore", "watches.yaml"):
         if (root / name).is_file():
             shutil.copy2(root / name, dest / name)
     shutil.copytree(root / "helm-charts", dest / "helm-charts", ignore=shutil.ignore_patterns(".git"))
-    _, dist = kubeop_wheel(dest / WHEEL_DIR)
-    return sorted(p.name for p in dest.iterdir()), dist
+    return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin)
 
 
 def stale_helm_manifests(project: HelmProject) -> list[str]:

@@ -38,6 +38,7 @@ __all__ = [
     "local_kubeop",
     "prepare_context",
     "write_build_context",
+    "write_kubeop_source",
 ]
 
 CONTEXT_MARKER = ".kubeop-build-context"
@@ -180,6 +181,25 @@ def _kubeop_source(value: str | None, pyproject: dict[str, object], dest: Path) 
     )
 
 
+def write_kubeop_source(
+    dest: Path, kubeop_from: str | None, pyproject: dict[str, object] | None = None
+) -> str:
+    """Write where the image gets kubeop into the build context ``dest``: kubeop-requirements.txt
+    (and, by default, the wheel in wheels/); ``pyproject``'s kubeop requirement must accept the
+    version. Returns the line telling the user. Python and Helm projects' contexts both use it."""
+    try:
+        lines, origin = _kubeop_source(kubeop_from, pyproject or {}, dest)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    (dest / REQUIREMENTS_FILE).write_text(
+        "# Where the image gets kubeop; written by kubeop docker-build (--kubeop-from).\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    return origin
+
+
 def prepare_context(dest: Path) -> None:
     """An empty ``dest`` marked as kubeop's (an earlier context is replaced, anything else refused)."""
     if dest.exists():
@@ -204,11 +224,7 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
     pyproject_data = _read_pyproject(project)
     checkout = local_kubeop(project)
     prepare_context(dest)
-    try:
-        lines, origin = _kubeop_source(kubeop_from, pyproject_data, dest)
-    except BaseException:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise
+    origin = write_kubeop_source(dest, kubeop_from, pyproject_data)
     for name in ("Dockerfile", ".dockerignore", "README.md"):
         if (root / name).is_file():
             shutil.copy2(root / name, dest / name)
@@ -218,9 +234,4 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
         start = pyproject.index('"kubeop @ ')
         pyproject = pyproject[:start] + '"kubeop' + pyproject[pyproject.index('"', start + 1) :]
     (dest / "pyproject.toml").write_text(pyproject)
-    (dest / REQUIREMENTS_FILE).write_text(
-        "# Where the image gets kubeop; written by kubeop docker-build (--kubeop-from).\n"
-        + "\n".join(lines)
-        + "\n"
-    )
     return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin)

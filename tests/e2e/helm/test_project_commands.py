@@ -109,9 +109,8 @@ def test_install_run_and_a_release(
 
 def test_docker_build_context(project: Path) -> None:
     out = ok(kubeop("docker-build", "--context-only", cwd=project))
-    assert "wrote the build context to build/image (Dockerfile, helm-charts, watches.yaml, wheels)" in out, (
-        out
-    )
+    entries = "Dockerfile, helm-charts, kubeop-requirements.txt, watches.yaml, wheels"
+    assert f"wrote the build context to build/image ({entries})" in out, out
     assert list((project / "build/image/wheels").glob("kubeop-*-py3-none-any.whl"))
 
 

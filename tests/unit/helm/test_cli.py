@@ -132,15 +132,19 @@ def test_docker_build_context_carries_the_kubeop_wheel(tmp_path: Path) -> None:
     context = root / "build" / "image"
     assert "the image installs kubeop" in out and "wheels/kubeop-" in out
     assert sorted(p.name for p in context.iterdir()) == [
-        ".dockerignore", ".kubeop-build-context", "Dockerfile", "helm-charts", "watches.yaml", "wheels"
+        ".dockerignore", ".kubeop-build-context", "Dockerfile", "helm-charts", "kubeop-requirements.txt",
+        "watches.yaml", "wheels",
     ]  # fmt: skip
     assert (context / "helm-charts/php-deployment/Chart.yaml").is_file()
     dockerfile = (context / "Dockerfile").read_text()
-    assert "COPY wheels/ /wheels/" in dockerfile and "pip install --no-cache-dir /wheels/*.whl" in dockerfile
+    assert "-r kubeop-requirements.txt" in dockerfile
     [wheel] = (context / "wheels").glob("kubeop-*.whl")
+    # What the Dockerfile's pip does, in the context's directory (into a target, offline).
     target = tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(target)]
-    done = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [*pip, "-r", "kubeop-requirements.txt"], cwd=context, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(target)}
     check = (
@@ -192,3 +196,16 @@ def test_one_namespace_setting(tmp_path: Path) -> None:
 
 
 CLUSTER_KINDS = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+
+
+def test_docker_build_takes_kubeop_from_a_vcs_url(tmp_path: Path) -> None:
+    """The same choice of where the image gets kubeop as a Python project (--kubeop-from)."""
+    root = _project(tmp_path)
+    url = "git+https://git.example/kubeop.git@v0.1.0"
+    code, out = run("docker-build", "--context-only", "--dir", str(root), "--kubeop-from", url)
+    assert code == 0 and f"the image installs kubeop from {url}" in out, out
+    context = root / "build" / "image"
+    assert f"kubeop @ {url}" in (context / "kubeop-requirements.txt").read_text()
+    assert not (context / "wheels").exists()
+    code, out = run("docker-build", "--context-only", "--dir", str(root), "--kubeop-from", "nonsense")
+    assert code == 1 and "--kubeop-from 'nonsense'" in out and "Traceback" not in out

@@ -1,11 +1,9 @@
 """Run the application operator against the current kubeconfig: python -m examples.application"""
 
-import logging
-
 from examples.application.operator import controller
-from kubeop.manager import Manager
+from kubeop.manager import Manager, configure_logging
 
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+configure_logging()  # text, or KUBEOP_LOG_FORMAT=json; KUBEOP_LOG_LEVEL
 manager = Manager(name="application-operator")
 manager.add(controller())
 manager.run()

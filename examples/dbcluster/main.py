@@ -8,11 +8,10 @@ HEALTH_PROBE_BIND_ADDRESS (empty: off) say where /metrics and the probes are ser
 
 from __future__ import annotations
 
-import logging
 import os
 
 from examples.dbcluster.controllers.databasecluster import controller
-from kubeop.manager import Manager
+from kubeop.manager import Manager, configure_logging
 
 NAME = "dbcluster-operator"
 
@@ -30,5 +29,5 @@ def build_manager() -> Manager:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()  # text, or KUBEOP_LOG_FORMAT=json; KUBEOP_LOG_LEVEL
     build_manager().run()

@@ -1,11 +1,9 @@
 """Run the demo operator against the current kubeconfig: python -m examples.demo"""
 
-import logging
-
 from examples.demo.operator import controller
-from kubeop.manager import Manager
+from kubeop.manager import Manager, configure_logging
 
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+configure_logging()  # text, or KUBEOP_LOG_FORMAT=json; KUBEOP_LOG_LEVEL
 manager = Manager(name="demo-operator")
 manager.add(controller())
 manager.run()

@@ -9,12 +9,11 @@ MAIL_BACKOFF (seconds before the first retry of a failed mail, doubling; 1), MAI
 
 from __future__ import annotations
 
-import logging
 import os
 
 from examples.mysql.controllers.mysql import controller
 from examples.mysql.controllers.notify import Mailer
-from kubeop.manager import Manager
+from kubeop.manager import Manager, configure_logging
 
 NAME = "mysql-operator"
 
@@ -46,5 +45,5 @@ def build_manager(mailer: Mailer | None = None) -> Manager:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()  # text, or KUBEOP_LOG_FORMAT=json; KUBEOP_LOG_LEVEL
     build_manager(mailer_from_env()).run()

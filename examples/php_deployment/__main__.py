@@ -1,11 +1,9 @@
 """Run the PhpDeployment operator against the current kubeconfig: python -m examples.php_deployment"""
 
-import logging
-
 from examples.php_deployment.operator import operator
-from kubeop.manager import Manager
+from kubeop.manager import Manager, configure_logging
 
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+configure_logging()  # text, or KUBEOP_LOG_FORMAT=json; KUBEOP_LOG_LEVEL
 helm_operator = operator()
 manager = Manager(name="php-deployment-operator")
 helm_operator.add_to(manager)

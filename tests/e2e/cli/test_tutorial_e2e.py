@@ -146,6 +146,30 @@ async def test_deleting_runs_the_finalizer(client: Client, operator: Operator, n
     await operator.eventually(event_recorded, what="the Finalizing Event")
 '''
 
+# A finalizer nobody removes: the operator fixture's bound ends the wait, removes it, and errors.
+STUCK_TEST = '''"""A Memcached with a finalizer the operator does not know."""
+
+from __future__ import annotations
+
+import pytest
+from kubeop.client import Client
+
+from memcached_operator.api.v1.memcached import Memcached
+
+from . import conftest
+from .conftest import Operator, load_sample
+
+
+async def test_left_with_a_foreign_finalizer(
+    monkeypatch: pytest.MonkeyPatch, client: Client, operator: Operator, namespace: str
+) -> None:
+    monkeypatch.setattr(conftest, "FINALIZE_TIMEOUT", 1.0)
+    sample = load_sample(Memcached, "cache_v1_memcached.yaml", namespace)
+    sample.metadata.name = "stuck"
+    sample.metadata.finalizers = ["example.com/never-removed"]
+    await client.create(sample)
+'''
+
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -165,13 +189,18 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def make_test(project: Path, *, existing: str | None = None, args: str = "") -> str:
-    """The project's ``make test`` (manifests, then pytest) as a user runs it; returns its output."""
-    assert shutil.which("make"), "make is not installed: apt-get install make"
+def _env(project: Path, existing: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBEOP_TEST_", "PYTEST_"))}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project), os.environ.get("PYTHONPATH")) if p)
     if existing is not None:
         env["KUBEOP_TEST_KUBECONFIG"] = existing
+    return env
+
+
+def make_test(project: Path, *, existing: str | None = None, args: str = "") -> str:
+    """The project's ``make test`` (manifests, then pytest) as a user runs it; returns its output."""
+    assert shutil.which("make"), "make is not installed: apt-get install make"
+    env = _env(project, existing)
     cmd = [
         "make",
         "test",
@@ -208,5 +237,27 @@ def test_make_test_passes_on_an_existing_cluster_and_finalizes(control_plane: An
         while left := control_plane.kubectl("get", f"memcacheds.{GROUP}", "-A", "-o", "name").stdout:
             assert time.monotonic() < deadline, f"not deleted with their namespaces: {left}"
             time.sleep(0.5)
+        # A finalizer the operator never removes: the wait is bounded, the finalizer removed so
+        # the namespace can go, and the test errors naming the object.
+        stuck = project / "tests" / "test_stuck.py"
+        stuck.write_text(STUCK_TEST)
+        try:
+            res = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_stuck.py"],
+                cwd=project,
+                env=_env(project, control_plane.kubeconfig_path),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        finally:
+            stuck.unlink()
+        assert res.returncode == 1 and "1 passed, 1 error" in res.stdout, res.stdout[-3000:]
+        assert (
+            f"AssertionError: teardown: memcacheds.{GROUP}/stuck (finalizers ['example.com/never-removed']) "
+            "not deleted (after 1 s); removed their finalizers"
+        ) in res.stdout, res.stdout[-3000:]
+        assert control_plane.kubectl(*get).stdout.strip() == ""
     finally:
         control_plane.kubectl("delete", crd, "--ignore-not-found", "--wait=false", check=False)

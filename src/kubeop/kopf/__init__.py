@@ -21,7 +21,7 @@ from kubeop.kopf import on
 from kubeop.kopf.bodies import Body, Meta, Patch, Spec, Status
 from kubeop.kopf.diffs import Diff, DiffItem
 from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
-from kubeop.kopf.events import exception, info, warn
+from kubeop.kopf.events import event, exception, info, warn
 from kubeop.kopf.handlers import ABSENT, PRESENT, ErrorsMode, Reason
 from kubeop.kopf.hierarchies import adopt
 from kubeop.kopf.processing import FINALIZER, Memo
@@ -54,6 +54,7 @@ __all__ = [
     "adopt",
     "build_manager",
     "default_registry",
+    "event",
     "exception",
     "info",
     "on",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 from collections.abc import Mapping
@@ -10,10 +11,11 @@ from typing import Any
 
 from kubeop.controller import EventRecorder
 
-__all__ = ["current_body", "exception", "info", "use_recorder", "warn"]
+__all__ = ["current_body", "event", "exception", "info", "use_recorder", "warn"]
 
 log = logging.getLogger("kubeop.kopf")
 _recorder: EventRecorder | None = None
+_loop: asyncio.AbstractEventLoop | None = None
 
 #: The object of the handler running in this task or thread (``kopf.adopt``'s default owner).
 current_body: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
@@ -22,9 +24,10 @@ current_body: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.Con
 
 
 def use_recorder(recorder: EventRecorder | None) -> None:
-    """Set by the running operator; without one, events are logged only."""
-    global _recorder
+    """Set by the running operator (in its event loop); without one, events are logged only."""
+    global _recorder, _loop
     _recorder = recorder
+    _loop = asyncio.get_running_loop() if recorder is not None else None
 
 
 def _post(objs: Any, type: str, reason: str, message: str) -> None:
@@ -32,7 +35,22 @@ def _post(objs: Any, type: str, reason: str, message: str) -> None:
         if _recorder is None:
             log.debug("event %s %s: %s (no operator running, not posted)", type, reason, message)
             continue
-        _recorder.event(obj, type, reason, message)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a sync handler's thread: hand it to the operator's loop
+            if _loop is not None and not _loop.is_closed():
+                _loop.call_soon_threadsafe(_recorder.event, obj, type, reason, message)
+        else:
+            _recorder.event(obj, type, reason, message)
+
+
+def event(obj: Any, *, type: str, reason: str, message: str = "") -> None:
+    """An event of any ``type``; events.k8s.io takes only ``Normal`` and ``Warning``, so any
+    other type is logged and not posted."""
+    if type not in ("Normal", "Warning"):
+        log.warning("event %s %s: %s not posted: the event type is Normal or Warning", type, reason, message)
+        return
+    _post(obj, type, reason, message)
 
 
 def info(obj: Any, *, reason: str, message: str = "") -> None:

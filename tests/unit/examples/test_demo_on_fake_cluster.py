@@ -37,7 +37,9 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], timeout: float = 
 
 @contextlib.asynccontextmanager
 async def running(cluster: FakeCluster) -> AsyncIterator[Client]:
-    manager = Manager(cluster.client(), metrics_address=None, health_address=None, name="demo-operator")
+    manager = Manager(
+        cluster.client(), clock=cluster.clock, metrics_address=None, health_address=None, name="demo-operator"
+    )
     manager.add(controller())
     stop = asyncio.Event()
     task = asyncio.ensure_future(manager.start(stop))

@@ -5,9 +5,17 @@
     async def test_widget_gets_a_configmap() -> None:
         cluster = FakeCluster()
         cluster.add_crd(Widget)                      # a CustomResource class or a CRD manifest
-        manager = Manager(cluster.client(), metrics_address=None, health_address=None)
+        manager = Manager(cluster.client(), clock=cluster.clock, metrics_address=None, health_address=None)
         manager.add(Controller.for_(Widget).owns(CONFIGMAPS).reconcile(reconcile))
-        ...
+        stop = asyncio.Event()
+        running = asyncio.ensure_future(manager.start(stop))
+        api = cluster.client()
+        await api.create(widget("w"))
+        ...                                          # poll api.get_or_none(CONFIGMAPS, ...)
+        cluster.step(3600)                           # an hour later: RequeueAfter timers fire
+        stop.set(); await running; await api.close()
+
+(``tests/unit/examples/test_demo_on_fake_cluster.py`` is a complete one.)
 
 It stands behind the same :class:`~kubeop.client.transport.Transport` seam as the HTTP transport,
 so everything above it (``Client``, informers, the reconciler client, leader election, events,
@@ -36,12 +44,12 @@ Deployment creates Pods). Test that against the real control plane (:class:`Cont
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kubeop.client.client import Client
 from kubeop.client.config import ClientConfig
+from kubeop.queue.clock import Clock, SteppedClock
 from kubeop.testing.fake.api import Api, bookmark
 from kubeop.testing.fake.kinds import Kind
 from kubeop.testing.fake.store import Failure, Store
@@ -52,8 +60,9 @@ __all__ = ["FakeCluster", "SteppableClock"]
 SERVER = "https://fake-cluster.invalid"
 
 
-class SteppableClock(Protocol):
-    """A test clock :meth:`FakeCluster.step` moves too (``kubeop.queue.FakeClock`` is one)."""
+class SteppableClock(Clock, Protocol):
+    """A clock a test moves forward: :class:`~kubeop.queue.SteppedClock` or
+    :class:`~kubeop.queue.FakeClock`."""
 
     def advance(self, seconds: float) -> None: ...
 
@@ -61,26 +70,18 @@ class SteppableClock(Protocol):
 class FakeCluster:
     """An in-process API server; see the module docstring for what it does.
 
-    ``clock`` is stepped with the cluster (pass the same one to the code under test);
-    ``start`` is the wall time the cluster's timestamps start from (now by default);
-    ``garbage_collection=False`` leaves dependents and the ``orphan``/``foregroundDeletion``
-    finalizers alone, as a control plane without kube-controller-manager does.
+    ``clock`` is the time the cluster stamps objects with and measures watch timeouts in; give
+    the same one to the code under test (``Manager(client, clock=cluster.clock)``) and
+    :meth:`step` moves both. By default a :class:`~kubeop.queue.SteppedClock`: the real time
+    plus the steps. ``garbage_collection=False`` leaves dependents and the ``orphan`` and
+    ``foregroundDeletion`` finalizers alone, as a control plane without kube-controller-manager
+    does.
     """
 
-    def __init__(
-        self,
-        *,
-        clock: SteppableClock | None = None,
-        start: dt.datetime | None = None,
-        garbage_collection: bool = True,
-    ) -> None:
-        self._clock = clock
-        self._start = start if start is not None else dt.datetime.now(dt.UTC).replace(microsecond=0)
-        if self._start.tzinfo is None:
-            raise ValueError("FakeCluster(start=...) must be timezone-aware (e.g. datetime(..., tzinfo=UTC))")
-        self._elapsed = 0.0
-        self._store = Store(self.now, garbage_collection=garbage_collection)
-        self._api = Api(self._store, lambda: self._elapsed)
+    def __init__(self, *, clock: SteppableClock | None = None, garbage_collection: bool = True) -> None:
+        self.clock: SteppableClock = clock if clock is not None else SteppedClock()
+        self._store = Store(self.clock.utcnow, garbage_collection=garbage_collection)
+        self._api = Api(self._store, self.clock.now)
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -123,27 +124,17 @@ class FakeCluster:
 
     # -- time and history -----------------------------------------------------------------------
 
-    def now(self) -> dt.datetime:
-        """The cluster's wall time: ``start`` plus the seconds stepped (for timestamps)."""
-        utcnow = getattr(self._clock, "utcnow", None)
-        if callable(utcnow):
-            value = utcnow()
-            if isinstance(value, dt.datetime):
-                return value
-        return self._start + dt.timedelta(seconds=self._elapsed)
-
     def step(self, seconds: float) -> None:
-        """Move time forward: the clock given to the cluster, the cluster's wall time, watches
+        """Move time forward by ``seconds``: the clock (firing what falls due on it), watches
         that asked for ``timeoutSeconds`` (they end, as the server closes them) and a bookmark
         to every watch that allows them."""
         if seconds < 0:
             raise ValueError(f"step(seconds) cannot go backwards, got {seconds}")
-        self._elapsed += seconds
-        if self._clock is not None:
-            self._clock.advance(seconds)
+        self.clock.advance(seconds)
+        now = self.clock.now()
         store = self._store
         for watch in list(store.watches):
-            if watch.deadline is not None and watch.deadline <= self._elapsed:
+            if watch.deadline is not None and watch.deadline <= now:
                 store.watches.discard(watch)
                 watch.queue.put_nowait(None)
             elif watch.bookmarks:

@@ -189,6 +189,9 @@ class Store:
             self.kinds.add(kind)
         self.objects: dict[Key, Obj] = {}
         self._uids: dict[str, Key] = {}
+        self._owned: dict[str, set[Key]] = {}  # owner uid -> keys of objects referring to it
+        self._dirty: set[Key] = set()  # objects the garbage collector has to look at again
+        self._collecting = False
         self.rv = 0
         self.compacted = 0
         self.log: list[Event] = []
@@ -323,8 +326,7 @@ class Store:
             meta["resourceVersion"] = str(self.rv)
             return body
         meta["resourceVersion"] = self._bump()
-        self.objects[key] = body
-        self._uids[meta["uid"]] = key
+        self._put(key, body, None)
         self._record(kind, "ADDED", body, None)
         self.collect()
         return body
@@ -436,7 +438,7 @@ class Store:
             self.collect()
             return new
         new_meta["resourceVersion"] = self._bump()
-        self.objects[key] = new
+        self._put(key, new, old)
         self._record(kind, "MODIFIED", new, old)
         self.collect()
         return new
@@ -491,7 +493,7 @@ class Store:
             if (kind.group, kind.plural) == _NAMESPACES:
                 new["status"] = {"phase": "Terminating"}
             new_meta["resourceVersion"] = self._bump()
-            self.objects[key] = new
+            self._put(key, new, old)
             self._record(kind, "MODIFIED", new, old)
             self.collect()
             return new
@@ -499,9 +501,40 @@ class Store:
         self.collect()
         return None
 
+    def _put(self, key: Key, new: Obj, old: Obj | None) -> None:
+        """Store ``new`` under ``key`` and keep the garbage collector's bookkeeping."""
+        self.objects[key] = new
+        uid = new["metadata"]["uid"]
+        self._uids[uid] = key
+        self._index_owners(key, old, new)
+        if new["metadata"].get("deletionTimestamp") or new["metadata"].get("ownerReferences"):
+            self._dirty.add(key)
+
+    def _index_owners(self, key: Key, old: Obj | None, new: Obj | None) -> None:
+        before = {r.get("uid", "") for r in (old or {}).get("metadata", {}).get("ownerReferences") or ()}
+        after = {r.get("uid", "") for r in (new or {}).get("metadata", {}).get("ownerReferences") or ()}
+        for uid in before - after:
+            keys = self._owned.get(uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._owned[uid]
+        for uid in after - before:
+            self._owned.setdefault(uid, set()).add(key)
+        for uid in before | after:  # an owner waiting for its dependents may go on now
+            owner = self._uids.get(uid)
+            if owner is not None:
+                self._dirty.add(owner)
+
     def _remove(self, kind: Kind, key: Key, obj: Obj) -> None:
         old = self.objects.pop(key)
-        self._uids.pop(old["metadata"]["uid"], None)
+        uid = old["metadata"]["uid"]
+        self._uids.pop(uid, None)
+        self._index_owners(key, old, None)
+        self._dirty.discard(key)
+        self._dirty.update(self._owned.get(uid, ()))  # its dependents lost an owner
+        if key[2]:
+            self._dirty.add(("", "namespaces", "", key[2]))  # a terminating namespace may be empty now
         for applied in [k for k in self._applied if k[0] == key]:
             del self._applied[applied]
         gone = _copy(obj)
@@ -687,7 +720,7 @@ class Store:
     def collect(self) -> None:
         """Do what kube-controller-manager's garbage collector and namespace controller would do
         about the current state, until nothing changes (each step is an ordinary write)."""
-        if not self.garbage_collection or getattr(self, "_collecting", False):
+        if not self.garbage_collection or self._collecting:
             return
         self._collecting = True
         try:
@@ -703,60 +736,69 @@ class Store:
         return kind
 
     def _collect_once(self) -> bool:
-        for key, obj in list(self.objects.items()):
-            if key not in self.objects or self.objects[key] is not obj:
+        while self._dirty:
+            key = self._dirty.pop()
+            obj = self.objects.get(key)
+            if obj is None:
                 continue
-            meta = obj["metadata"]
-            kind = self._kind_of(key, obj)
-            ns = meta.get("namespace")
-            if meta.get("deletionTimestamp"):
-                finalizers = list(meta.get("finalizers") or ())
-                if "orphan" in finalizers:
-                    for dep_key, dep in self._dependents(meta["uid"]):
-                        self._drop_owner(dep_key, dep, meta["uid"])
-                    self._remove_finalizer(kind, key, "orphan")
+            if self._collect(key, obj):
+                self._dirty.add(key)  # look again: there may be more to do about it
+                return True
+        return False
+
+    def _collect(self, key: Key, obj: Obj) -> bool:
+        """One step of the collector's or namespace controller's work on ``obj``, if any."""
+        meta = obj["metadata"]
+        kind = self._kind_of(key, obj)
+        ns = meta.get("namespace")
+        if meta.get("deletionTimestamp"):
+            finalizers = list(meta.get("finalizers") or ())
+            if "orphan" in finalizers:
+                for dep_key, dep in self._dependents(meta["uid"]):
+                    self._drop_owner(dep_key, dep, meta["uid"])
+                self._remove_finalizer(kind, key, "orphan")
+                return True
+            if "foregroundDeletion" in finalizers:
+                dependents = list(self._dependents(meta["uid"]))
+                for dep_key, dep in dependents:
+                    if not dep["metadata"].get("deletionTimestamp"):
+                        dep_kind = self._kind_of(dep_key, dep)
+                        self.delete(
+                            dep_kind, dep_key[2] or None, dep_key[3], {"propagationPolicy": "Foreground"}
+                        )
+                        return True
+                if not any(_blocks(d, meta["uid"]) for _, d in dependents):
+                    self._remove_finalizer(kind, key, "foregroundDeletion")
                     return True
-                if "foregroundDeletion" in finalizers:
-                    dependents = list(self._dependents(meta["uid"]))
-                    for dep_key, dep in dependents:
-                        if not dep["metadata"].get("deletionTimestamp"):
-                            dep_kind = self._kind_of(dep_key, dep)
-                            self.delete(
-                                dep_kind, dep_key[2] or None, dep_key[3], {"propagationPolicy": "Foreground"}
-                            )
-                            return True
-                    if not any(_blocks(d, meta["uid"]) for _, d in dependents):
-                        self._remove_finalizer(kind, key, "foregroundDeletion")
+            if (kind.group, kind.plural) == _NAMESPACES and (obj.get("spec") or {}).get("finalizers"):
+                contents = [
+                    (k, o) for k, o in self.objects.items() if k[2] == key[3] and k[0:2] != _NAMESPACES
+                ]
+                for k, o in contents:
+                    if not o["metadata"].get("deletionTimestamp"):
+                        self.delete(self._kind_of(k, o), k[2], k[3], {})
                         return True
-                if (kind.group, kind.plural) == _NAMESPACES and (obj.get("spec") or {}).get("finalizers"):
-                    contents = [
-                        (k, o) for k, o in self.objects.items() if k[2] == key[3] and k[0:2] != _NAMESPACES
-                    ]
-                    for k, o in contents:
-                        if not o["metadata"].get("deletionTimestamp"):
-                            self.delete(self._kind_of(k, o), k[2], k[3], {})
-                            return True
-                    if not contents:
-                        new = _copy(obj)
-                        new["spec"]["finalizers"] = []
-                        if not meta.get("finalizers"):
-                            self._remove(kind, key, new)
-                        else:
-                            new["metadata"]["resourceVersion"] = self._bump()
-                            self.objects[key] = new
-                            self._record(kind, "MODIFIED", new, obj)
-                        return True
-            refs = meta.get("ownerReferences") or ()
-            if refs:
-                dangling = [r for r in refs if not self._owner_exists(r, ns)]
-                if dangling and len(dangling) == len(refs):
-                    if not meta.get("deletionTimestamp"):
-                        self.delete(kind, ns, meta["name"], {"propagationPolicy": "Background"})
-                        return True
-                elif dangling:
-                    for ref in dangling:
-                        self._drop_owner(key, obj, ref.get("uid", ""))
+                if not contents:
+                    new = _copy(obj)
+                    new["spec"]["finalizers"] = []
+                    if not meta.get("finalizers"):
+                        self._remove(kind, key, new)
+                    else:
+                        new["metadata"]["resourceVersion"] = self._bump()
+                        self._put(key, new, obj)
+                        self._record(kind, "MODIFIED", new, obj)
                     return True
+        refs = meta.get("ownerReferences") or ()
+        if refs:
+            dangling = [r for r in refs if not self._owner_exists(r, ns)]
+            if dangling and len(dangling) == len(refs):
+                if not meta.get("deletionTimestamp"):
+                    self.delete(kind, ns, meta["name"], {"propagationPolicy": "Background"})
+                    return True
+            elif dangling:
+                for ref in dangling:
+                    self._drop_owner(key, obj, ref.get("uid", ""))
+                return True
         return False
 
     def _owner_exists(self, ref: Obj, namespace: str | None) -> bool:
@@ -769,8 +811,9 @@ class Store:
         return not key[2] or key[2] == namespace  # a namespaced owner must share the namespace
 
     def _dependents(self, uid: str) -> Iterable[tuple[Key, Obj]]:
-        for key, obj in list(self.objects.items()):
-            if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or ()):
+        for key in sorted(self._owned.get(uid, ())):
+            obj = self.objects.get(key)
+            if obj is not None:
                 yield key, obj
 
     def _drop_owner(self, key: Key, obj: Obj, uid: str) -> None:

@@ -1,0 +1,179 @@
+"""FakeCluster's own behaviour: time, history, CRDs, informers and leader election on top of it.
+
+The semantics it shares with kube-apiserver are pinned against the real server by
+tests/e2e/testing/test_fake_conformance.py; this file covers what only the fake has (stepping
+time, compacting on demand, ending watches) and the runtime pieces running on it unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+from examples.demo.crd import Demo
+
+from kubeop.cache import SharedInformerFactory
+from kubeop.client import Client
+from kubeop.client.transport import Transport
+from kubeop.core import ApiResource
+from kubeop.core.errors import BadRequest, Gone, NotFound, UnsupportedMediaType
+from kubeop.core.patch import PatchType
+from kubeop.manager import Manager
+from kubeop.queue import FakeClock
+from kubeop.testing import FakeCluster
+from kubeop.testing.fake import FakeTransport
+
+CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
+START = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+def cm(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+def test_the_fake_transport_is_a_transport() -> None:
+    transport: Transport = FakeCluster().transport()
+    assert isinstance(transport, FakeTransport) and transport.config.namespace == "default"
+
+
+async def test_timestamps_follow_the_stepped_clock() -> None:
+    clock = FakeClock(wall=START)
+    cluster = FakeCluster(clock=clock)
+    async with cluster.client() as api:
+        first = await api.create(cm("a"))
+        cluster.step(90)
+        second = await api.create(cm("b"))
+    assert first["metadata"]["creationTimestamp"] == "2030-01-02T03:04:05Z"
+    assert second["metadata"]["creationTimestamp"] == "2030-01-02T03:05:35Z"
+    assert clock.now() == 90
+    with pytest.raises(ValueError, match="backwards"):
+        cluster.step(-1)
+
+
+async def test_step_sends_bookmarks_and_ends_watches_past_their_timeout() -> None:
+    cluster = FakeCluster(clock=FakeClock())
+    async with cluster.client() as api:
+        rv = (await api.list(CM)).resource_version
+        events = api.watch(CM, resource_version=rv, timeout_seconds=60)
+        await api.create(cm("a"))
+        assert (await anext(events)).type == "ADDED"  # the watch is open from here on
+        cluster.step(30)
+        bookmark = await anext(events)
+        assert bookmark.type == "BOOKMARK" and bookmark.resource_version == cluster.resource_version
+        cluster.step(30)
+        assert [e async for e in events] == []  # the server closed it at timeoutSeconds
+
+
+async def test_compaction_makes_old_versions_gone_and_informers_relist() -> None:
+    cluster = FakeCluster()
+    async with cluster.client() as api, SharedInformerFactory(api) as factory:
+        await api.create(cm("before"))
+        informer = factory.informer(CM, namespace="default")
+        assert await factory.wait_for_cache_sync(timeout=5)
+        old = cluster.resource_version
+        await api.create(cm("during"))
+        cluster.compact()
+        with pytest.raises(Gone):
+            await anext(api.watch(CM, resource_version=old))
+        cluster.end_watches()  # the informer's watch drops; resuming from its version works
+        await api.create(cm("after"))
+        for _ in range(200):
+            if len(informer.store.list()) == 3:
+                break
+            await asyncio.sleep(0.001)
+        assert sorted(o["metadata"]["name"] for o in informer.store.list()) == ["after", "before", "during"]
+
+
+async def test_crds_from_classes_manifests_and_the_api() -> None:
+    cluster = FakeCluster()
+    cluster.add_crd(Demo)
+    assert any(k.kind == "Demo" and k.status for k in cluster.kinds)
+    with pytest.raises(ValueError, match=r"spec\.group"):
+        cluster.add_crd(
+            {"kind": "CustomResourceDefinition", "metadata": {"name": "x"}, "spec": {"names": {}}}
+        )
+    with pytest.raises(TypeError, match="CRD manifests or CustomResource classes"):
+        cluster.add_crd(42)  # type: ignore[arg-type]
+    async with cluster.client() as api:
+        demo = await api.create({"apiVersion": "yuerblog.cc/v1", "kind": "Demo", "metadata": {"name": "d"}})
+        assert demo["metadata"]["generation"] == 1
+        with pytest.raises(UnsupportedMediaType):
+            await api.patch("demos.yuerblog.cc", "d", {"spec": {}}, type=PatchType.STRATEGIC)
+        await api.delete("customresourcedefinitions", "demos.yuerblog.cc")
+        assert not any(k.kind == "Demo" for k in cluster.kinds)
+        with pytest.raises(NotFound):
+            await api.request(
+                __import__("kubeop.core.request", fromlist=["RequestBuilder"])
+                .RequestBuilder(Demo.resource, "default")
+                .get("d")
+            )
+
+
+async def test_writes_the_server_refuses() -> None:
+    cluster = FakeCluster()
+    async with cluster.client() as api:
+        with pytest.raises(NotFound, match='namespaces "nowhere" not found'):
+            await api.create(cm("a"), namespace="nowhere")
+        with pytest.raises(BadRequest, match="does not match the expected kind"):
+            await api.create({**cm("a"), "kind": "Secret"}, resource=CM)
+        generated = await api.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "x-"}}
+        )
+        assert generated["metadata"]["name"].startswith("x-") and len(generated["metadata"]["name"]) == 7
+        dry = await api.create(cm("dry"), dry_run=True)
+        assert dry["metadata"]["name"] == "dry" and await api.get_or_none(CM, "dry") is None
+    with pytest.raises(RuntimeError, match="closed"):
+        await api.get(CM, "a")
+
+
+async def test_strategic_merge_directives() -> None:
+    cluster = FakeCluster()
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "a", "image": "a"}, {"name": "b", "image": "b"}]},
+    }
+    async with cluster.client() as api:
+        await api.create(pod)
+        out = await api.patch(
+            "pods",
+            "p",
+            {"spec": {"containers": [{"name": "a", "$patch": "delete"}]}},
+            type=PatchType.STRATEGIC,
+        )
+        assert [c["name"] for c in out["spec"]["containers"]] == ["b"]
+
+
+async def test_a_manager_wins_the_lease_and_releases_it() -> None:
+    cluster = FakeCluster()
+    manager = Manager(
+        cluster.client(), leader_election=True, name="lease-test", metrics_address=None, health_address=None
+    )
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(manager.start(stop))
+    async with cluster.client() as api:
+        for _ in range(500):
+            lease = await api.get_or_none(LEASES, "lease-test-leader", namespace="default")
+            if lease and lease["spec"].get("holderIdentity"):
+                break
+            await asyncio.sleep(0.001)
+        assert lease is not None and manager.elector is not None
+        assert lease["spec"]["holderIdentity"] == manager.elector.identity
+        stop.set()
+        await task
+        released = await api.get(LEASES, "lease-test-leader", namespace="default")
+        assert not released["spec"].get("holderIdentity")
+
+
+async def test_clients_share_the_cluster() -> None:
+    cluster = FakeCluster()
+    one, other = cluster.client(namespace="kube-system"), cluster.client()
+    await one.create(cm("shared"))
+    assert (await other.get(CM, "shared", namespace="kube-system"))["metadata"]["namespace"] == "kube-system"
+    assert isinstance(one, Client)
+    await one.close()
+    await other.close()

@@ -31,7 +31,7 @@ import orjson
 
 from kubeop.client import Client, ClientConfig
 from kubeop.client.watch import WatchEvent, decode_event
-from kubeop.core.request import Request
+from kubeop.core.request import ApiRequest
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -182,11 +182,11 @@ class FakeTransport:
         self.config = ClientConfig(server="https://fake.invalid", qps=None)
         self.observer = None
 
-    async def request(self, req: Request) -> Any:
+    async def request(self, req: ApiRequest) -> Any:
         await asyncio.sleep(0)  # a request is a suspension point
         return orjson.loads(self.server.handle(req.method, req.path, req.body))
 
-    async def stream(self, req: Request) -> AsyncIterator[WatchEvent[Obj]]:
+    async def stream(self, req: ApiRequest) -> AsyncIterator[WatchEvent[Obj]]:
         q = self.server.watch(req.path)
         if ("sendInitialEvents", "true") in req.query:  # a streaming list: state, then a bookmark
             kind = "widgets" if req.path.endswith("widgets") else "configmaps"

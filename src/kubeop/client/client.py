@@ -31,11 +31,11 @@ from kubeop.core.gvk import GroupVersionKind
 from kubeop.core.model import from_dict, is_model_class, model_gvk, model_resource, to_dict
 from kubeop.core.patch import PatchType
 from kubeop.core.request import (
+    ApiRequest,
     FieldSelectorLike,
     FieldValidation,
     LabelSelectorLike,
     PropagationPolicy,
-    Request,
     RequestBuilder,
     ResourceVersionMatch,
 )
@@ -211,7 +211,7 @@ class Client:
     def _out_like(obj: Any, data: Any) -> Any:
         return data if isinstance(obj, Mapping) else from_dict(type(obj), data)
 
-    async def request(self, req: Request) -> Any:
+    async def request(self, req: ApiRequest) -> Any:
         """Send a prebuilt request (from :class:`~kubeop.core.request.RequestBuilder`)."""
         return await self.transport.request(req)
 

@@ -22,7 +22,7 @@ from kubeop.client.restmapper import RESTMapper
 from kubeop.client.transport import Transport
 from kubeop.core.errors import ApiError
 from kubeop.core.gvk import GroupVersionKind
-from kubeop.core.request import Request
+from kubeop.core.request import ApiRequest
 from kubeop.core.resource import ApiResource, check_group, check_version
 
 __all__ = ["Discovery", "UnknownResource"]
@@ -111,10 +111,12 @@ class Discovery:
     # -- loading ----------------------------------------------------------------------------------
 
     async def _load(self) -> tuple[list[ApiResource], dict[str, list[str]]]:
-        core = await self._transport.request(Request("GET", "/api", accept=_AGGREGATED, target="discovery"))
+        core = await self._transport.request(
+            ApiRequest("GET", "/api", accept=_AGGREGATED, target="discovery")
+        )
         if isinstance(core, dict) and core.get("kind") == "APIGroupDiscoveryList":
             groups = await self._transport.request(
-                Request("GET", "/apis", accept=_AGGREGATED, target="discovery")
+                ApiRequest("GET", "/apis", accept=_AGGREGATED, target="discovery")
             )
             resources: list[ApiResource] = []
             preferred: dict[str, list[str]] = {}
@@ -126,7 +128,7 @@ class Discovery:
     async def _load_legacy(self, core: Mapping[str, Any]) -> tuple[list[ApiResource], dict[str, list[str]]]:
         resources: list[ApiResource] = []
         preferred: dict[str, list[str]] = {"": list(core.get("versions") or ["v1"])}
-        group_list = await self._transport.request(Request("GET", "/apis", target="discovery"))
+        group_list = await self._transport.request(ApiRequest("GET", "/apis", target="discovery"))
         # Group and version names come from the server (an aggregated API can say anything) and
         # become paths here: skip what is not a valid group or version instead of requesting it.
         preferred[""] = [v for v in preferred[""] if _valid(check_version, v, "core")]
@@ -147,7 +149,7 @@ class Discovery:
 
         async def one(group: str, version: str, path: str) -> list[ApiResource]:
             try:
-                doc = await self._transport.request(Request("GET", path, target=f"discovery of {path}"))
+                doc = await self._transport.request(ApiRequest("GET", path, target=f"discovery of {path}"))
             except ApiError as e:  # an aggregated API that is down must not hide everything else
                 log.warning("discovery: skipping %s: %s", path, e)
                 return []

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kubeop.client.transport import Transport
 from kubeop.core.openapi import KubeModel, ModelFactory
-from kubeop.core.request import Request
+from kubeop.core.request import ApiRequest
 from kubeop.core.resource import ApiResource
 
 __all__ = ["OpenAPIModels"]
@@ -51,11 +51,11 @@ class OpenAPIModels:
             return model
 
     async def _document(self, key: str) -> dict[str, object]:
-        index = await self._transport.request(Request("GET", "/openapi/v3", target="OpenAPI v3 index"))
+        index = await self._transport.request(ApiRequest("GET", "/openapi/v3", target="OpenAPI v3 index"))
         entry = ((index or {}).get("paths") or {}).get(key)
         if not entry:
             raise LookupError(f"the server publishes no OpenAPI v3 document for {key}")
         url = urlsplit(str(entry.get("serverRelativeURL") or f"/openapi/v3/{key}"))
-        req = Request("GET", url.path, tuple(parse_qsl(url.query)), target=f"OpenAPI v3 document {key}")
+        req = ApiRequest("GET", url.path, tuple(parse_qsl(url.query)), target=f"OpenAPI v3 document {key}")
         doc = await self._transport.request(req)
         return doc if isinstance(doc, dict) else {}

@@ -5,7 +5,7 @@ close); :class:`HttpTransport` talks HTTP to a real server, and
 :class:`kubeop.testing.FakeCluster` answers in process for unit tests.
 
 HTTP transport: one connection pool per client (:mod:`kubeop.client.http`), JSON decoded once.
-It sends :class:`~kubeop.core.request.Request` values built by kubeop.core and
+It sends :class:`~kubeop.core.request.ApiRequest` values built by kubeop.core and
 returns plain decoded JSON. It owns everything that is about the connection rather than the API:
 TLS (built once), keep-alive pooling, authentication headers and refresh on 401, the client-side
 rate limit, retries (see :mod:`kubeop.client.retry`) and turning failures into typed errors:
@@ -34,7 +34,7 @@ from kubeop.client.retry import RetryPolicy, parse_retry_after
 from kubeop.client.tls import ssl_context
 from kubeop.client.watch import WatchEvent, decode_event, split_lines
 from kubeop.core.errors import ApiError, Unauthorized, error_from_response
-from kubeop.core.request import Request
+from kubeop.core.request import ApiRequest
 
 __all__ = ["ApiConnectionError", "HttpTransport", "Observer", "Transport"]
 
@@ -67,7 +67,7 @@ Observer = Callable[[str, str, float], None]
 class Transport(Protocol):
     """What a :class:`~kubeop.client.Client` needs of the way to its API server.
 
-    ``request`` sends one :class:`~kubeop.core.request.Request` and returns the decoded JSON body
+    ``request`` sends one :class:`~kubeop.core.request.ApiRequest` and returns the decoded JSON body
     (``None`` for an empty one), raising :class:`~kubeop.core.errors.ApiError` subclasses for
     error answers; ``stream`` sends a watch and yields its events, raising the typed error of an
     ERROR event (``Gone`` for an expired resourceVersion); ``probe`` is one health check's HTTP
@@ -79,9 +79,9 @@ class Transport(Protocol):
     @property
     def config(self) -> ClientConfig: ...
 
-    async def request(self, req: Request) -> Any: ...
+    async def request(self, req: ApiRequest) -> Any: ...
 
-    def stream(self, req: Request) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]: ...
+    def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]: ...
 
     async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int: ...
 
@@ -184,7 +184,7 @@ class HttpTransport:
 
     # -- sending --------------------------------------------------------------------------------
 
-    def _headers_for(self, req: Request, creds: Credentials) -> tuple[tuple[str, str], ...]:
+    def _headers_for(self, req: ApiRequest, creds: Credentials) -> tuple[tuple[str, str], ...]:
         if not creds.headers and not req.content_type and not req.accept:
             return self._header_items
         headers = dict(self._headers)
@@ -195,7 +195,7 @@ class HttpTransport:
             headers["Accept"] = req.accept
         return tuple(headers.items())
 
-    async def _send(self, req: Request) -> Response:
+    async def _send(self, req: ApiRequest) -> Response:
         """Send with rate limit, auth refresh and retries; returns a response with status < 400.
 
         A normal request's response has its body read; a stream's is open and the caller
@@ -263,7 +263,7 @@ class HttpTransport:
                 continue
             raise self._api_error(status, body, retry_after, req)
 
-    def _api_error(self, status: int, body: bytes, retry_after: float | None, req: Request) -> ApiError:
+    def _api_error(self, status: int, body: bytes, retry_after: float | None, req: ApiRequest) -> ApiError:
         decoded: Any = body
         if body[:1] == b"{":
             try:
@@ -277,7 +277,7 @@ class HttpTransport:
             err.message = f"{err.message} [credentials from {self.config.source}]"
         return err
 
-    def _connection_error(self, e: BaseException, req: Request) -> ApiConnectionError:
+    def _connection_error(self, e: BaseException, req: ApiRequest) -> ApiConnectionError:
         where = f"API server {self._base} ({self.config.source})"
         if isinstance(e, ConnectError):
             cause = e.cause
@@ -293,7 +293,7 @@ class HttpTransport:
             msg = f"connection to {where} failed: {e}"
         return ApiConnectionError(msg, request=str(req))
 
-    async def request(self, req: Request) -> Any:
+    async def request(self, req: ApiRequest) -> Any:
         """Send ``req`` and return the decoded JSON body (``None`` for an empty body)."""
         body = (await self._send(req)).body
         if not body:
@@ -309,7 +309,7 @@ class HttpTransport:
         :class:`ApiConnectionError` when no answer came within ``time_limit`` seconds.
         """
         pool, creds = await self._prepare()
-        req = Request("GET", path, target=f"health check {path}")
+        req = ApiRequest("GET", path, target=f"health check {path}")
         try:
             async with asyncio.timeout(time_limit):
                 resp = await pool.request(
@@ -319,7 +319,7 @@ class HttpTransport:
             raise self._connection_error(e, req) from None
         return resp.status
 
-    async def stream(self, req: Request) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
+    async def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
         """Send a watch request and yield its events as they arrive.
 
         Ends when the server closes the stream (timeoutSeconds); raises the typed error of an

@@ -32,13 +32,14 @@ from kubeop.core.gvk import GroupVersionKind, GroupVersionResource, join_api_ver
 from kubeop.core.keys import ObjectKey, ObjectRef, key_of, parse_key, ref_of
 from kubeop.core.model import Model, from_dict, is_model_class, model_gvk, model_resource, to_dict
 from kubeop.core.patch import PatchType
-from kubeop.core.request import Request, RequestBuilder
+from kubeop.core.request import ApiRequest, RequestBuilder
 from kubeop.core.resource import ApiResource
 from kubeop.core.selectors import FieldSelector, LabelSelector, Operator, Requirement, SelectorError
 
 __all__ = [
     "AlreadyExists",
     "ApiError",
+    "ApiRequest",
     "ApiResource",
     "BadRequest",
     "Conflict",
@@ -59,7 +60,6 @@ __all__ = [
     "ObjectRef",
     "Operator",
     "PatchType",
-    "Request",
     "RequestBuilder",
     "Requirement",
     "SelectorError",

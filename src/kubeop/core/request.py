@@ -1,7 +1,7 @@
 """Request building for every verb, as plain values and without any networking.
 
 ``RequestBuilder(resource, namespace).list(label_selector="app=web", limit=500)`` returns a
-:class:`Request` (method, path, query, body, content type) that any transport can send; golden
+:class:`ApiRequest` (method, path, query, body, content type) that any transport can send; golden
 tests pin the URLs with no server. Bodies are encoded here, once, with orjson.
 
 Scope rules: for a namespaced resource, ``namespace=None`` means "all namespaces" for the
@@ -18,7 +18,7 @@ segment, a dot segment a proxy would collapse, or break the request line (CR/LF,
 - a subresource is a lowercase path name (``status``, ``scale``, ``eviction``, ``log``...),
   optionally with one more such segment (``proxy/metrics``);
 - group, version and plural are checked when the :class:`ApiResource` is made;
-- a hand-made :class:`Request`'s path is refused if it is not an absolute path of plain or
+- a hand-made :class:`ApiRequest`'s path is refused if it is not an absolute path of plain or
   percent-encoded characters, or has empty, ``.`` or ``..`` segments (encoded ones included).
 
 Query values are always percent-encoded (``urlencode``). Bad values raise :class:`ValueError`
@@ -41,11 +41,11 @@ from kubeop.core.resource import ApiResource, invalid, shown
 from kubeop.core.selectors import FieldSelector, LabelSelector
 
 __all__ = [
+    "ApiRequest",
     "FieldSelectorLike",
     "FieldValidation",
     "LabelSelectorLike",
     "PropagationPolicy",
-    "Request",
     "RequestBuilder",
     "ResourceVersionMatch",
     "field_selector_text",
@@ -75,7 +75,7 @@ _PATH_RULE = (
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class ApiRequest:
     """One HTTP request to the API server, not yet sent.
 
     ``target`` names what the request is about (``configmaps "web" in namespace "prod"``) so
@@ -131,14 +131,14 @@ def _built(
     content_type: str | None = None,
     target: str = "",
     stream: bool = False,
-) -> Request:
-    """A :class:`Request` from RequestBuilder, without ``__post_init__``'s check of the path.
+) -> ApiRequest:
+    """An :class:`ApiRequest` from RequestBuilder, without ``__post_init__``'s check of the path.
 
     The builder's paths are made of checked segments, so checking the whole path again would be
     work on every API call for nothing; this sets the fields as the dataclass's ``__init__``
     would (a test keeps the two in step).
     """
-    req: Request = _new(Request)
+    req: ApiRequest = _new(ApiRequest)
     _set(req, "method", method)
     _set(req, "path", path)
     _set(req, "query", query)
@@ -303,7 +303,7 @@ class RequestBuilder:
 
     def get(
         self, name: str, *, subresource: str | None = None, resource_version: str | None = None
-    ) -> Request:
+    ) -> ApiRequest:
         query = (("resourceVersion", resource_version),) if resource_version is not None else ()
         return _built(
             "GET", self.object_path(name, subresource), query, target=self._target(name, subresource)
@@ -319,7 +319,7 @@ class RequestBuilder:
         resource_version: str | None = None,
         resource_version_match: ResourceVersionMatch | None = None,
         timeout_seconds: int | None = None,
-    ) -> Request:
+    ) -> ApiRequest:
         if resource_version_match and resource_version is None:
             raise ValueError("resource_version_match needs resource_version")
         if continue_ and resource_version:
@@ -351,7 +351,7 @@ class RequestBuilder:
         allow_bookmarks: bool = True,
         send_initial_events: bool = False,
         timeout_seconds: int | None = None,
-    ) -> Request:
+    ) -> ApiRequest:
         """A watch on the collection (or one object, via a ``metadata.name`` field selector).
 
         ``send_initial_events`` asks for a streaming list: the current state as ADDED events,
@@ -393,7 +393,7 @@ class RequestBuilder:
         dry_run: bool = False,
         field_manager: str | None = None,
         field_validation: FieldValidation | None = None,
-    ) -> Request:
+    ) -> ApiRequest:
         """POST to the collection, or to ``<name>/<subresource>`` (e.g. ``pods/x/eviction``)."""
         if subresource_of is not None:
             path = self.object_path(subresource_of, subresource)
@@ -414,7 +414,7 @@ class RequestBuilder:
         dry_run: bool = False,
         field_manager: str | None = None,
         field_validation: FieldValidation | None = None,
-    ) -> Request:
+    ) -> ApiRequest:
         path = self.object_path(name, subresource)
         query = _write_query(dry_run, field_manager, field_validation)
         return _built("PUT", path, query, _encode(body), "application/json", self._target(name, subresource))
@@ -430,7 +430,7 @@ class RequestBuilder:
         field_manager: str | None = None,
         field_validation: FieldValidation | None = None,
         force: bool = False,
-    ) -> Request:
+    ) -> ApiRequest:
         if patch_type is PatchType.APPLY and not field_manager:
             raise ValueError("server-side apply needs a field_manager (the name of the owner of the fields)")
         if force and patch_type is not PatchType.APPLY:
@@ -459,7 +459,7 @@ class RequestBuilder:
         precondition_uid: str | None = None,
         precondition_resource_version: str | None = None,
         dry_run: bool = False,
-    ) -> Request:
+    ) -> ApiRequest:
         """DELETE one object; preconditions make it fail with 409 Conflict if the object changed."""
         body = _delete_options(
             propagation_policy, grace_period_seconds, precondition_uid, precondition_resource_version, dry_run
@@ -475,7 +475,7 @@ class RequestBuilder:
         propagation_policy: PropagationPolicy | None = None,
         grace_period_seconds: int | None = None,
         dry_run: bool = False,
-    ) -> Request:
+    ) -> ApiRequest:
         if self.resource.namespaced and not self.namespace:
             # The server supports this (all namespaces), but an unscoped delete_collection is far
             # too easy to issue by accident; ask for it explicitly with a cluster-scoped builder.

@@ -15,7 +15,7 @@ import pytest
 from kubeop.client.config import ClientConfig
 from kubeop.client.http import ConnectError, ConnectionClosed, Pool, ProtocolError
 from kubeop.client.transport import ApiConnectionError, HttpTransport
-from kubeop.core.request import Request
+from kubeop.core.request import ApiRequest
 
 from .certs import self_signed
 
@@ -293,7 +293,7 @@ async def test_transport_maps_http_errors_to_api_connection_errors(serve: Serve)
     transport = HttpTransport(ClientConfig(server=url, qps=None, max_retries=0, source="test config"))
     try:
         with pytest.raises(ApiConnectionError) as info:
-            await transport.request(Request("GET", "/api/v1/namespaces"))
+            await transport.request(ApiRequest("GET", "/api/v1/namespaces"))
         text = str(info.value)
         assert text.startswith(f"connection to API server {url} (test config) failed: malformed HTTP")
         assert text.endswith("(GET /api/v1/namespaces)")
@@ -308,8 +308,8 @@ async def test_server_url_path_prefix_and_headers(serve: Serve) -> None:
     config = ClientConfig(server=url + "/prefix/", qps=None, token="t0k", user_agent="ua/1")
     transport = HttpTransport(config)
     try:
-        assert await transport.request(Request("GET", "/api", query=(("a", "b c"),))) == {}
-        assert await transport.request(Request("PATCH", "/api/x", body=b"{}", content_type="ct/x")) == {}
+        assert await transport.request(ApiRequest("GET", "/api", query=(("a", "b c"),))) == {}
+        assert await transport.request(ApiRequest("PATCH", "/api/x", body=b"{}", content_type="ct/x")) == {}
     finally:
         await transport.close()
         await server.close()

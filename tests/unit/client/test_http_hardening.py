@@ -17,7 +17,7 @@ from kubeop.client.config import ClientConfig
 from kubeop.client.http import Pool, ProtocolError
 from kubeop.client.transport import ApiConnectionError, HttpTransport
 from kubeop.client.watch import split_lines
-from kubeop.core.request import Request
+from kubeop.core.request import ApiRequest
 
 from .test_http import CLOSE, H, RawServer, Serve, chunked, ok, serve
 
@@ -163,7 +163,7 @@ async def test_a_watch_without_timeout_seconds_still_has_a_read_deadline(
     monkeypatch.setattr(transport_module, "_WATCH_GRACE", 0.1)
     transport = HttpTransport(ClientConfig(server=url, qps=None, max_retries=0))
     try:
-        req = Request("GET", "/watch/x", (("watch", "1"),), stream=True)
+        req = ApiRequest("GET", "/watch/x", (("watch", "1"),), stream=True)
         started = time.monotonic()
         with pytest.raises(ApiConnectionError, match="timed out"):
             async for _ in transport.stream(req):

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from kubeop.core.patch import PatchType
-from kubeop.core.request import Request, RequestBuilder
+from kubeop.core.request import ApiRequest, RequestBuilder
 from kubeop.core.resource import ApiResource
 from kubeop.core.selectors import LabelSelector
 
@@ -196,4 +196,4 @@ def test_patch_validation() -> None:
 
 
 def test_request_str() -> None:
-    assert str(Request("GET", "/api", (("a", "b c"),))) == "GET /api?a=b+c"
+    assert str(ApiRequest("GET", "/api", (("a", "b c"),))) == "GET /api?a=b+c"

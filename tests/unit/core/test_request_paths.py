@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kubeop.client.client import Client
 from kubeop.client.discovery import Discovery
 from kubeop.core.patch import PatchType
-from kubeop.core.request import Request, RequestBuilder
+from kubeop.core.request import ApiRequest, RequestBuilder
 from kubeop.core.resource import ApiResource
 
 CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
@@ -78,7 +78,7 @@ def _no_raw_specials(text: str) -> None:
         pytest.param(lambda b, n: b.create({}, subresource_of=n, subresource="eviction"), id="create-sub"),
     ],
 )
-def test_bad_names_are_refused(build: Callable[[RequestBuilder, str], Request], bad: str) -> None:
+def test_bad_names_are_refused(build: Callable[[RequestBuilder, str], ApiRequest], bad: str) -> None:
     with pytest.raises(ValueError, match=r"configmaps: invalid name .*: must be an object name") as info:
         build(RequestBuilder(CM, "ns"), bad)
     assert len(str(info.value)) < 300, "the bad value is shown truncated"
@@ -114,7 +114,7 @@ def test_empty_and_non_string_names() -> None:
 def test_any_name_the_api_allows_is_encoded_into_one_segment(name: str, segment: str) -> None:
     req = RequestBuilder(CM, "ns").get(name)
     assert req.path == f"/api/v1/namespaces/ns/configmaps/{segment}"
-    assert Request(req.method, req.path) == Request("GET", req.path)  # a hand-made copy passes too
+    assert ApiRequest(req.method, req.path) == ApiRequest("GET", req.path)  # a hand-made copy passes too
 
 
 @settings(max_examples=400, deadline=None)
@@ -128,7 +128,7 @@ def test_a_name_is_refused_or_becomes_exactly_one_segment(name: str) -> None:
     assert prefix == "/api/v1/namespaces/ns/configmaps" and sub == "status"
     assert unquote(segment) == name
     _no_raw_specials(req.url)
-    Request(req.method, req.path)
+    ApiRequest(req.method, req.path)
 
 
 # -- namespaces ------------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ NAMESPACE_VERBS = [
 )
 @pytest.mark.parametrize("build", NAMESPACE_VERBS)
 def test_bad_namespaces_are_refused_for_every_verb(
-    build: Callable[[RequestBuilder], Request], bad: str
+    build: Callable[[RequestBuilder], ApiRequest], bad: str
 ) -> None:
     """'..' would make a path-normalising proxy turn a namespaced request into a cluster-wide one."""
     with pytest.raises(ValueError, match=r"invalid namespace .*: must be a DNS-1123 label") as info:
@@ -215,7 +215,7 @@ def test_a_namespace_is_a_dns_label_or_refused(ns: str) -> None:
         pytest.param(lambda b, s: b.create({}, subresource_of="x", subresource=s), id="create"),
     ],
 )
-def test_bad_subresources_are_refused(build: Callable[[RequestBuilder, str], Request], bad: str) -> None:
+def test_bad_subresources_are_refused(build: Callable[[RequestBuilder, str], ApiRequest], bad: str) -> None:
     with pytest.raises(ValueError, match=r"invalid subresource .*: must be a lowercase path name") as info:
         build(RequestBuilder(PODS, "ns"), bad)
     assert len(str(info.value)) < 400
@@ -318,7 +318,7 @@ def test_real_api_resources_are_accepted(group: str, version: str, plural: str) 
 )
 def test_hand_made_request_paths_are_checked(path: str) -> None:
     with pytest.raises(ValueError, match="invalid request path") as info:
-        Request("GET", path)
+        ApiRequest("GET", path)
     assert len(str(info.value)) < 600
 
 
@@ -339,17 +339,17 @@ def test_hand_made_request_paths_are_checked(path: str) -> None:
     ],
 )
 def test_good_hand_made_paths_pass(path: str) -> None:
-    assert Request("GET", path).path == path
+    assert ApiRequest("GET", path).path == path
 
 
 @pytest.mark.parametrize("method", ["GET /x HTTP/1.1\r\nX:", "get", "GE T", "", "G\x00"])
 def test_hand_made_request_methods_are_checked(method: str) -> None:
     with pytest.raises(ValueError, match="invalid request method"):
-        Request(method, "/api")
+        ApiRequest(method, "/api")
 
 
 def test_builder_requests_equal_hand_made_ones() -> None:
-    """The builder skips Request's own path check (its segments are checked); nothing else differs."""
+    """The builder skips ApiRequest's own path check (its segments are checked); nothing else differs."""
     b = RequestBuilder(CM, "ns")
     for req in (
         b.get("x", subresource="status"),
@@ -361,7 +361,7 @@ def test_builder_requests_equal_hand_made_ones() -> None:
         b.delete("x", propagation_policy="Background"),
         b.delete_collection(label_selector="a"),
     ):
-        copy = Request(**{f.name: getattr(req, f.name) for f in dataclasses.fields(Request)})
+        copy = ApiRequest(**{f.name: getattr(req, f.name) for f in dataclasses.fields(ApiRequest)})
         assert copy == req and repr(copy) == repr(req) and hash(copy) == hash(req)
 
 
@@ -387,7 +387,7 @@ def test_query_values_never_reach_the_request_line_unencoded(
         b.get("x", resource_version=rv),
         b.patch("x", {}, field_manager=manager),
         b.delete_collection(label_selector=labels, field_selector=fields),
-        Request("GET", "/api", ((labels, fields), ("rv", rv))),
+        ApiRequest("GET", "/api", ((labels, fields), ("rv", rv))),
     ):
         _no_raw_specials(req.url)
 
@@ -398,9 +398,9 @@ def test_query_values_never_reach_the_request_line_unencoded(
 class _Transport:
     def __init__(self, namespace: str = "default") -> None:
         self.config = SimpleNamespace(namespace=namespace, server="https://fake")
-        self.sent: list[Request] = []
+        self.sent: list[ApiRequest] = []
 
-    async def request(self, req: Request) -> Any:
+    async def request(self, req: ApiRequest) -> Any:
         self.sent.append(req)
         return {"metadata": {}, "items": []}
 
@@ -446,7 +446,7 @@ async def test_a_namespace_from_arguments_or_configuration_is_checked(bad: str) 
 async def test_a_hand_made_request_is_checked_before_it_is_sent() -> None:
     client, transport = _client()
     with pytest.raises(ValueError, match="invalid request path"):
-        await client.request(Request("GET", "/api/v1/namespaces/../secrets"))
+        await client.request(ApiRequest("GET", "/api/v1/namespaces/../secrets"))
     assert transport.sent == []
 
 
@@ -455,7 +455,7 @@ async def test_a_hand_made_request_is_checked_before_it_is_sent() -> None:
 
 async def test_discovery_skips_names_that_cannot_be_path_segments(caplog: pytest.LogCaptureFixture) -> None:
     class Legacy(_Transport):
-        async def request(self, req: Request) -> Any:
+        async def request(self, req: ApiRequest) -> Any:
             self.sent.append(req)
             if req.path == "/api":
                 return {"kind": "APIVersions", "versions": ["v1", "../v1"]}
@@ -497,7 +497,7 @@ async def test_aggregated_discovery_skips_names_that_cannot_be_path_segments() -
         }
 
     class Aggregated(_Transport):
-        async def request(self, req: Request) -> Any:
+        async def request(self, req: ApiRequest) -> Any:
             items = (
                 [group("", "v1", "configmaps"), group("", "../v1", "secrets")]
                 if req.path == "/api"

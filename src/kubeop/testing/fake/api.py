@@ -1,4 +1,4 @@
-"""The fake cluster's REST layer: a :class:`~kubeop.core.request.Request` in, decoded JSON out.
+"""The fake cluster's REST layer: a :class:`~kubeop.core.request.ApiRequest` in, decoded JSON out.
 
 Routes paths as kube-apiserver does (``/api/v1/namespaces/{ns}/{plural}/{name}/{subresource}``,
 ``/apis/{group}/{version}/...``), decodes bodies, picks the verb from the method and query, and
@@ -17,7 +17,7 @@ from urllib.parse import unquote
 import orjson
 
 from kubeop.core.patch import PatchType
-from kubeop.core.request import Request
+from kubeop.core.request import ApiRequest
 from kubeop.core.selectors import FieldSelector, LabelSelector, SelectorError
 from kubeop.testing.fake.kinds import Kind
 from kubeop.testing.fake.patches import PatchError, json_patch, merge_patch, strategic_merge_patch
@@ -42,7 +42,7 @@ class Api:
 
     # -- entry points ---------------------------------------------------------------------------
 
-    def handle(self, req: Request) -> Any:
+    def handle(self, req: ApiRequest) -> Any:
         query = dict(req.query)
         route = self._route(req.path)
         if route is None:
@@ -91,7 +91,7 @@ class Api:
             return _success(kind, name, obj["metadata"]["uid"])
         raise _not_allowed(method, kind)
 
-    def open_watch(self, req: Request, owner: object) -> tuple[list[tuple[str, Obj]], Watch]:
+    def open_watch(self, req: ApiRequest, owner: object) -> tuple[list[tuple[str, Obj]], Watch]:
         """Register a watch and return the events it starts with (synchronously: no gap)."""
         query = dict(req.query)
         route = self._route(req.path)
@@ -248,7 +248,7 @@ class Api:
         namespace: str | None,
         name: str,
         sub: str | None,
-        req: Request,
+        req: ApiRequest,
         query: dict[str, str],
         dry_run: bool,
     ) -> Obj:
@@ -317,7 +317,7 @@ class Api:
 
     # -- everything that is not a resource --------------------------------------------------------
 
-    def _other(self, req: Request) -> Any:
+    def _other(self, req: ApiRequest) -> Any:
         path = req.path.rstrip("/") or "/"
         accept = req.accept or ""
         if req.method != "GET":
@@ -438,7 +438,7 @@ class Api:
         }
 
 
-def _body(req: Request) -> Any:
+def _body(req: ApiRequest) -> Any:
     if not req.body:
         return None
     try:

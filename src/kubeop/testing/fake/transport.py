@@ -16,7 +16,7 @@ from kubeop.client.config import ClientConfig
 from kubeop.client.transport import Observer
 from kubeop.client.watch import WatchEvent
 from kubeop.core.errors import error_from_status
-from kubeop.core.request import Request
+from kubeop.core.request import ApiRequest
 from kubeop.testing.fake.store import Failure
 
 if TYPE_CHECKING:
@@ -40,16 +40,16 @@ class FakeTransport:
     def config(self) -> ClientConfig:
         return self._config
 
-    def _check(self, req: Request) -> None:
+    def _check(self, req: ApiRequest) -> None:
         if self._closed:
             raise RuntimeError("the client is closed")
         self.requests += 1
 
-    def _observe(self, req: Request, code: int) -> None:
+    def _observe(self, req: ApiRequest, code: int) -> None:
         if self.observer is not None:
             self.observer(req.method, str(code), 0.0)
 
-    async def request(self, req: Request) -> Any:
+    async def request(self, req: ApiRequest) -> Any:
         self._check(req)
         await asyncio.sleep(0)  # a request is a suspension point, as on a real connection
         try:
@@ -60,7 +60,7 @@ class FakeTransport:
         self._observe(req, 200)
         return answer
 
-    async def stream(self, req: Request) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
+    async def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
         self._check(req)
         await asyncio.sleep(0)
         try:

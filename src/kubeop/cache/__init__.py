@@ -7,7 +7,7 @@
 - :class:`DeltaFIFO`: per-object change lists between a reflector and its consumer.
 - :class:`Indexer`: the keyed, indexed store (``ns/name`` keys, namespace index built in).
 - :class:`Informer` and :class:`SharedInformerFactory`: one watch and one cache per collection,
-  shared by any number of :class:`EventHandler` s.
+  shared by any number of :class:`ResourceEventHandler` s.
 - Transforms (:func:`strip_managed_fields` by default) and the :class:`MutationDetector`.
 
 Cached objects are the decoded dicts themselves, shared by every reader: **never mutate an
@@ -17,7 +17,7 @@ object you got from a cache**; copy it first. ``KUBEOP_CACHE_MUTATION_DETECTOR=1
 from kubeop.cache.backoff import Backoff, BackoffConfig
 from kubeop.cache.delta_fifo import Delta, DeltaFIFO, Deltas, DeltaType, FIFOClosed, Popped
 from kubeop.cache.factory import SharedInformerFactory
-from kubeop.cache.handler import EventHandler, FuncHandler, HandlerRegistration
+from kubeop.cache.handler import FuncHandler, HandlerRegistration, ResourceEventHandler
 from kubeop.cache.indexer import NAMESPACE_INDEX, Indexer, IndexFunc, label_index, namespace_index
 from kubeop.cache.informer import Informer
 from kubeop.cache.keys import KeyFunc, object_key, split_key
@@ -56,7 +56,6 @@ __all__ = [
     "DeltaType",
     "Deltas",
     "Event",
-    "EventHandler",
     "FIFOClosed",
     "FuncHandler",
     "HandlerRegistration",
@@ -73,6 +72,7 @@ __all__ = [
     "Popped",
     "Reflector",
     "ReflectorStore",
+    "ResourceEventHandler",
     "ServerProbe",
     "SharedInformerFactory",
     "Transform",

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["EventHandler", "FuncHandler", "HandlerRegistration"]
+__all__ = ["FuncHandler", "HandlerRegistration", "ResourceEventHandler"]
 
 log = logging.getLogger("kubeop.cache")
 
@@ -32,7 +32,7 @@ MINIMUM_RESYNC_PERIOD = 1.0
 
 
 @runtime_checkable
-class EventHandler(Protocol):
+class ResourceEventHandler(Protocol):
     """Receives an informer's notifications (see the module docs for the contract)."""
 
     def on_add(self, obj: Any, is_in_initial_list: bool) -> None: ...
@@ -43,7 +43,7 @@ class EventHandler(Protocol):
 
 
 class FuncHandler:
-    """An :class:`EventHandler` from plain functions; missing ones ignore their events.
+    """A :class:`ResourceEventHandler` from plain functions; missing ones ignore their events.
 
     ``FuncHandler(on_add=lambda obj, initial: queue.add(object_key(obj)))``
     """
@@ -93,7 +93,7 @@ class HandlerRegistration:
 
     def __init__(
         self,
-        handler: EventHandler,
+        handler: ResourceEventHandler,
         requested_resync_period: float,
         resync_period: float,
         has_synced: Callable[[], bool],

@@ -33,8 +33,8 @@ from kubeop.cache.delta_fifo import DELETED, SYNC, DeltaFIFO, Deltas, FIFOClosed
 from kubeop.cache.handler import (
     MINIMUM_RESYNC_PERIOD,
     Distributor,
-    EventHandler,
     HandlerRegistration,
+    ResourceEventHandler,
     determine_resync_period,
 )
 from kubeop.cache.indexer import Indexer, IndexFunc
@@ -156,7 +156,7 @@ class Informer:
     # -- handlers and indexers --------------------------------------------------------------------
 
     def add_event_handler(
-        self, handler: EventHandler, resync_period: float | None = None
+        self, handler: ResourceEventHandler, resync_period: float | None = None
     ) -> HandlerRegistration:
         """Subscribe ``handler``; objects already cached are replayed to it as adds right away.
 

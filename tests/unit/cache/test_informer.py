@@ -31,7 +31,7 @@ CONFIG = WatcherConfig(backoff=BackoffConfig(initial=0.01, cap=0.02, jitter=0.0)
 
 
 class Recorder:
-    """An EventHandler that records what it is told."""
+    """An ResourceEventHandler that records what it is told."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, Any, Any]] = []

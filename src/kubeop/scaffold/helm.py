@@ -74,13 +74,16 @@ __all__ = [
 
 HELM_LAYOUT = "helm.kubeop.dev/v1"
 
-_FILES = {  # output path -> template
+_FILES: dict[str, str | None] = {  # output path -> template (None: an empty file)
     "Dockerfile": "helm/Dockerfile.tmpl",
     ".dockerignore": "helm/dockerignore.tmpl",
     ".gitignore": "helm/gitignore.tmpl",
     "Makefile": "helm/Makefile.tmpl",
     "README.md": "helm/README.md.tmpl",
     "watches.yaml": "helm/watches.yaml.tmpl",
+    "pytest.ini": "helm/pytest.ini.tmpl",
+    "tests/__init__.py": None,
+    "tests/conftest.py": "helm/conftest.py.tmpl",
     "config/manager/manager.yaml": "helm/manager.yaml.tmpl",
     "config/manager/kustomization.yaml": "config/manager_kustomization.yaml.tmpl",
     "config/default/metrics_service.yaml": "config/metrics_service.yaml.tmpl",
@@ -222,6 +225,15 @@ def find_helm_project(start: Path) -> HelmProject | None:
     return None
 
 
+def _api_values(api: HelmApi, sample_file: str) -> dict[str, str]:
+    return {
+        "kind": api.kind,
+        "helm_resource": f"{api.plural}.{api.group}",
+        "helm_chart": api.chart,
+        "helm_sample": sample_file,
+    }
+
+
 def _values(names: ProjectNames, namespace: str | None = None) -> dict[str, str]:
     return {
         "project_name": names.name,
@@ -261,7 +273,7 @@ def helm_project_files(
             raise HelmProjectError(str(e)) from None
     project = HelmProject(Path("."), domain, repo, names.name, namespace=namespace or "")
     values = _values(names, project.namespace)
-    files = {path: render_template(template, values) for path, template in _FILES.items()}
+    files = {path: render_template(template, values) if template else "" for path, template in _FILES.items()}
     files[PROJECT_FILE] = project.to_yaml()
     files["helm-charts/.gitkeep"] = ""
     files.update({p.path: p.content for p in plan_helm_manifests(project)})
@@ -321,6 +333,9 @@ def helm_api_files(
         PROJECT_FILE: updated.to_yaml(),
         "watches.yaml": _WATCHES_HEADER + dump_yaml(watches),
         sample_file: dump_yaml(_sample(api, chart_dir)),
+        f"tests/test_{kind.lower()}.py": render_template(
+            "helm/test_kind.py.tmpl", _api_values(api, sample_file.rpartition("/")[2])
+        ),
     }
     plans = plan_helm_manifests(updated, helm=helm, new_samples=[sample_file.rpartition("/")[2]])
     files.update({p.path: p.content for p in plans})

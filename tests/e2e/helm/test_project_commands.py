@@ -139,3 +139,16 @@ def test_deploy_and_undeploy(control_plane: Any, project: Path) -> None:
     out = ok(kubeop("undeploy", cwd=project, kubeconfig=control_plane.kubeconfig_path))
     assert "undeployed" in out, out
     assert _get(control_plane, "clusterrole", f"{names}-manager-role") is None
+
+
+def test_the_projects_own_tests_pass(project: Path, helm_binary: Path) -> None:
+    # The generated tests start their own etcd + kube-apiserver (pytest.ini asks for the minimal
+    # control plane) and run the operator on the sample, as `make test` does for a user.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBEOP_TEST_", "PYTEST_"))}
+    env["KUBEOP_HELM"] = str(helm_binary)
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "1 passed" in res.stdout, res.stdout[-2000:]

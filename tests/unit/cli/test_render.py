@@ -9,6 +9,8 @@ import pytest
 
 from kubeop.scaffold import ApiNames, Project, ProjectNames
 from kubeop.scaffold.api import _values as _values_for_api
+from kubeop.scaffold.helm import HelmApi
+from kubeop.scaffold.helm import _api_values as _api_values_for_helm
 from kubeop.scaffold.helm import _values as _values_for_helm
 from kubeop.scaffold.new_project import _Params
 from kubeop.scaffold.render import render, template_text
@@ -19,7 +21,8 @@ def _values() -> dict[str, str]:
     project = Project(Path("/p"), "example.com", "r", "op", "op")
     params = _Params("example.com", "github.com/x/op", ProjectNames("op"), None)
     api = _values_for_api(project, ApiNames("g", "v1", "Kind", "example.com"), True)
-    return {**params.values(), **api, **_values_for_helm(ProjectNames("op"))}
+    helm_api = _api_values_for_helm(HelmApi("g.example.com", "v1", "Kind", "helm-charts/c"), "g_v1_kind.yaml")
+    return {**params.values(), **api, **_values_for_helm(ProjectNames("op")), **helm_api}
 
 
 VALUES = _values()

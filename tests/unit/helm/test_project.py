@@ -53,8 +53,9 @@ def test_init_files(project_root: Path) -> None:
         "config/rbac/leader_election_role_binding.yaml", "config/rbac/metrics_reader_role.yaml",
         "config/rbac/role.yaml", "config/rbac/role_binding.yaml",
         "config/rbac/service_account.yaml", "config/samples/kustomization.yaml",
-        "helm-charts/.gitkeep", "watches.yaml",
+        "helm-charts/.gitkeep", "pytest.ini", "tests/__init__.py", "tests/conftest.py", "watches.yaml",
     ]  # fmt: skip
+    compile((project_root / "tests/conftest.py").read_text(), "conftest.py", "exec")
     for path in project_root.rglob("*.yaml"):
         text = path.read_text()
         list(yaml.safe_load_all(text))  # all valid YAML
@@ -123,6 +124,9 @@ def test_create_api(project_root: Path) -> None:
         "config/samples/kustomization.yaml", "config/rbac/role.yaml",
     } <= set(files)  # fmt: skip
     assert all("&id" not in text for text in files.values())
+    test = files["tests/test_phpdeployment.py"]
+    compile(test, "test_phpdeployment.py", "exec")
+    assert 'RESOURCE = "phpdeployments.web.example.com"' in test and "web_v1_phpdeployment.yaml" in test
     write(project_root, files)
     [watch] = load_watches(project_root / "watches.yaml")
     assert (watch.group, watch.version, watch.kind) == ("web.example.com", "v1", "PhpDeployment")

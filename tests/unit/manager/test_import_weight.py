@@ -17,3 +17,16 @@ sys.exit(', '.join(sorted(heavy)) or 0)
 """
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, f"importing the Manager loaded {done.stderr.strip()}"
+
+
+def test_operator_imports_from_kubeop_stay_light() -> None:
+    """``from kubeop import ...`` loads only what the names need: no kinds, no pydantic."""
+    code = """
+import sys
+from kubeop import Client, Context, Controller, Manager, Request, Result, TerminalError, set_condition
+from kubeop import ApiResource, NotFound, PatchType, configure_logging, set_controller_reference
+heavy = {'pydantic', 'cryptography', 'aiohttp', 'kubeop.webhook', 'kubeop.crd'} & set(sys.modules)
+sys.exit(', '.join(sorted(heavy)) or 0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, f"importing from kubeop loaded {done.stderr.strip()}"

@@ -1,0 +1,513 @@
+"""The public API, pinned: ``kubeop.__all__`` exactly (httpx's habit) and every package's ``__all__``
+as a snapshot, so that any change of the public API shows up as a diff of this file.
+
+Changed a package's ``__all__`` on purpose? Update SNAPSHOT below in the same commit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import kubeop
+
+TOP_LEVEL = [
+    "AlreadyExists",
+    "ApiError",
+    "ApiResource",
+    "CamelModel",
+    "Client",
+    "Conflict",
+    "Context",
+    "Controller",
+    "CustomResource",
+    "Format",
+    "GenerationChanged",
+    "ListType",
+    "Manager",
+    "NotFound",
+    "PatchType",
+    "PrinterColumn",
+    "Request",
+    "Result",
+    "TerminalError",
+    "configure_logging",
+    "crd_manifest",
+    "find_condition",
+    "is_being_deleted",
+    "is_true",
+    "rbac_rule",
+    "set_condition",
+    "set_controller_reference",
+    "set_owner_reference",
+]
+
+# kubeop.kopf keeps kopf's own names (kopf.on, kopf.run, kopf.FINALIZER...) for a drop-in API, so
+# it is left out of the one-name-one-meaning check; its __all__ is still in the snapshot.
+_OWN_NAMESPACES = {"kubeop.kopf"}
+
+
+def _packages() -> list[str]:
+    return sorted(m.name for m in pkgutil.walk_packages(kubeop.__path__, "kubeop.") if m.ispkg)
+
+
+def test_top_level_all_is_pinned() -> None:
+    assert kubeop.__all__ == TOP_LEVEL
+
+
+@pytest.mark.parametrize("name", TOP_LEVEL)
+def test_top_level_names_resolve_to_their_home(name: str) -> None:
+    value = getattr(kubeop, name)
+    home = importlib.import_module(value.__module__)
+    assert getattr(home, name) is value
+    assert name in dir(kubeop)
+
+
+def test_unknown_top_level_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        kubeop.Nope  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(ImportError):
+        from kubeop import Nope  # type: ignore[attr-defined]  # noqa: F401
+
+
+def test_every_package_all_matches_the_snapshot() -> None:
+    found: dict[str, list[str] | None] = {}
+    for name in _packages():
+        exported = getattr(importlib.import_module(name), "__all__", None)
+        found[name] = None if exported is None else sorted(exported)
+    assert found == SNAPSHOT, "a package's __all__ changed: update SNAPSHOT in this file in the same commit"
+
+
+def test_every_exported_name_exists() -> None:
+    for name in _packages():
+        module = importlib.import_module(name)
+        missing = [n for n in getattr(module, "__all__", ()) if not hasattr(module, n)]
+        assert not missing, f"{name}.__all__ names what it does not define: {missing}"
+
+
+def test_a_public_name_means_one_thing() -> None:
+    """The same name exported by two packages is the same object (a re-export), never two things."""
+    seen: dict[str, tuple[str, object]] = {}
+    clashes = []
+    for name in ["kubeop", *_packages()]:
+        if name in _OWN_NAMESPACES:
+            continue
+        module = importlib.import_module(name)
+        for n in getattr(module, "__all__", ()):
+            value = getattr(module, n)
+            first = seen.setdefault(n, (name, value))
+            if first[1] is not value:
+                clashes.append(f"{n}: {first[0]} and {name}")
+    assert not clashes
+
+
+def test_import_kubeop_is_cheap() -> None:
+    code = "import sys, kubeop; sys.exit(' '.join(m for m in sys.modules if m.startswith('kubeop.')) or 0)"
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, f"import kubeop loaded {done.stderr.strip()}"
+
+
+SNAPSHOT: dict[str, list[str] | None] = {
+    "kubeop.cache": [
+        "Apply",
+        "Backoff",
+        "BackoffConfig",
+        "CacheMutationError",
+        "Delete",
+        "DeletedFinalStateUnknown",
+        "Delta",
+        "DeltaFIFO",
+        "DeltaType",
+        "Deltas",
+        "Event",
+        "FIFOClosed",
+        "FuncHandler",
+        "HandlerRegistration",
+        "IndexFunc",
+        "Indexer",
+        "Informer",
+        "Init",
+        "InitApply",
+        "InitDone",
+        "KeyFunc",
+        "ListWatch",
+        "ListerWatcher",
+        "MutationDetector",
+        "NAMESPACE_INDEX",
+        "Popped",
+        "Reflector",
+        "ReflectorStore",
+        "ResourceEventHandler",
+        "ServerProbe",
+        "SharedInformerFactory",
+        "Transform",
+        "VeryShortWatch",
+        "WatchStalled",
+        "Watcher",
+        "WatcherConfig",
+        "WatcherError",
+        "WatcherStats",
+        "chain",
+        "drop_fields",
+        "label_index",
+        "mutation_detection_enabled",
+        "namespace_index",
+        "object_key",
+        "probe_for",
+        "reflector",
+        "split_key",
+        "strip_managed_fields",
+        "watcher",
+    ],
+    "kubeop.cli": None,
+    "kubeop.client": [
+        "ApiConnectionError",
+        "Auth",
+        "BasicAuth",
+        "Client",
+        "ClientConfig",
+        "ConfigError",
+        "Credentials",
+        "Discovery",
+        "ExecAuth",
+        "ExecConfig",
+        "HttpTransport",
+        "KubeConfig",
+        "NoAuth",
+        "ObjectList",
+        "RESTMapper",
+        "ResourceLike",
+        "RetryPolicy",
+        "StaticToken",
+        "SyncClient",
+        "TokenBucket",
+        "TokenFile",
+        "Transport",
+        "UnknownResource",
+        "WatchEvent",
+        "default_kubeconfig_paths",
+        "in_cluster_config",
+        "is_in_cluster",
+        "load_config",
+        "load_kubeconfig",
+    ],
+    "kubeop.controller": [
+        "AnnotationChanged",
+        "Context",
+        "Controller",
+        "ControllerRuntime",
+        "EventHandler",
+        "EventRecorder",
+        "GenerationChanged",
+        "LabelChanged",
+        "Metrics",
+        "OwnershipError",
+        "Predicate",
+        "Reconciler",
+        "ReconcilerClient",
+        "Request",
+        "ResourceVersionChanged",
+        "Result",
+        "TerminalError",
+        "and_",
+        "contains",
+        "enqueue_for_object",
+        "enqueue_for_owner",
+        "enqueue_from_map",
+        "find_condition",
+        "is_true",
+        "label_selector",
+        "merge_desired",
+        "not_",
+        "or_",
+        "request_for",
+        "set_condition",
+        "set_controller_reference",
+        "set_owner_reference",
+    ],
+    "kubeop.core": [
+        "AlreadyExists",
+        "ApiError",
+        "ApiRequest",
+        "ApiResource",
+        "BadRequest",
+        "Conflict",
+        "Expired",
+        "FieldCause",
+        "FieldSelector",
+        "Forbidden",
+        "Gone",
+        "GroupVersionKind",
+        "GroupVersionResource",
+        "InternalError",
+        "Invalid",
+        "LabelSelector",
+        "MethodNotAllowed",
+        "Model",
+        "NotFound",
+        "ObjectKey",
+        "ObjectRef",
+        "Operator",
+        "PatchType",
+        "RequestBuilder",
+        "Requirement",
+        "SelectorError",
+        "ServerTimeout",
+        "ServiceUnavailable",
+        "TooManyRequests",
+        "Unauthorized",
+        "UnsupportedMediaType",
+        "error_from_response",
+        "error_from_status",
+        "from_dict",
+        "is_model_class",
+        "is_resource_version_too_large",
+        "join_api_version",
+        "key_of",
+        "meta",
+        "model_gvk",
+        "model_resource",
+        "parse_key",
+        "ref_of",
+        "split_api_version",
+        "to_dict",
+    ],
+    "kubeop.crd": [
+        "CRDError",
+        "CamelModel",
+        "CustomResource",
+        "Declaration",
+        "DeclarationError",
+        "EmbeddedResource",
+        "Format",
+        "IntOrString",
+        "ListType",
+        "MapType",
+        "ObjectMeta",
+        "Permissions",
+        "PolicyRule",
+        "PreserveUnknownFields",
+        "PrinterColumn",
+        "Quantity",
+        "Scale",
+        "Schema",
+        "SchemaError",
+        "Schemaless",
+        "ValidationRule",
+        "VersionError",
+        "check_structural",
+        "crd_manifest",
+        "crd_manifests",
+        "custom_resources",
+        "openapi_schema",
+        "rbac",
+        "rbac_rule",
+        "render_yaml",
+        "resource_schema",
+        "structural_violations",
+    ],
+    "kubeop.crd.rbac": [
+        "EVENT_VERBS",
+        "LEASE_VERBS",
+        "Permissions",
+        "PolicyRule",
+        "READ_VERBS",
+        "STATUS_VERBS",
+        "WRITE_VERBS",
+        "cluster_role",
+        "cluster_role_binding",
+        "declared_rules",
+        "editor_role",
+        "group_resource",
+        "leader_election_role",
+        "metrics_auth_role",
+        "metrics_reader_role",
+        "normalize_rules",
+        "rbac_rule",
+        "role",
+        "role_binding",
+        "service_account",
+        "viewer_role",
+    ],
+    "kubeop.helm": [
+        "DependentWatches",
+        "FINALIZER",
+        "Helm",
+        "HelmChartError",
+        "HelmError",
+        "HelmNotFound",
+        "HelmOperator",
+        "HelmReconciler",
+        "HelmStatus",
+        "ManifestError",
+        "RECONCILE_PERIOD_ANNOTATION",
+        "ROLLBACK_FORCE_ANNOTATION",
+        "Reason",
+        "Release",
+        "ReleaseError",
+        "ReleaseStore",
+        "UNINSTALL_WAIT_ANNOTATION",
+        "UPGRADE_FORCE_ANNOTATION",
+        "ValuesError",
+        "Watch",
+        "WatchesError",
+        "crd_for_chart",
+        "dependent_changed",
+        "diff_manifests",
+        "expand_env",
+        "find_helm",
+        "inject_owner_references",
+        "load_watches",
+        "manifests_equal",
+        "open_spec_schema",
+        "owner_requests",
+        "parse_manifest",
+        "parse_watches",
+        "release_values",
+        "run",
+        "schema_from_values_schema",
+        "write_watches",
+    ],
+    "kubeop.kopf": [
+        "ABSENT",
+        "Body",
+        "Diff",
+        "DiffItem",
+        "ErrorsMode",
+        "FINALIZER",
+        "HandlerRetriesError",
+        "HandlerTimeoutError",
+        "Logger",
+        "Memo",
+        "Meta",
+        "PRESENT",
+        "Patch",
+        "PermanentError",
+        "Reason",
+        "Registry",
+        "Spec",
+        "Status",
+        "TemporaryError",
+        "adopt",
+        "build_manager",
+        "default_registry",
+        "event",
+        "exception",
+        "info",
+        "on",
+        "operator",
+        "run",
+        "warn",
+    ],
+    "kubeop.manager": [
+        "LeaderElector",
+        "LeadershipLost",
+        "Manager",
+        "ProbeServer",
+        "configure_logging",
+    ],
+    "kubeop.queue": [
+        "BucketRateLimiter",
+        "Clock",
+        "CounterMetric",
+        "DelayingQueue",
+        "FakeClock",
+        "GaugeMetric",
+        "HistogramMetric",
+        "ItemExponentialFailureRateLimiter",
+        "ItemFastSlowRateLimiter",
+        "LoopClock",
+        "MaxOfRateLimiter",
+        "MetricsProvider",
+        "NoopMetricsProvider",
+        "QueueShutDown",
+        "RateLimiter",
+        "RateLimitingQueue",
+        "SettableGaugeMetric",
+        "SteppedClock",
+        "TimerHandle",
+        "WithMaxWaitRateLimiter",
+        "WorkQueue",
+        "default_controller_rate_limiter",
+    ],
+    "kubeop.scaffold": [
+        "ApiNames",
+        "ApiResult",
+        "Change",
+        "GENERATED",
+        "Generated",
+        "HELM_LAYOUT",
+        "HelmProject",
+        "HelmProjectError",
+        "PROJECT_FILE",
+        "Planned",
+        "Project",
+        "ProjectNames",
+        "Resource",
+        "ScaffoldError",
+        "WebhookResult",
+        "build_kustomization",
+        "check_namespace",
+        "copy_chart",
+        "create_api",
+        "create_webhook",
+        "find_helm_project",
+        "find_project",
+        "generated",
+        "helm_api_files",
+        "helm_project_files",
+        "init_project",
+        "load_project",
+        "pending",
+        "plan_helm_manifests",
+        "plan_manifests",
+        "stale_helm_manifests",
+        "stale_manifests",
+        "write_helm_build_context",
+        "write_planned",
+    ],
+    "kubeop.testing": [
+        "Binaries",
+        "BinaryError",
+        "ControlPlane",
+        "ControlPlaneError",
+        "ExistingCluster",
+        "FakeCluster",
+        "ensure_binaries",
+        "locate_binaries",
+    ],
+    "kubeop.testing.fake": [
+        "FakeCluster",
+        "FakeTransport",
+        "SteppableClock",
+    ],
+    "kubeop.webhook": [
+        "AdmissionRequest",
+        "AdmissionWebhook",
+        "Allowed",
+        "BadReview",
+        "CertRotator",
+        "CertSecret",
+        "Conversion",
+        "ConversionRequest",
+        "Denied",
+        "Endpoint",
+        "FieldError",
+        "LocalCertificates",
+        "Rule",
+        "Spoke",
+        "UserInfo",
+        "WebhookServer",
+        "Webhooks",
+        "defaulting",
+        "issue_serving",
+        "local_certificates",
+        "validating",
+        "webhook_configurations",
+        "with_conversion",
+    ],
+}

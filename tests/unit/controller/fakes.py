@@ -1,10 +1,16 @@
-"""In-memory stand-ins for the shared informer factory (unit tests of controller logic only)."""
+"""In-memory stand-ins for the shared informer factory, and the API side of a test on a FakeCluster."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+import orjson
+
+from kubeop.client import Client
+from kubeop.core.gvk import GroupVersionKind
 from kubeop.core.resource import ApiResource
+from kubeop.testing import FakeCluster
 
 
 class FakeStore:
@@ -116,3 +122,54 @@ def app(name: str, ns: str = "default", generation: int = 1, rv: str = "1") -> d
         },
         "spec": {"x": generation},
     }
+
+
+APP_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "apps.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "apps", "singular": "app", "kind": "App"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}}}],
+    },
+}
+
+
+class ClusterApi:
+    """The API side of a test: a fake cluster, a client of it, and the writes that client sent."""
+
+    def __init__(self) -> None:
+        self.cluster = FakeCluster()
+        self.cluster.add_crd(APP_CRD)
+        self.transport = self.cluster.transport()
+        self.client = Client(transport=self.transport)
+
+    @property
+    def writes(self) -> list[tuple[str, Any]]:
+        """(method[/subresource], body) of every write, in order; a DELETE's body is left out."""
+        out = []
+        for req in self.transport.sent:
+            if req.method in ("POST", "PUT", "PATCH"):
+                sub = "/status" if req.path.endswith("/status") else ""
+                out.append((req.method + sub, orjson.loads(req.body or b"null")))
+        return out
+
+    async def seed_update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Change ``obj`` in the cluster behind the client's back (whatever its resourceVersion)."""
+        async with self.cluster.client() as other:
+            current = await other.get(
+                await other.resource(GroupVersionKind.of(obj)), obj["metadata"]["name"], namespace="default"
+            )
+            body = copy.deepcopy(obj)
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            return await other.update(body)
+
+    async def seed(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` in the cluster behind the client's back (not counted as a write)."""
+        async with self.cluster.client() as other:
+            body = copy.deepcopy(obj)
+            for field in ("uid", "resourceVersion", "generation"):
+                body["metadata"].pop(field, None)
+            return await other.create(body)

@@ -27,8 +27,7 @@ from kubeop.controller.context import current_reconcile
 from kubeop.manager.logs import JsonFormatter, TextFormatter
 from kubeop.queue import ItemExponentialFailureRateLimiter
 
-from .fakes import APPS, CONFIGMAPS, FakeFactory, app
-from .test_client import FakeApi
+from .fakes import APPS, CONFIGMAPS, ClusterApi, FakeFactory, app
 
 TAG = re.compile(r" controller=app kind=App object=default/a reconcileID=([0-9a-f]{10})$")
 
@@ -72,6 +71,7 @@ def captured() -> Iterator[Captured]:
 def _runtime(factory: FakeFactory, api: Any = None) -> ControllerRuntime:
     client = ReconcilerClient(api, factory)  # type: ignore[arg-type]
     client._resources[("v1", "ConfigMap")] = CONFIGMAPS
+    client._resources[("example.com/v1", "App")] = APPS
     return ControllerRuntime(factory, client, EventRecorder(None, "test"), None, cache_sync_timeout=2)  # type: ignore[arg-type]
 
 
@@ -150,7 +150,7 @@ async def test_a_failing_streak_logs_one_traceback_then_short_retries_then_recov
 
 async def test_at_info_a_successful_reconcile_logs_nothing_and_a_change_one_line(captured: Captured) -> None:
     captured.use(TextFormatter(), logging.INFO)
-    api = FakeApi()
+    api = ClusterApi()
     calls: list[Request] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -162,7 +162,7 @@ async def test_at_info_a_successful_reconcile_logs_nothing_and_a_change_one_line
         }
         await ctx.client.create_or_update(cm)
 
-    await _run(reconcile, lambda: len(calls) == 1, api)
+    await _run(reconcile, lambda: len(calls) == 1, api.client)
     started, created = captured.lines()
     assert "controller started" in started
     assert "INFO kubeop.controller: created ConfigMap default/a controller=app" in created and TAG.search(
@@ -172,7 +172,7 @@ async def test_at_info_a_successful_reconcile_logs_nothing_and_a_change_one_line
 
 async def test_a_sync_reconciler_in_a_thread_is_tagged_too(captured: Captured) -> None:
     captured.use(TextFormatter(), logging.INFO)
-    api = FakeApi()
+    api = ClusterApi()
     calls: list[Request] = []
 
     def reconcile(req: Request, ctx: Any) -> None:
@@ -182,7 +182,7 @@ async def test_a_sync_reconciler_in_a_thread_is_tagged_too(captured: Captured) -
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}}
         )
 
-    await _run(reconcile, lambda: len(calls) == 1 and "created" in captured.text, api)
+    await _run(reconcile, lambda: len(calls) == 1 and "created" in captured.text, api.client)
     lines = captured.lines()[1:]
     assert len(lines) == 2 and all(TAG.search(ln) for ln in lines), captured.text
     assert len({TAG.search(ln).group(1) for ln in lines}) == 1  # type: ignore[union-attr]
@@ -275,38 +275,31 @@ async def test_the_traceback_starts_at_the_reconciler(captured: Captured, sync: 
 async def test_the_client_logs_each_change_once_and_what_changed_nothing_at_debug(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    api, factory = FakeApi(), FakeFactory()
-    client = _runtime(factory, api).client
-    cm = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
+    api, factory = ClusterApi(), FakeFactory()
+    client = _runtime(factory, api.client).client
+    await api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
+    obj = {
+        "apiVersion": "example.com/v1",
+        "kind": "App",
         "metadata": {"name": "c", "namespace": "ns"},
-        "data": {"a": "1"},
+        "spec": {"a": "1"},
     }
     with caplog.at_level(logging.DEBUG, logger="kubeop.controller"):
-        _, created = await client.create_or_update(cm)
-        await client.create_or_update(cm)  # unchanged: no request, no line
-        _, updated = await client.create_or_patch({**cm, "data": {"a": "2"}})
+        _, created = await client.create_or_update(obj)
+        await client.create_or_update(obj)  # unchanged: no request, no line
+        _, updated = await client.create_or_patch({**obj, "spec": {"a": "2"}})
         await client.patch_status(updated, {"phase": "Ready"})
         await client.add_finalizer(updated, "example.com/cleanup")
-        factory.informer(CONFIGMAPS).add(api.objects[("ConfigMap", "c")])
-        await client.remove_finalizer(api.objects[("ConfigMap", "c")], "example.com/cleanup")
-        same = api.objects[("ConfigMap", "c")]
-        api.patch = _same_answer(same)  # type: ignore[method-assign]
-        await client.patch(CONFIGMAPS, "c", {"data": {"a": "2"}}, namespace="ns")
+        current = await api.client.get(APPS, "c", namespace="ns")
+        factory.informer(APPS).add(current)
+        await client.remove_finalizer(current, "example.com/cleanup")
+        await client.patch(APPS, "c", {"spec": {"a": "2"}}, namespace="ns")  # the server changes nothing
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("INFO", "created ConfigMap ns/c"),
-        ("INFO", "patched ConfigMap ns/c"),
-        ("INFO", "patched status of ConfigMap ns/c"),
-        ("INFO", "added finalizer example.com/cleanup to ConfigMap ns/c"),
-        ("INFO", "removed finalizer example.com/cleanup from ConfigMap ns/c"),
-        ("DEBUG", "patched ConfigMap ns/c: unchanged"),
+        ("INFO", "created App ns/c"),
+        ("INFO", "patched App ns/c"),
+        ("INFO", "patched status of App ns/c"),
+        ("INFO", "added finalizer example.com/cleanup to App ns/c"),
+        ("INFO", "removed finalizer example.com/cleanup from App ns/c"),
+        ("DEBUG", "patched App ns/c: unchanged"),
     ]
     assert created["metadata"]["resourceVersion"] != updated["metadata"]["resourceVersion"]
-
-
-def _same_answer(obj: dict[str, Any]) -> Any:
-    async def patch(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        return obj
-
-    return patch

@@ -33,8 +33,9 @@ class FakeTransport:
         self._config = config
         self._closed = False
         self.observer: Observer | None = None
-        self.requests = 0
-        """How many requests (watches included) this transport has sent."""
+        self.sent: list[Request] = []
+        """Every request this transport sent (watches included), in order: what a test checks
+        a reconciler's writes with."""
 
     @property
     def config(self) -> ClientConfig:
@@ -43,7 +44,7 @@ class FakeTransport:
     def _check(self, req: ApiRequest) -> None:
         if self._closed:
             raise RuntimeError("the client is closed")
-        self.requests += 1
+        self.sent.append(req)
 
     def _observe(self, req: ApiRequest, code: int) -> None:
         if self.observer is not None:

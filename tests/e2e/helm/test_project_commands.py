@@ -141,11 +141,15 @@ def test_deploy_and_undeploy(control_plane: Any, project: Path) -> None:
     assert _get(control_plane, "clusterrole", f"{names}-manager-role") is None
 
 
-def test_the_projects_own_tests_pass(project: Path, helm_binary: Path) -> None:
+@pytest.mark.parametrize("mode", ["own", "existing"])
+def test_the_projects_own_tests_pass(project: Path, helm_binary: Path, control_plane: Any, mode: str) -> None:
     # The generated tests start their own etcd + kube-apiserver (pytest.ini asks for the minimal
-    # control plane) and run the operator on the sample, as `make test` does for a user.
+    # control plane), or use an existing cluster (KUBEOP_TEST_KUBECONFIG), and run the operator on
+    # the sample, as `make test` does for a user.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBEOP_TEST_", "PYTEST_"))}
     env["KUBEOP_HELM"] = str(helm_binary)
+    if mode == "existing":
+        env["KUBEOP_TEST_KUBECONFIG"] = control_plane.kubeconfig_path
     res = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 from kubeop.cli.helm import create_helm_api
 from kubeop.cli.output import Directory, errors_as_messages, project_at, report, say
 from kubeop.scaffold import create_api, create_webhook
+from kubeop.scaffold.project import check_webhook_certs
 
 app = typer.Typer(help="Add to the project: create api, create webhook.", no_args_is_help=True)
 
@@ -74,11 +76,21 @@ def webhook(
     conversion: Annotated[
         bool, typer.Option(help="a conversion webhook: this version is the hub, the kind's others spokes")
     ] = False,
+    webhook_certs: Annotated[
+        str | None,
+        typer.Option(
+            help="the certificate in the cluster: self-managed (a Secret the operator keeps; the default) or "
+            "cert-manager (recorded in PROJECT)"
+        ),
+    ] = None,
     directory: Directory = None,
 ) -> None:
     """Add webhooks for a kind: handlers on its model, a test, registration in main.py, config/webhook."""
     with errors_as_messages():
         project = project_at(directory)
+        if webhook_certs is not None and webhook_certs != project.webhook_certs:
+            project = replace(project, webhook_certs=check_webhook_certs(webhook_certs))
+            project.save()
         result = create_webhook(
             project,
             group=group,

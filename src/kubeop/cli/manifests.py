@@ -18,6 +18,7 @@ from kubeop.scaffold import (
     plan_manifests,
     write_planned,
 )
+from kubeop.scaffold.project import check_webhook_certs
 
 Check = Annotated[
     bool, typer.Option("--check", help="write nothing; fail if config/ is out of date (for CI)")
@@ -32,7 +33,21 @@ Namespace = Annotated[
 ]
 
 
-def manifests(directory: Directory = None, check: Check = False, namespace: Namespace = None) -> None:
+WebhookCerts = Annotated[
+    str | None,
+    typer.Option(
+        help="where the webhook certificate comes from in the cluster: self-managed (a Secret the operator "
+        "keeps) or cert-manager (recorded in PROJECT; default: as recorded, else self-managed)"
+    ),
+]
+
+
+def manifests(
+    directory: Directory = None,
+    check: Check = False,
+    namespace: Namespace = None,
+    webhook_certs: WebhookCerts = None,
+) -> None:
     """Write the CRDs, RBAC and samples index under config/ from the models and @rbac_rule declarations."""
     with errors_as_messages():
         helm = find_helm_project(directory or Path.cwd())
@@ -46,6 +61,15 @@ def manifests(directory: Directory = None, check: Check = False, namespace: Name
                 fail("--check writes nothing, so it cannot change the namespace: drop --namespace or --check")
             moved = f"namespace: {project.namespace} -> {namespace} (recorded in PROJECT)"
             project = replace(project, namespace=namespace)
+        if webhook_certs is not None and webhook_certs != project.webhook_certs:
+            check_webhook_certs(webhook_certs)
+            if check:
+                fail("--check writes nothing, so it cannot change the certificates: drop --webhook-certs")
+            changed = (
+                f"webhook certificates: {project.webhook_certs} -> {webhook_certs} (recorded in PROJECT)"
+            )
+            moved = f"{moved}\n{changed}" if moved else changed
+            project = replace(project, webhook_certs=webhook_certs)
         found = generated(project)
         plans = plan_manifests(project, found)
         if check:
@@ -72,6 +96,11 @@ def manifests(directory: Directory = None, check: Check = False, namespace: Name
     say(f"config/ is written for {', '.join(kinds) if kinds else 'no kinds yet'}")
 
 
-def generate(directory: Directory = None, check: Check = False, namespace: Namespace = None) -> None:
+def generate(
+    directory: Directory = None,
+    check: Check = False,
+    namespace: Namespace = None,
+    webhook_certs: WebhookCerts = None,
+) -> None:
     """Write everything derived from the code: the same as manifests (models need no generated code)."""
-    manifests(directory, check, namespace)
+    manifests(directory, check, namespace, webhook_certs)

@@ -1,5 +1,5 @@
-"""Just enough of kustomize to read what ``kubeop init`` scaffolds: ``resources``, ``images`` and
-``namespace``.
+"""Just enough of kustomize to read what ``kubeop init`` scaffolds: ``resources``, ``images``,
+``namespace`` and strategic-merge ``patches``.
 
 ``kubeop deploy`` applies ``config/default`` through :func:`build`, so the project needs no
 kustomize binary. The scaffolded kustomizations use only these fields (names are written into
@@ -7,7 +7,11 @@ the files themselves); anything else is refused with a pointer to ``kubectl appl
 runs the real kustomize. ``namespace`` does what kustomize's does to the objects kubeop writes:
 namespaced objects move there, a Namespace object is renamed to it, and so are the references to
 the namespace of a moved object (ServiceAccount subjects of bindings, the webhook Service of
-webhook configurations and CRD conversions).
+webhook configurations and CRD conversions). ``patches`` entries (a ``path`` or an inline
+``patch``, with an optional ``target`` of kind/name/namespace) are strategic merges: maps merge,
+the lists of a pod template merge by their key (containers, volumes and env by name, ports by
+containerPort, volume mounts by mountPath; the patch's items first, as kustomize orders them),
+other lists are replaced, and a null deletes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,21 @@ from kubeop.scaffold.errors import ScaffoldError
 __all__ = ["build", "image_name"]
 
 _FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-_UNDERSTOOD = frozenset({"apiVersion", "kind", "resources", "images", "namespace"})
+_UNDERSTOOD = frozenset({"apiVersion", "kind", "resources", "images", "namespace", "patches"})
+# the merge keys of the lists a strategic merge patch of a workload meets (Kubernetes' patchMergeKey)
+_MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "volumes": "name",
+    "env": "name",
+    "imagePullSecrets": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "ports": "containerPort",
+    "hostAliases": "ip",
+    "tolerations": "key",
+}
 # The cluster-scoped kinds an operator's config may hold; everything else is namespaced.
 CLUSTER_SCOPED = frozenset(
     {
@@ -114,6 +132,64 @@ def _set_namespace(objs: list[dict[str, Any]], namespace: str) -> None:
                 service["namespace"] = namespace
 
 
+def _merge(base: Any, patch: Any, field: str = "") -> Any:
+    """``patch`` merged into ``base`` as a strategic merge patch (see the module docstring)."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for key, value in patch.items():
+            if value is None:
+                out.pop(key, None)
+            elif key in out:
+                out[key] = _merge(out[key], value, key)
+            else:
+                out[key] = value
+        return out
+    key = _MERGE_KEYS.get(field)
+    if key and isinstance(base, list) and isinstance(patch, list):
+        # kustomize's order: the patch's items (merged with the old ones they name), then the rest
+        old = {item.get(key): item for item in base if isinstance(item, dict)}
+        named = [item.get(key) for item in patch if isinstance(item, dict)]
+        merged = [_merge(old[item[key]], item) if item.get(key) in old else item for item in patch]
+        return merged + [item for item in base if not (isinstance(item, dict) and item.get(key) in named)]
+    return patch
+
+
+def _patch(objs: list[dict[str, Any]], entry: Mapping[str, Any], kfile: Path) -> list[dict[str, Any]]:
+    if "path" in entry:
+        text = (kfile.parent / str(entry["path"])).read_text()
+    elif "patch" in entry:
+        text = str(entry["patch"])
+    else:
+        raise ScaffoldError(f"{kfile}: a patches entry needs a path or a patch: {dict(entry)!r}")
+    patch = yaml.safe_load(text)
+    if not isinstance(patch, dict):
+        raise ScaffoldError(
+            f"{kfile}: kubeop deploy applies strategic-merge patches only ({entry.get('path', 'inline')} is "
+            f"a JSON patch?); apply it with kubectl apply -k {kfile.parent} instead"
+        )
+    target = dict(entry.get("target") or {})
+    if not target:
+        md = patch.get("metadata") or {}
+        target = {"kind": patch.get("kind"), "name": md.get("name"), "namespace": md.get("namespace")}
+    body = {k: v for k, v in patch.items() if k not in ("apiVersion", "kind")}
+    body["metadata"] = {
+        k: v for k, v in (patch.get("metadata") or {}).items() if k not in ("name", "namespace")
+    } or None
+    if body["metadata"] is None:
+        del body["metadata"]
+    out, hits = [], 0
+    for obj in objs:
+        md = obj.get("metadata") or {}
+        actual = {"kind": obj.get("kind"), "name": md.get("name"), "namespace": md.get("namespace")}
+        if all(actual.get(k) == v for k, v in target.items() if k in actual and v):
+            obj = _merge(obj, body)
+            hits += 1
+        out.append(obj)
+    if not hits:
+        raise ScaffoldError(f"{kfile}: the patch {entry.get('path', 'inline')} matches no object ({target})")
+    return out
+
+
 def build(directory: Path, *, images: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The objects a kustomization directory stands for, in order.
 
@@ -143,6 +219,8 @@ def build(directory: Path, *, images: Mapping[str, str] | None = None) -> list[d
             raise ScaffoldError(f"{kfile} lists {entry}, which does not exist under {directory}")
     entries = [e for e in data.get("images") or () if isinstance(e, Mapping) and e.get("name")]
     entries += [{"name": n} for n in overrides if n not in {str(e["name"]) for e in entries}]
+    for patch in data.get("patches") or ():
+        objs = _patch(objs, patch, kfile)
     _set_images(objs, entries, overrides)
     namespace = data.get("namespace")
     if namespace:

@@ -37,6 +37,7 @@ from kubeop.crd.rbac import (
     editor_role,
     leader_election_role,
     metrics_reader_role,
+    role,
     role_binding,
     service_account,
     viewer_role,
@@ -115,10 +116,11 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
         raise ScaffoldError(f"cannot generate the CRDs: {e}") from None
     plans: list[Planned] = []
     bases = []
+    cert_manager = project.webhook_certs == "cert-manager"
     endpoint = Endpoint.service(
         names.prefixed("webhook-service"),
         namespace,
-        cert_manager=f"{namespace}/{names.prefixed('serving-cert')}",
+        cert_manager=f"{namespace}/{names.prefixed('serving-cert')}" if cert_manager else None,
     )
     conversions = {(c.group, c.kind): c for c in found.webhooks if isinstance(c, Conversion)}
     for i, crd in enumerate(crds):
@@ -134,6 +136,14 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
         bases.append(f"bases/{filename}")
         plans.append(_generated(f"config/crd/bases/{filename}", render_yaml(crd)))
     plans.append(_generated("config/crd/kustomization.yaml", _kustomization(bases)))
+    configs = webhook_configurations(found.webhooks, names.prefixed("webhook"), endpoint)
+    # what the CA goes into: "<resource>/<name>", as the manager's WEBHOOK_CA_INJECT says
+    inject = [f"{c['kind'].lower()}s/{c['metadata']['name']}" for c in configs]
+    inject += [
+        f"customresourcedefinitions/{c['metadata']['name']}"
+        for c in crds
+        if "webhook" in (c["spec"].get("conversion") or {})
+    ]
 
     sa = service_account(names.service_account, namespace)
     rbac: dict[str, Mapping[str, Any]] = {
@@ -163,6 +173,8 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
         lower = kind.lower()
         rbac[f"{lower}_editor_role.yaml"] = editor_role(model, name=names.prefixed(f"{lower}-editor-role"))
         rbac[f"{lower}_viewer_role.yaml"] = viewer_role(model, name=names.prefixed(f"{lower}-viewer-role"))
+    if inject and not cert_manager:
+        rbac.update(_cert_rbac(project, labels, sa, inject))
     plans.extend(_generated(f"config/rbac/{f}", render_yaml(obj)) for f, obj in rbac.items())
     plans.append(_generated("config/rbac/kustomization.yaml", _kustomization(rbac)))
 
@@ -175,8 +187,7 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
             existing.add(filename)
             plans.append(Planned(f"config/samples/{filename}", _sample(model)))
     plans.append(_generated("config/samples/kustomization.yaml", _kustomization(sorted(existing))))
-    configs = webhook_configurations(found.webhooks, names.prefixed("webhook"), endpoint)
-    if configs:
+    if inject:
         service = {
             "apiVersion": "v1",
             "kind": "Service",
@@ -186,31 +197,182 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
                 "namespace": namespace,
             },
             "spec": {
-                "ports": [{"port": 443, "protocol": "TCP", "targetPort": 9443}],
+                "ports": [{"port": 443, "protocol": "TCP", "targetPort": WEBHOOK_PORT}],
                 "selector": {"control-plane": "controller-manager", "app.kubernetes.io/name": names.name},
             },
         }
-        plans.append(_generated("config/webhook/manifests.yaml", render_yaml(configs)))
+        files = ["manifests.yaml", "service.yaml"] if configs else ["service.yaml"]
+        if configs:
+            plans.append(_generated("config/webhook/manifests.yaml", render_yaml(configs)))
         plans.append(_generated("config/webhook/service.yaml", render_yaml(service)))
-        plans.append(
-            _generated(
-                "config/webhook/kustomization.yaml", _kustomization(["manifests.yaml", "service.yaml"])
-            )
-        )
-    plans.extend(
-        default_config(
-            project.project_name, project.namespace, labels, webhooks=bool(configs) or bool(conversions)
-        )
-    )
+        plans.append(_generated("config/webhook/kustomization.yaml", _kustomization(files)))
+        if cert_manager:
+            plans.extend(_certmanager(project, labels))
+    plans.extend(_default(project, labels, inject=inject))
     return plans
 
 
+# Where the webhook server reads tls.crt / tls.key in the manager's container (controller-runtime's
+# default, so the same Secret works with both); a volume, as the root filesystem is read-only.
+CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+WEBHOOK_PORT = 9443
+
+
+def _cert_secret(project: Project) -> str:
+    return project.names.prefixed("webhook-server-cert")
+
+
+def _cert_rbac(
+    project: Project, labels: Mapping[str, str], sa: Mapping[str, str], inject: list[str]
+) -> dict[str, Mapping[str, Any]]:
+    """What self-managed certificates need: the Secret in the operator's namespace (create can
+    name no object, so the Role grants it there only), and get/patch on each configuration and
+    CRD the CA goes into, by name."""
+    names = project.names
+    secret = _cert_secret(project)
+    secret_rules = [
+        PolicyRule(("",), ("secrets",), ("create",)),
+        PolicyRule(("",), ("secrets",), ("get", "update"), resource_names=(secret,)),
+    ]
+    by_resource: dict[str, list[str]] = {}
+    for entry in inject:
+        resource, _, name = entry.partition("/")
+        by_resource.setdefault(resource, []).append(name)
+    inject_rules = [
+        PolicyRule(
+            ("apiextensions.k8s.io" if r == "customresourcedefinitions" else "admissionregistration.k8s.io",),
+            (r,),
+            ("get", "patch"),
+            resource_names=tuple(sorted(n)),
+        )
+        for r, n in sorted(by_resource.items())
+    ]
+    return {
+        "webhook_cert_role.yaml": role(
+            names.prefixed("webhook-cert-role"), secret_rules, namespace=project.namespace, labels=labels
+        ),
+        "webhook_cert_role_binding.yaml": role_binding(
+            names.prefixed("webhook-cert-rolebinding"),
+            names.prefixed("webhook-cert-role"),
+            [sa],
+            namespace=project.namespace,
+            labels=labels,
+        ),
+        "webhook_ca_injection_role.yaml": cluster_role(
+            names.prefixed("webhook-ca-injection-role"), inject_rules, labels=labels
+        ),
+        "webhook_ca_injection_role_binding.yaml": cluster_role_binding(
+            names.prefixed("webhook-ca-injection-rolebinding"),
+            names.prefixed("webhook-ca-injection-role"),
+            [sa],
+            labels=labels,
+        ),
+    }
+
+
+def _certmanager(project: Project, labels: Mapping[str, str]) -> list[Planned]:
+    """config/certmanager: a self-signed Issuer and the webhook Service's Certificate (cert-manager
+    writes the Secret the manager mounts and injects the CA where the annotations say)."""
+    names, namespace = project.names, project.namespace
+    service = names.prefixed("webhook-service")
+    issuer = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Issuer",
+        "metadata": {
+            "labels": dict(labels),
+            "name": names.prefixed("selfsigned-issuer"),
+            "namespace": namespace,
+        },
+        "spec": {"selfSigned": {}},
+    }
+    certificate = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"labels": dict(labels), "name": names.prefixed("serving-cert"), "namespace": namespace},
+        "spec": {
+            "dnsNames": [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"],
+            "issuerRef": {"kind": "Issuer", "name": names.prefixed("selfsigned-issuer")},
+            "secretName": _cert_secret(project),
+        },
+    }
+    return [
+        _generated("config/certmanager/certificate.yaml", render_yaml([issuer, certificate])),
+        _generated("config/certmanager/kustomization.yaml", _kustomization(["certificate.yaml"])),
+    ]
+
+
+def _webhook_patch(project: Project, inject: list[str]) -> Mapping[str, Any]:
+    """The manager Deployment's webhook wiring, as a strategic-merge patch: the port, the cert
+    volume and the settings main.py reads from the environment."""
+    names = project.names
+    cert_manager = project.webhook_certs == "cert-manager"
+    env = [
+        {"name": "WEBHOOK_BIND_ADDRESS", "value": f"0.0.0.0:{WEBHOOK_PORT}"},
+        {"name": "WEBHOOK_CERT_DIR", "value": CERT_DIR},
+    ]
+    mount: dict[str, Any] = {"mountPath": CERT_DIR, "name": "webhook-certs"}
+    volume: dict[str, Any] = {"name": "webhook-certs"}
+    if cert_manager:
+        mount["readOnly"] = True
+        volume["secret"] = {"secretName": _cert_secret(project)}
+    else:
+        env += [
+            {"name": "WEBHOOK_CERT_SECRET", "value": _cert_secret(project)},
+            {"name": "WEBHOOK_SERVICE", "value": names.prefixed("webhook-service")},
+            {"name": "WEBHOOK_CA_INJECT", "value": ",".join(inject)},
+        ]
+        volume["emptyDir"] = {}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": names.deployment},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "manager",
+                            "env": env,
+                            "ports": [
+                                {"containerPort": WEBHOOK_PORT, "name": "webhook-server", "protocol": "TCP"}
+                            ],
+                            "volumeMounts": [mount],
+                        }
+                    ],
+                    "volumes": [volume],
+                }
+            }
+        },
+    }
+
+
+def _default(project: Project, labels: Mapping[str, str], *, inject: list[str]) -> list[Planned]:
+    """config/default of a Python project: with webhooks config/webhook (and config/certmanager)
+    and the patch that wires the manager Deployment for them."""
+    patch = (project.names.deployment, _webhook_patch(project, inject)) if inject else None
+    return default_config(
+        project.project_name,
+        project.namespace,
+        labels,
+        webhooks=bool(inject),
+        certmanager=bool(inject) and project.webhook_certs == "cert-manager",
+        manager_patch=patch,
+    )
+
+
 def default_config(
-    project_name: str, deploy_namespace: str, labels: Mapping[str, str], *, webhooks: bool
+    project_name: str,
+    deploy_namespace: str,
+    labels: Mapping[str, str],
+    *,
+    webhooks: bool,
+    certmanager: bool = False,
+    manager_patch: tuple[str, Mapping[str, Any]] | None = None,
 ) -> list[Planned]:
     """config/default: the deploy namespace (kustomize's ``namespace:``, the one place that sets
     it for every object) and its Namespace object, then each part of the operator (the same for
-    Python and Helm projects)."""
+    Python and Helm projects); ``manager_patch`` (the Deployment's name, a strategic-merge patch)
+    goes into ``manager_webhook_patch.yaml``."""
     namespace = {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -219,8 +381,16 @@ def default_config(
     resources = ["namespace.yaml", "../crd", "../rbac", "../manager"]
     if webhooks:
         resources.append("../webhook")
+    if certmanager:
+        resources.append("../certmanager")
     resources.append("metrics_service.yaml")
-    kustomization = {"namespace": deploy_namespace, "resources": resources}
+    kustomization: dict[str, Any] = {"namespace": deploy_namespace, "resources": resources}
+    plans = []
+    if manager_patch is not None:
+        deployment, patch = manager_patch
+        target = {"kind": "Deployment", "name": deployment}
+        kustomization["patches"] = [{"path": "manager_webhook_patch.yaml", "target": target}]
+        plans.append(_generated("config/default/manager_webhook_patch.yaml", render_yaml(patch)))
     head = (
         f"# {project_name} as `kubeop deploy` applies it "
         "(`kubectl apply -k config/default` works too).\n"
@@ -229,6 +399,7 @@ def default_config(
     return [
         _generated("config/default/namespace.yaml", render_yaml(namespace)),
         _generated("config/default/kustomization.yaml", head + dump_yaml(kustomization)),
+        *plans,
     ]
 
 

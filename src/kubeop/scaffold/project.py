@@ -24,7 +24,9 @@ Commands find the project by walking up from the current directory to the first 
 ``namespace`` is where ``kubeop deploy`` puts the operator (``<projectName>-system`` when the key
 is missing); ``kubeop init --namespace`` and ``kubeop manifests --namespace`` set it, and every
 file ``kubeop manifests`` writes follows it. Keys kubeop does not know are kept as they are when
-the file is written back.
+the file is written back. ``webhookCerts`` says where the webhook server's certificate comes from
+in the cluster: ``self-managed`` (the default: the operator keeps it in a Secret) or
+``cert-manager``; ``kubeop manifests --webhook-certs`` sets it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,16 @@ from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.names import ApiNames, ProjectNames, check_namespace
 from kubeop.scaffold.render import dump_yaml
 
-__all__ = ["LAYOUT", "PROJECT_FILE", "Project", "Resource", "find_project", "load_project"]
+__all__ = [
+    "LAYOUT",
+    "PROJECT_FILE",
+    "WEBHOOK_CERTS",
+    "Project",
+    "Resource",
+    "check_webhook_certs",
+    "find_project",
+    "load_project",
+]
 
 PROJECT_FILE = "PROJECT"
 LAYOUT = "python.kubeop.dev/v1"
@@ -47,7 +58,18 @@ _HEADER = (
     "# Written by kubeop init and kubeop create api: it records the project's layout and APIs.\n"
     "# Commands read it; edit it only to correct what they recorded.\n"
 )
-_KNOWN = ("domain", "layout", "namespace", "package", "projectName", "repo", "resources", "version")
+_KNOWN = (
+    "domain",
+    "layout",
+    "namespace",
+    "package",
+    "projectName",
+    "repo",
+    "resources",
+    "version",
+    "webhookCerts",
+)
+WEBHOOK_CERTS = ("self-managed", "cert-manager")
 
 
 @dataclass(frozen=True)
@@ -123,6 +145,8 @@ class Project:
     extra: dict[str, Any] = field(default_factory=dict)
     namespace: str = ""
     """Where ``deploy`` puts the operator; empty: ``<projectName>-system``."""
+    webhook_certs: str = "self-managed"
+    """Where the webhook server's certificate comes from in the cluster (:data:`WEBHOOK_CERTS`)."""
 
     def __post_init__(self) -> None:
         if not self.namespace:
@@ -154,6 +178,8 @@ class Project:
         if self.resources:
             data["resources"] = [r.to_dict() for r in self.resources]
         data["version"] = "3"
+        if self.webhook_certs != "self-managed":
+            data["webhookCerts"] = self.webhook_certs
         data.update(self.extra)
         return _HEADER + dump_yaml(dict(sorted(data.items())))
 
@@ -190,6 +216,8 @@ def load_project(root: Path) -> Project:
     names = ProjectNames(name)
     namespace = str(data.get("namespace") or names.namespace)
     check_namespace(namespace, source=f"{path}: namespace")
+    certs = str(data.get("webhookCerts") or "self-managed")
+    check_webhook_certs(certs, source=f"{path}: webhookCerts")
     return Project(
         root=root,
         domain=str(data.get("domain") or ""),
@@ -200,7 +228,17 @@ def load_project(root: Path) -> Project:
         layout=layout,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
         namespace=namespace,
+        webhook_certs=certs,
     )
+
+
+def check_webhook_certs(value: str, *, source: str = "--webhook-certs") -> str:
+    if value not in WEBHOOK_CERTS:
+        raise ScaffoldError(
+            f"{source} {value!r} is not a certificate source: use self-managed (the operator keeps a CA "
+            "and a certificate in a Secret) or cert-manager (a Certificate; cert-manager must be installed)"
+        )
+    return value
 
 
 def find_project(start: Path) -> Project:

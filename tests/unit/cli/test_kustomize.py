@@ -133,3 +133,86 @@ def test_namespace_moves_namespaced_objects_and_what_refers_to_them(tmp_path: Pa
     ]
     assert hook["webhooks"][0]["clientConfig"]["service"]["namespace"] == "new"
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"] == "new"
+
+
+def _patched(tmp_path: Path, patch: object, **entry: object) -> list[dict[str, object]]:
+    (tmp_path / "d.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "m", "namespace": "ns"},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "manager",
+                                    "image": "controller:latest",
+                                    "args": ["--a"],
+                                    "env": [{"name": "A", "value": "1"}],
+                                    "ports": [{"containerPort": 8080, "name": "metrics"}],
+                                },
+                                {"name": "sidecar", "image": "s"},
+                            ]
+                        }
+                    }
+                },
+            }
+        )
+    )
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(patch))
+    kustomization = {"resources": ["d.yaml"], "patches": [{"path": "p.yaml", **entry}]}
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return build_kustomization(tmp_path)
+
+
+def test_a_strategic_merge_patch_merges_lists_by_their_key(tmp_path: Path) -> None:
+    patch = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "other-name-the-target-wins"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "manager",
+                            "args": ["--b"],
+                            "env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}],
+                            "ports": [{"containerPort": 9443, "name": "webhook-server"}],
+                        }
+                    ],
+                    "volumes": [{"name": "certs", "emptyDir": {}}],
+                }
+            }
+        },
+    }
+    (dep,) = _patched(tmp_path, patch, target={"kind": "Deployment", "name": "m"})
+    assert dep["metadata"] == {"name": "m", "namespace": "ns"}
+    pod = dep["spec"]["template"]["spec"]  # type: ignore[index]
+    manager, sidecar = pod["containers"]
+    assert manager["args"] == ["--b"]  # a list without a merge key is replaced
+    assert manager["env"] == [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]
+    assert [p["containerPort"] for p in manager["ports"]] == [9443, 8080]  # kustomize's order
+    assert manager["image"] == "controller:latest" and sidecar == {"name": "sidecar", "image": "s"}
+    assert pod["volumes"] == [{"name": "certs", "emptyDir": {}}]
+
+
+def test_a_patch_finds_its_target_by_its_own_name_and_null_deletes(tmp_path: Path) -> None:
+    patch = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "m"},
+        "spec": {"template": None},
+    }
+    (dep,) = _patched(tmp_path, patch)
+    assert dep["spec"] == {}
+
+
+def test_a_patch_that_matches_nothing_or_is_a_json_patch_is_refused(tmp_path: Path) -> None:
+    patch = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "zzz"}}
+    with pytest.raises(ScaffoldError, match="matches no object"):
+        _patched(tmp_path, patch)
+    with pytest.raises(ScaffoldError, match="strategic-merge patches only"):
+        _patched(tmp_path, [{"op": "remove", "path": "/spec"}], target={"kind": "Deployment"})

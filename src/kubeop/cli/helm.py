@@ -18,9 +18,11 @@ from kubeop.scaffold import (
     HelmProject,
     HelmProjectError,
     Planned,
+    ScaffoldError,
     check_namespace,
     copy_chart,
     find_helm_project,
+    find_project,
     helm_api_files,
     helm_project_files,
     pending,
@@ -45,6 +47,14 @@ def _plans(files: dict[str, str]) -> list[Planned]:
         return Planned(path, content)
 
     return [policy(path, content) for path, content in files.items()]
+
+
+def _python_project(start: Path) -> bool:
+    try:
+        find_project(start)
+    except ScaffoldError:
+        return False
+    return True
 
 
 def init_helm(
@@ -81,6 +91,12 @@ def create_helm_api(
     try:
         project = find_helm_project(start)
         if project is None:
+            if _python_project(start):
+                fail(
+                    f"{start.resolve()} is in a Python kubeop project, which has no charts: drop "
+                    "--helm-chart to scaffold a kind with its controller, or make a Helm project with "
+                    "kubeop init --plugin helm"
+                )
             fail(
                 f"{start.resolve()} is not inside a Helm operator project: create one with "
                 "kubeop init --plugin helm --domain example.com --repo ..."

@@ -209,3 +209,11 @@ def test_docker_build_takes_kubeop_from_a_vcs_url(tmp_path: Path) -> None:
     assert not (context / "wheels").exists()
     code, out = run("docker-build", "--context-only", "--dir", str(root), "--kubeop-from", "nonsense")
     assert code == 1 and "--kubeop-from 'nonsense'" in out and "Traceback" not in out
+
+
+def test_helm_chart_in_a_python_project_says_to_drop_it(tmp_path: Path) -> None:
+    root = tmp_path / "py-operator"
+    assert run("init", "--domain", "example.com", "--repo", "r", "--dir", str(root))[0] == 0
+    code, out = run("create", "api", "--group", "web", "--version", "v1", "--kind", "X",
+                    "--helm-chart", str(EXAMPLE_CHART), "--dir", str(root))  # fmt: skip
+    assert code == 1 and "is in a Python kubeop project" in out and "drop --helm-chart" in out

@@ -18,9 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from kubeop.controller import Request, set_condition
-from kubeop.core.resource import ApiResource
-from kubeop.crd import CamelModel, ObjectMeta
+from kubeop import ApiResource, CamelModel, ObjectMeta, Request, set_condition
 
 PODS = ApiResource("", "v1", "pods", kind="Pod")
 SECRETS = ApiResource("", "v1", "secrets", kind="Secret")

@@ -17,9 +17,7 @@ from typing import Any
 
 from examples.application import crd
 from examples.application.operator import APPLICATIONS, DEPLOYMENTS, controller
-from kubeop.client import Client
-from kubeop.controller import is_true
-from kubeop.manager import Manager
+from kubeop import Client, Manager, is_true
 from kubeop.testing import ControlPlane
 
 NAMESPACE = "demo"

@@ -14,7 +14,8 @@ import copy
 from typing import Any
 
 from examples.application.crd import Application
-from kubeop.controller import (
+from kubeop import (
+    ApiResource,
     Context,
     Controller,
     GenerationChanged,
@@ -24,7 +25,6 @@ from kubeop.controller import (
     set_condition,
     set_controller_reference,
 )
-from kubeop.core.resource import ApiResource
 
 APPLICATIONS = Application.resource
 DEPLOYMENTS = ApiResource("apps", "v1", "deployments", kind="Deployment")

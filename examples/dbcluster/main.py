@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from examples.dbcluster.controllers.databasecluster import controller
-from kubeop.manager import Manager, configure_logging
+from kubeop import Manager, configure_logging
 
 NAME = "dbcluster-operator"
 

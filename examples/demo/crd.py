@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from kubeop.crd import CamelModel, CustomResource, PrinterColumn, crd_manifest
+from kubeop import CamelModel, CustomResource, PrinterColumn, crd_manifest
 
 
 class DemoSpec(CamelModel):

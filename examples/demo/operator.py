@@ -10,9 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from examples.demo.crd import Demo
-from kubeop.controller import Context, Controller, Request, set_controller_reference
-from kubeop.core import meta
-from kubeop.core.resource import ApiResource
+from kubeop import ApiResource, Context, Controller, Request, is_being_deleted, set_controller_reference
 
 DEMOS = Demo.resource
 PODS = ApiResource("", "v1", "pods", kind="Pod")
@@ -49,7 +47,7 @@ async def reconcile(req: Request, ctx: Context) -> None:
         return  # deleted; its Pod is garbage-collected
     want = desired_pod(demo)
     current = await ctx.client.get(PODS, want["metadata"]["name"], namespace=req.namespace)
-    if current is not None and meta.is_being_deleted(current):
+    if current is not None and is_being_deleted(current):
         return  # the Pod's delete event brings us back once it is gone
     if current is None:
         await ctx.client.create_or_update(want)

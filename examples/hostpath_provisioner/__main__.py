@@ -1,7 +1,7 @@
 """Run the hostPath provisioner against the current kubeconfig: python -m examples.hostpath_provisioner"""
 
 from examples.hostpath_provisioner.provisioner import controllers
-from kubeop.manager import Manager, configure_logging
+from kubeop import Manager, configure_logging
 
 configure_logging()  # text, or KUBEOP_LOG_FORMAT=json; KUBEOP_LOG_LEVEL
 manager = Manager(name="hostpath-provisioner", metrics_address=None, health_address=None)

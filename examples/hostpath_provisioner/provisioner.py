@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 from examples.kube import PVCS, PVS, PersistentVolume, PersistentVolumeClaim, StorageClass
-from kubeop.controller import Context, Controller, Request, TerminalError
+from kubeop import Context, Controller, Request, TerminalError
 
 PROVISIONER = "kubeop.dev/hostpath"
 PROVISIONER_ANNOTATIONS = (

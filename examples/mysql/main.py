@@ -13,7 +13,7 @@ import os
 
 from examples.mysql.controllers.mysql import controller
 from examples.mysql.controllers.notify import Mailer
-from kubeop.manager import Manager, configure_logging
+from kubeop import Manager, configure_logging
 
 NAME = "mysql-operator"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kubeop.core.resource import ApiResource
+from kubeop import ApiResource
 from kubeop.helm import HelmOperator, load_watches
 
 HERE = Path(__file__).parent

@@ -11,8 +11,8 @@ named after what they hold (``kubeop.client``, ``kubeop.cache``, ``kubeop.crd``,
 - owners, finalizers and conditions: :func:`set_controller_reference`, :func:`set_owner_reference`,
   :func:`is_being_deleted` (``ctx.client.finalize`` runs the finalizer), :func:`set_condition`,
   :func:`find_condition`, :func:`is_true`;
-- kinds of your own: :class:`CustomResource`, :class:`CamelModel`, the markers :class:`PrinterColumn`,
-  :class:`Format` and :class:`ListType`, :func:`crd_manifest`, :func:`rbac_rule`.
+- kinds of your own: :class:`CustomResource`, :class:`CamelModel`, :class:`ObjectMeta`, the markers
+  :class:`PrinterColumn`, :class:`Format` and :class:`ListType`, :func:`crd_manifest`, :func:`rbac_rule`.
 
 The names load on first use, so ``import kubeop`` stays cheap and an operator that declares no
 kinds of its own never imports pydantic.
@@ -42,7 +42,15 @@ if TYPE_CHECKING:
     from kubeop.core.meta import is_being_deleted
     from kubeop.core.patch import PatchType
     from kubeop.core.resource import ApiResource
-    from kubeop.crd import CamelModel, CustomResource, Format, ListType, PrinterColumn, crd_manifest
+    from kubeop.crd import (
+        CamelModel,
+        CustomResource,
+        Format,
+        ListType,
+        ObjectMeta,
+        PrinterColumn,
+        crd_manifest,
+    )
     from kubeop.crd.rbac import rbac_rule
     from kubeop.manager import Manager, configure_logging
 
@@ -63,6 +71,7 @@ __all__ = [
     "ListType",
     "Manager",
     "NotFound",
+    "ObjectMeta",
     "PatchType",
     "PrinterColumn",
     "Request",
@@ -95,6 +104,7 @@ _HOME = {
     "ListType": "kubeop.crd",
     "Manager": "kubeop.manager",
     "NotFound": "kubeop.core.errors",
+    "ObjectMeta": "kubeop.crd",
     "PatchType": "kubeop.core.patch",
     "PrinterColumn": "kubeop.crd",
     "Request": "kubeop.controller",

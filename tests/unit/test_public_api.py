@@ -30,6 +30,7 @@ TOP_LEVEL = [
     "ListType",
     "Manager",
     "NotFound",
+    "ObjectMeta",
     "PatchType",
     "PrinterColumn",
     "Request",

@@ -47,14 +47,7 @@ from examples.kube import (
     set_conditions,
     status_dict,
 )
-from kubeop.controller import (
-    Context,
-    Controller,
-    GenerationChanged,
-    Request,
-    Result,
-    set_controller_reference,
-)
+from kubeop import Context, Controller, GenerationChanged, Request, Result, set_controller_reference
 
 MANAGER = "dbcluster-operator"
 FINALIZER = "db.example.com/decommission"

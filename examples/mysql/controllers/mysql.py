@@ -51,15 +51,15 @@ from examples.kube import (
 )
 from examples.mysql.api.v1alpha1.mysql import MySQL, MySQLStatus, Notification, TrackedPod
 from examples.mysql.controllers.notify import Mail, Mailer
-from kubeop.controller import (
+from kubeop import (
     Context,
     Controller,
     GenerationChanged,
+    PatchType,
     Request,
     Result,
     set_controller_reference,
 )
-from kubeop.core.patch import PatchType
 
 MANAGER = "mysql-operator"
 FINALIZER = "db.example.com/stop-and-notify"

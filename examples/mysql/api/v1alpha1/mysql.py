@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from examples.kube import Condition
-from kubeop.crd import CamelModel, CustomResource, PrinterColumn, crd_manifest
+from kubeop import CamelModel, CustomResource, PrinterColumn, crd_manifest
 
 
 class SecretKeyRef(CamelModel):

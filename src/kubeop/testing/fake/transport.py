@@ -33,7 +33,7 @@ class FakeTransport:
         self._config = config
         self._closed = False
         self.observer: Observer | None = None
-        self.sent: list[Request] = []
+        self.sent: list[ApiRequest] = []
         """Every request this transport sent (watches included), in order: what a test checks
         a reconciler's writes with."""
 

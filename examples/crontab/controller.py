@@ -198,6 +198,8 @@ class CronTabController:
                 f"missed the run at {rfc3339(todo.missed)}: more than spec.startingDeadlineSeconds "
                 f"({ct.spec.starting_deadline_seconds} s) ago; {message}"
             )
+        elif (said := condition(status.conditions, "Scheduled")) and said.reason == "TooManyMissedTimes":
+            reason, message = said.reason, said.message  # until the next run: it still holds
         await self._report(ctx, ct, status, ok, reason, message)
         return Result(requeue_after=_requeue_after(todo, ctx.now()))
 

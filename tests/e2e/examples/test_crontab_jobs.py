@@ -12,6 +12,7 @@ seconds the test really takes never reach a scheduled time by themselves.
   recent time's. Stopped again and started past startingDeadlineSeconds: no Job, a
   MissedSchedule condition and Warning Event; the next time runs as usual.
 - Two operator instances at once: one Job per scheduled time.
+- More than 100 missed times (no deadline): the most recent runs, TooManyMissedTimes says so.
 - An invalid schedule: a Scheduled=False InvalidSchedule condition naming the field, one Warning
   Event, no Job, and no hot loop (the object is not written again, the warning not repeated).
 """
@@ -186,10 +187,13 @@ async def test_jobs_at_the_stepped_times_history_restart_and_deadline(plane: Con
                 return set(await jobs(client, "backup")) == kept
 
             await eventually(trimmed, 10, f"history trimmed to {sorted(kept)}")
-            st = await status(client, "backup")
-            assert st["active"] == [] and st["lastSuccessfulTime"] == (
-                times[-1] + dt.timedelta(seconds=3)
-            ).strftime("%Y-%m-%dT%H:%M:%SZ")
+            done = (times[-1] + dt.timedelta(seconds=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+            async def observed() -> bool:
+                st = await status(client, "backup")
+                return st["active"] == [] and st.get("lastSuccessfulTime") == done
+
+            await eventually(observed, 10, f"no active Job and lastSuccessfulTime {done}")
 
         # down for two scheduled times: one Job, the most recent
         before = set(await jobs(client, "backup"))
@@ -238,6 +242,21 @@ async def test_two_instances_create_one_job_per_time(
             len({j["metadata"]["annotations"]["stable.example.com/scheduled-at"] for j in found.values()})
             == 3
         )
+
+
+async def test_more_than_100_missed_times_run_the_most_recent_and_say_so(plane: ControlPlane) -> None:
+    async with client_for(plane.kubeconfig_path) as client:
+        _, clock, schedule = await create(client, crontab("many", "0 * * * *"))
+        first = schedule.next_after(clock.utcnow())
+        step_past(clock, first + dt.timedelta(hours=101))  # 102 hourly times since the creation
+        recent = first + dt.timedelta(hours=101)
+        async with operator(plane.kubeconfig_path, clock):
+            why = await eventually(
+                lambda: _reason(client, "many", "TooManyMissedTimes"), 10, "TooManyMissedTimes"
+            )
+            assert why is not None and "more than 100 scheduled times were missed" in why
+            await eventually(lambda: _event(client, "TooManyMissedTimes"), 10, "a Warning Event")
+            assert set(await jobs(client, "many")) == {job_name("many", recent)}
 
 
 async def test_invalid_schedule_is_a_condition_and_one_event(

@@ -177,3 +177,20 @@ async def test_clients_share_the_cluster() -> None:
     assert isinstance(one, Client)
     await one.close()
     await other.close()
+
+
+async def test_metadata_only_lists_and_watches() -> None:
+    """What ListWatch asks for with metadata_only=True: PartialObjectMetadata, given its kind again."""
+    from kubeop.cache.listwatch import ListWatch
+
+    cluster = FakeCluster()
+    async with cluster.client() as api:
+        await api.create(cm("m", big="x" * 100))
+        source = ListWatch(api, CM, namespace="default", metadata_only=True)
+        page = await source.list(limit=None, continue_=None, resource_version=None)
+        assert [(o["kind"], o["metadata"]["name"]) for o in page] == [("ConfigMap", "m")]
+        assert "data" not in page.items[0]
+        events = await source.watch(resource_version=page.resource_version, timeout_seconds=None)
+        await api.patch(CM, "m", {"data": {"big": "y"}})
+        event = await anext(aiter(events))
+        assert event.type == "MODIFIED" and event.object["kind"] == "ConfigMap" and "data" not in event.object

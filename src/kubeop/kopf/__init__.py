@@ -24,9 +24,11 @@ from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, Permane
 from kubeop.kopf.events import event, exception, info, warn
 from kubeop.kopf.handlers import ABSENT, PRESENT, ErrorsMode, Reason
 from kubeop.kopf.hierarchies import adopt
+from kubeop.kopf.on import daemon, timer
 from kubeop.kopf.processing import FINALIZER, Memo
 from kubeop.kopf.registry import Registry, default_registry
 from kubeop.kopf.running import build_manager, operator, run
+from kubeop.kopf.spawning import DaemonStopped
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 """The type of the ``logger`` kwarg (``kopf.Logger``)."""
@@ -36,6 +38,7 @@ __all__ = [
     "FINALIZER",
     "PRESENT",
     "Body",
+    "DaemonStopped",
     "Diff",
     "DiffItem",
     "ErrorsMode",
@@ -53,6 +56,7 @@ __all__ = [
     "TemporaryError",
     "adopt",
     "build_manager",
+    "daemon",
     "default_registry",
     "event",
     "exception",
@@ -60,5 +64,6 @@ __all__ = [
     "on",
     "operator",
     "run",
+    "timer",
     "warn",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kubeop.kopf.diffs import Diff, FieldPath, resolve
 
@@ -66,7 +66,7 @@ class _Token(enum.Enum):
 
 ABSENT = _Token.ABSENT
 PRESENT = _Token.PRESENT
-_MISSING: Any = object()
+MISSING: Any = object()
 
 Filter = Any  # a value, ABSENT / PRESENT, or a callable(value, **kwargs) -> bool
 
@@ -117,13 +117,13 @@ def detect_cause(
     return Reason.UPDATE
 
 
-def _check(flt: Filter, value: Any, kwargs: Mapping[str, Any]) -> bool:
+def check(flt: Filter, value: Any, kwargs: Mapping[str, Any]) -> bool:
     if flt is ABSENT:
-        return value is _MISSING
+        return value is MISSING
     if flt is PRESENT:
-        return value is not _MISSING
+        return value is not MISSING
     if callable(flt):
-        return bool(flt(None if value is _MISSING else value, **kwargs))
+        return bool(flt(None if value is MISSING else value, **kwargs))
     return bool(flt == value)
 
 
@@ -133,15 +133,24 @@ def _meta_matches(
     if not pattern:
         return True
     for key, flt in pattern.items():
-        value = content.get(key, _MISSING)
+        value = content.get(key, MISSING)
         if flt is None:  # kopf: None means present with any value
             flt = PRESENT
-        if not _check(flt, value, kw):
+        if not check(flt, value, kw):
             return False
     return True
 
 
-def prematches(handler: ChangingHandler, body: Mapping[str, Any], kwargs: Mapping[str, Any]) -> bool:
+class Filtered(Protocol):
+    @property
+    def labels(self) -> Mapping[str, Filter] | None: ...
+    @property
+    def annotations(self) -> Mapping[str, Filter] | None: ...
+    @property
+    def when(self) -> Callable[..., bool] | None: ...
+
+
+def prematches(handler: Filtered, body: Mapping[str, Any], kwargs: Mapping[str, Any]) -> bool:
     """Do the object-level filters (labels, annotations, ``when``) let this object through?"""
     md = body.get("metadata") or {}
     return (
@@ -165,18 +174,18 @@ def matches(
     if not _meta_matches(handler.annotations, md.get("annotations") or {}, kwargs):
         return False
     if handler.field:
-        o = resolve(old, handler.field, _MISSING)
-        n = resolve(new, handler.field, _MISSING)
+        o = resolve(old, handler.field, MISSING)
+        n = resolve(new, handler.field, MISSING)
         if handler.value is None:
-            if o is _MISSING and n is _MISSING:
+            if o is MISSING and n is MISSING:
                 return False
-        elif not any(_check(handler.value, v, kwargs) for v in (n, o)):
+        elif not any(check(handler.value, v, kwargs) for v in (n, o)):
             return False
         if handler.field_needs_change and o == n:
             return False
-        if handler.old is not None and not _check(handler.old, o, kwargs):
+        if handler.old is not None and not check(handler.old, o, kwargs):
             return False
-        if handler.new is not None and not _check(handler.new, n, kwargs):
+        if handler.new is not None and not check(handler.new, n, kwargs):
             return False
     return handler.when is None or bool(handler.when(**kwargs))
 

@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 from kubeop.kopf.diffs import parse_field
 from kubeop.kopf.handlers import ChangingHandler, ErrorsMode, Filter, Reason
 from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
+from kubeop.kopf.spawning import SpawningHandler
 
-__all__ = ["create", "delete", "field", "resume", "update"]
+__all__ = ["create", "daemon", "delete", "field", "resume", "timer", "update"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SELECTOR = ("group", "version", "plural", "kind")
@@ -79,30 +80,61 @@ def _register(
             raise TypeError(f"{where}: {exc}") from None
         given = options.get("registry")
         registry: Registry = given if isinstance(given, Registry) else default_registry()
-        registry.add(
-            ChangingHandler(
-                fn=fn,
-                id=handler_id(fn, options.get("id"), path),
-                resource=resource,
-                reason=reason,
-                field=path,
-                value=options.get("value"),
-                old=options.get("old"),
-                new=options.get("new"),
-                labels=options.get("labels"),
-                annotations=options.get("annotations"),
-                when=when,
-                errors=errors,
-                timeout=options.get("timeout"),
-                retries=retries,
-                backoff=60.0 if backoff is None else float(backoff),
-                param=options.get("param"),
-                **flags,
+        common: dict[str, Any] = {
+            "fn": fn,
+            "id": handler_id(fn, options.get("id"), path),
+            "resource": resource,
+            "field": path,
+            "value": options.get("value"),
+            "labels": options.get("labels"),
+            "annotations": options.get("annotations"),
+            "when": when,
+            "errors": errors,
+            "timeout": options.get("timeout"),
+            "retries": retries,
+            "backoff": 60.0 if backoff is None else float(backoff),
+            "param": options.get("param"),
+        }
+        if decorator in ("daemon", "timer"):
+            spawning = {k: options[k] for k in _SPAWNING if options.get(k) is not None}
+            for k, v in spawning.items():
+                if k != "sharp" and (not isinstance(v, int | float) or v < 0):
+                    raise ValueError(f"{where}: {k}= is seconds >= 0, got {v!r}")
+            registry.add(SpawningHandler(kind=decorator, **common, **spawning))
+        else:
+            registry.add(
+                ChangingHandler(
+                    reason=reason, old=options.get("old"), new=options.get("new"), **common, **flags
+                )
             )
-        )
         return fn
 
     return register
+
+
+_SPAWNING = ("initial_delay", "interval", "idle", "sharp", "cancellation_backoff", "cancellation_timeout")
+
+
+def daemon(*args: str, **options: Any) -> Callable[[F], F]:
+    """Run alongside each object from its creation (or the operator's start) to its deletion; the
+    ``stopped`` kwarg turns true when it should exit (see :mod:`kubeop.kopf.spawning`)."""
+    allowed = (
+        *_COMMON,
+        "initial_delay",
+        "cancellation_backoff",
+        "cancellation_timeout",
+        "cancellation_polling",
+    )
+    options.pop("cancellation_polling", None)  # kubeop waits for a thread's exit without polling
+    return _register("daemon", args, options, allowed, None)
+
+
+def timer(*args: str, interval: float | None = None, **options: Any) -> Callable[[F], F]:
+    """Run every ``interval`` seconds for each object (``idle=``: once unchanged for that long)."""
+    if interval is None:
+        raise TypeError("@kopf.timer needs interval= (seconds between calls)")
+    options["interval"] = interval
+    return _register("timer", args, options, (*_COMMON, "interval", "initial_delay", "idle", "sharp"), None)
 
 
 def create(*args: str, **options: Any) -> Callable[[F], F]:

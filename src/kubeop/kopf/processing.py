@@ -48,6 +48,7 @@ from kubeop.kopf.handlers import (
     prematches,
     selected,
 )
+from kubeop.kopf.spawning import Spawned, SpawningHandler
 from kubeop.kopf.state import ANNOTATION, STATUS_FIELD, Progress, State
 
 __all__ = ["FINALIZER", "KOPF_DIFFBASE", "Memo", "Processor"]
@@ -106,12 +107,14 @@ class Processor:
     resource_name: str
     handlers: list[ChangingHandler]
     memo: Memo = field(default_factory=Memo)
+    spawners: list[SpawningHandler] = field(default_factory=list)
     finalizer: str = FINALIZER
     writes: int = 0
     """API writes to the handled objects (the benchmark and the tests count them)."""
     _resource: ApiResource | None = None
     _handled_once: set[str] = field(default_factory=set)
     _memos: dict[tuple[str | None, str], Memo] = field(default_factory=dict)
+    _spawned: dict[tuple[str | None, str], Spawned] = field(default_factory=dict)
     _status_ok: bool = True
     _recorder_set: bool = False
 
@@ -138,6 +141,9 @@ class Processor:
         logger = ObjectLogger(objects_log, {"object_namespace": req.namespace, "object_name": req.name})
         if body is None:
             self._memos.pop((req.namespace, req.name), None)
+            spawned = self._spawned.pop((req.namespace, req.name), None)
+            if spawned is not None:
+                await spawned.stop()
             logger.debug("Deleted, really deleted, and we are notified.")
             return None
         return await self._cycle(client, res, body, logger)
@@ -165,16 +171,36 @@ class Processor:
         finalizers = list(md.get("finalizers") or ())
         has_finalizer = self.finalizer in finalizers
         deleting = bool(md.get("deletionTimestamp"))
-        if not any(prematches(h, body, kwargs) for h in self.handlers):
+        if not any(prematches(h, body, kwargs) for h in self.handlers) and not any(
+            h.fits(body, kwargs) for h in self.spawners
+        ):
             if has_finalizer:  # it no longer matches: let it go
                 await self._write(client, res, body, Patch(), None, remove_finalizer=True, logger=logger)
             return None
-        needs_finalizer = any(h.requires_finalizer and prematches(h, body, kwargs) for h in self.handlers)
+        needs_finalizer = any(
+            h.requires_finalizer and prematches(h, body, kwargs) for h in self.handlers
+        ) or any(h.fits(body, kwargs) for h in self.spawners)
         if needs_finalizer and not has_finalizer and not deleting:
             logger.debug("Adding the finalizer, thus preventing the actual deletion.")
             await self._write(client, res, body, Patch(), None, add_finalizer=True, logger=logger)
             return None
         remove_finalizer = has_finalizer and not needs_finalizer
+        key = (md.get("namespace"), md.get("name") or "")
+        spawned = self._spawned.get(key)
+        if spawned is not None:
+            if essence(spawned.body, self._extra_fields) != new:
+                spawned.changed_at = time.monotonic()
+            spawned.body = body
+        if deleting:
+            if spawned is not None:
+                del self._spawned[key]
+                await spawned.stop()  # before the finalizer can go
+        else:
+            fitting = [h for h in self.spawners if h.fits(body, kwargs)]
+            if fitting:
+                if spawned is None:
+                    spawned = self._spawned[key] = self._spawn(client, res, body, logger, memo)
+                spawned.ensure(fitting)
 
         reason = detect_cause(body, finalizer=self.finalizer, old=old, diff=the_diff, initial=initial)
         if reason is Reason.FREE:
@@ -261,6 +287,28 @@ class Processor:
         if delays:
             return Result(requeue_after=max(min(delays), 0.001))
         return None
+
+    def _spawn(
+        self,
+        client: ReconcilerClient,
+        res: ApiResource,
+        body: Mapping[str, Any],
+        logger: ObjectLogger,
+        memo: Memo,
+    ) -> Spawned:
+        def kwargs(patch: Patch) -> dict[str, Any]:
+            return _kwargs(spawned.body, patch, logger, res, memo, None, None, ())
+
+        async def write(patch: Patch) -> None:
+            await self._write(client, res, spawned.body, patch, None, logger=logger)
+
+        spawned = Spawned(logger, kwargs, write, body)
+        return spawned
+
+    async def stop_all(self) -> None:
+        """Stop every daemon and timer (the operator is stopping)."""
+        spawned, self._spawned = list(self._spawned.values()), {}
+        await asyncio.gather(*(s.stop() for s in spawned), return_exceptions=True)
 
     async def _execute(
         self,

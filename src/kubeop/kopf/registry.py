@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubeop.kopf.handlers import ChangingHandler
+from kubeop.kopf.spawning import SpawningHandler
 
 __all__ = ["Registry", "default_registry", "handler_id", "resource_name"]
 
@@ -16,8 +17,16 @@ class Registry:
 
     def __init__(self) -> None:
         self._changing: list[ChangingHandler] = []
+        self._spawning: list[SpawningHandler] = []
 
-    def add(self, handler: ChangingHandler) -> None:
+    def add(self, handler: ChangingHandler | SpawningHandler) -> None:
+        if isinstance(handler, SpawningHandler):
+            if any(h.id == handler.id and h.resource == handler.resource for h in self._spawning):
+                raise ValueError(
+                    f"{handler} is registered twice for {handler.resource}: pass id='...' to one of them"
+                )
+            self._spawning.append(handler)
+            return
         for h in self._changing:
             if h.id == handler.id and h.resource == handler.resource and h.reason is handler.reason:
                 raise ValueError(
@@ -27,13 +36,18 @@ class Registry:
         self._changing.append(handler)
 
     def resources(self) -> list[str]:
-        return list(dict.fromkeys(h.resource for h in self._changing))
+        return list(
+            dict.fromkeys([*(h.resource for h in self._changing), *(h.resource for h in self._spawning)])
+        )
 
     def changing(self, resource: str) -> Iterator[ChangingHandler]:
         return (h for h in self._changing if h.resource == resource)
 
+    def spawning(self, resource: str) -> Iterator[SpawningHandler]:
+        return (h for h in self._spawning if h.resource == resource)
+
     def __len__(self) -> int:
-        return len(self._changing)
+        return len(self._changing) + len(self._spawning)
 
 
 _default = Registry()

@@ -9,6 +9,7 @@ webhooks, checks). Each resource gets one shared informer, one level-based work 
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ from kubeop.kopf.processing import Memo, Processor
 from kubeop.kopf.registry import Registry, default_registry
 from kubeop.manager import Manager
 
-__all__ = ["build_manager", "operator", "run"]
+__all__ = ["build_manager", "operator", "processors", "run", "run_manager"]
 
 
 def build_manager(
@@ -39,7 +40,12 @@ def build_manager(
     manager_options.setdefault("health_address", None)
     manager = Manager(client, **manager_options)
     for resource in registry.resources():
-        processor = Processor(resource, list(registry.changing(resource)), memo=Memo(memo or {}))
+        processor = Processor(
+            resource,
+            list(registry.changing(resource)),
+            memo=Memo(memo or {}),
+            spawners=list(registry.spawning(resource)),
+        )
         controller = (
             Controller.for_(resource, namespace=namespace)
             .named(f"kopf-{resource}")
@@ -66,7 +72,15 @@ async def operator(
 ) -> None:
     """Run the handlers until ``stop_flag`` is set."""
     manager = build_manager(registry=registry, namespace=namespace, memo=memo, **manager_options)
-    await manager.start(stop_flag)
+    await run_manager(manager, stop_flag)
+
+
+async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) -> None:
+    """Run a manager from :func:`build_manager`; its daemons and timers stop with it."""
+    try:
+        await manager.start(stop_flag)
+    finally:
+        await asyncio.gather(*(p.stop_all() for p in processors(manager)), return_exceptions=True)
 
 
 def run(
@@ -84,4 +98,13 @@ def run(
         raise ValueError("clusterwide=True and namespace= exclude each other")
     if not standalone:
         manager_options.setdefault("leader_election", True)
-    build_manager(registry=registry, namespace=namespace, memo=memo, **manager_options).run()
+    manager = build_manager(registry=registry, namespace=namespace, memo=memo, **manager_options)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_manager(manager, stop)
+
+    asyncio.run(main())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -23,7 +24,7 @@ import pytest
 import kubeop.kopf as kopf
 from kubeop.client import Client, load_kubeconfig
 from kubeop.kopf.processing import Processor
-from kubeop.kopf.running import processors
+from kubeop.kopf.running import processors, run_manager
 from kubeop.manager import Manager
 from kubeop.testing import ControlPlane
 
@@ -119,7 +120,7 @@ async def operator(registry: kopf.Registry, kubeconfig: str, namespace: str) -> 
     api.transport.observer = observe
     manager: Manager = kopf.build_manager(registry=registry, namespace=namespace, client=api)
     stop = asyncio.Event()
-    task = asyncio.create_task(manager.start(stop))
+    task = asyncio.create_task(run_manager(manager, stop))
     try:
         await eventually(
             lambda: manager._synced or (task.done() and task.result()), 30, "the operator to start"
@@ -325,3 +326,80 @@ async def test_downtime_update_and_restart_mid_sequence(
         await eventually(lambda: calls, what="the resume handler")
         await asyncio.sleep(0.5)
     assert calls == [("resume", "resume")]
+
+
+async def test_daemons_per_object_stopped_on_delete(
+    client: Client, kubeconfig_path: str, namespace: str
+) -> None:
+    reg = kopf.Registry()
+    log: list[str] = []
+
+    @kopf.daemon(RESOURCE, registry=reg, id="sync_daemon")
+    def sync_daemon(stopped: Any, name: str, **_: Any) -> None:  # a thread: it must watch `stopped`
+        log.append(f"sync start {name}")
+        while not stopped:
+            stopped.wait(0.1)
+        log.append(f"sync stopped {name}")
+
+    @kopf.daemon(RESOURCE, registry=reg, id="async_daemon", cancellation_backoff=0.3)
+    async def async_daemon(stopped: Any, name: str, **_: Any) -> None:
+        log.append(f"async start {name}")
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        except asyncio.CancelledError:
+            log.append(f"async cancelled {name} stopped={bool(stopped)}")
+            raise
+
+    async with operator(reg, kubeconfig_path, namespace) as proc:
+        await client.create(widget("d1"))
+        await client.create(widget("d2"))
+        await eventually(lambda: len([x for x in log if "start" in x]) == 4, what="2 daemons per object")
+        await client.patch(RESOURCE, "d1", {"spec": {"field": "x"}})  # a change does not restart them
+        await asyncio.sleep(0.5)
+        assert sorted(log) == ["async start d1", "async start d2", "sync start d1", "sync start d2"]
+        obj = await get(client, "d1")
+        assert obj is not None and kopf.FINALIZER in obj["metadata"]["finalizers"]
+        writes = proc.writes
+        await client.delete(RESOURCE, "d1")
+        await eventually(lambda: _absent(get(client, "d1")), what="d1 to go")
+        assert "sync stopped d1" in log and "async cancelled d1 stopped=True" in log
+        assert not any("d2" in x and "start" not in x for x in log), "d2's daemons keep running"
+        assert proc.writes - writes == 1, "the finalizer's removal only"
+    assert "sync stopped d2" in log and "async cancelled d2 stopped=True" in log, "stopped with the operator"
+
+
+async def test_timers_keep_their_interval_and_idle(
+    client: Client, kubeconfig_path: str, namespace: str
+) -> None:
+    reg = kopf.Registry()
+    ticks: list[float] = []
+    idle_ticks: list[float] = []
+
+    @kopf.timer(RESOURCE, registry=reg, interval=0.4, initial_delay=0.3, id="tick")
+    async def tick(**_: Any) -> Any:
+        ticks.append(time.monotonic())
+        return len(ticks)
+
+    @kopf.timer(RESOURCE, registry=reg, interval=0.2, idle=1.0, id="idle_tick")
+    def idle_tick(**_: Any) -> None:
+        idle_ticks.append(time.monotonic())
+
+    async with operator(reg, kubeconfig_path, namespace):
+        t0 = time.monotonic()
+        await client.create(widget("t1", n=0))
+        await eventually(lambda: len(ticks) >= 5, what="5 ticks")
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
+        assert all(0.35 <= g <= 1.0 for g in gaps), gaps
+        assert ticks[0] - t0 >= 0.3
+        obj = await get(client, "t1")
+        assert obj is not None and isinstance(obj["status"]["tick"], int), "the result goes to status"
+        # idle: no call while the object keeps changing
+        first_idle = idle_ticks[0]
+        assert first_idle - t0 >= 1.0
+        for i in range(4):
+            await client.patch(RESOURCE, "t1", {"spec": {"n": i + 1}})
+            await asyncio.sleep(0.3)
+        changed = time.monotonic()
+        before = len([t for t in idle_ticks if t > changed - 1.2])
+        await eventually(lambda: any(t > changed + 0.6 for t in idle_ticks), what="the idle timer again")
+        assert before <= 1, "no idle tick while changes kept coming"

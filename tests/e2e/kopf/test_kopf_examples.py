@@ -46,6 +46,7 @@ class Expect:
     success_counts: dict[str, int] | None = None  # None: every handler that succeeds, once
     failure_counts: dict[str, int] = field(default_factory=dict)
     output: tuple[str, ...] = ()
+    deletion_words: tuple[str, ...] = ()
 
 
 EXAMPLES: dict[str, Expect] = {
@@ -61,6 +62,18 @@ EXAMPLES: dict[str, Expect] = {
     ),
     "04-events": Expect(),
     "05-handlers": Expect(output=("CREATED 1st", "CREATED 2nd", "DELETED 1st", "DELETED 2nd")),
+    "14-daemons": Expect(
+        creation_word="=> Ping from a sync daemon",
+        deletion_words=(
+            "'background_async' is cancelled",
+            "'background_sync' is cancelled",
+            "'background_async' has exited",
+        ),
+        success_counts={},  # daemons retried 3 times, then pinging: not once-only handlers
+    ),
+    # Each timer call logs its success (not a once-only handler); the async timer waits for 10 s
+    # of idleness, longer than this test waits (kopf's own run deletes the object earlier too).
+    "15-timers": Expect(creation_word="Ping from a sync timer", success_counts={}),
 }
 
 
@@ -161,6 +174,8 @@ def test_kopf_example(
         )
         _kubectl_like(control_plane, "DELETE", f"{base}/{name}")
         op.wait_for(f"{prefix} Deleted, really deleted")
+        for word in expect.deletion_words:
+            op.wait_for(word)
     finally:
         code = op.stop()
     output = op.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Any
 
@@ -266,3 +267,43 @@ def test_patch_stanzas() -> None:
     body = kopf.Body(obj())
     assert body.meta.name == "a" and body.spec["field"] == "v1" and body.status["phase"] == "Running"
     assert body.metadata.labels == {"app": "x"}
+
+
+def test_daemon_and_timer_decorators() -> None:
+    reg = kopf.Registry()
+
+    @kopf.daemon("r", registry=reg, cancellation_timeout=1.5, cancellation_polling=5)
+    def d(**_: Any) -> None: ...
+
+    @kopf.timer("r", registry=reg, interval=2, idle=5, initial_delay=1)
+    async def t(**_: Any) -> None: ...
+
+    daemons = {h.id.split("<locals>.")[-1]: h for h in reg.spawning("r")}
+    assert daemons["d"].kind == "daemon" and daemons["d"].cancellation_timeout == 1.5
+    assert str(daemons["d"]).startswith("Daemon '") and str(daemons["t"]).startswith("Timer '")
+    assert (daemons["t"].interval, daemons["t"].idle, daemons["t"].initial_delay) == (2, 5, 1)
+    assert reg.resources() == ["r"] and len(reg) == 2
+    with pytest.raises(TypeError, match="interval="):
+        kopf.timer("r", registry=reg)
+    with pytest.raises(ValueError, match=r"neg'.*idle= is seconds"):
+
+        @kopf.timer("r", registry=reg, interval=1, idle=-1)
+        def neg(**_: Any) -> None: ...
+
+    with pytest.raises(TypeError, match=r"bad'.*unknown argument\(s\) interval"):
+
+        @kopf.daemon("r", registry=reg, interval=1)
+        def bad(**_: Any) -> None: ...
+
+
+def test_daemon_stopped_flags() -> None:
+    from kubeop.kopf.spawning import AsyncDaemonStopped, SyncDaemonStopped
+
+    sync = SyncDaemonStopped()
+    assert not sync and not sync.wait(0.01)
+    sync.set()
+    assert sync and sync.wait(10)
+    flag = AsyncDaemonStopped()
+    assert not asyncio.run(flag.wait(0.05))
+    flag.set()
+    assert asyncio.run(flag.wait(10))

@@ -196,15 +196,21 @@ def _problem(material: _Material | None, spec: CertSecret) -> str | None:
     return None
 
 
+def _unexpired(bundle: bytes) -> bytes:
+    now = _now()
+    certs = x509.load_pem_x509_certificates(bundle)
+    return b"".join(c.public_bytes(Encoding.PEM) for c in certs if c.not_valid_after_utc > now)
+
+
 def _renew(old: _Material | None, spec: CertSecret) -> _Material:
-    """A new serving certificate, from the old CA while it outlives it by the renew window."""
+    """A new serving certificate, from the old CA while it outlives it by the renew window; a new
+    CA is published next to the old ones that have not expired (servers still on a certificate
+    from them stay trusted), expired ones leave the bundle."""
     if old is not None and old.ca.cert.not_valid_after_utc - _now() > spec.validity + spec.renew_window:
-        ca, bundle = old.ca, old.bundle
+        ca, bundle = old.ca, _unexpired(old.bundle)
     else:
         ca = make_ca(spec.ca_validity)
-        bundle = ca.cert_pem
-        if old is not None and old.ca.cert.not_valid_after_utc > _now():
-            bundle += old.ca.cert_pem  # servers still on the old certificate stay trusted
+        bundle = ca.cert_pem + (_unexpired(old.bundle) if old is not None else b"")
     return _Material(ca, make_serving(ca, spec.hosts, spec.validity), bundle)
 
 

@@ -376,6 +376,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
     "kubeop.kopf": [
         "ABSENT",
         "Body",
+        "DaemonStopped",
         "Diff",
         "DiffItem",
         "ErrorsMode",
@@ -395,6 +396,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "TemporaryError",
         "adopt",
         "build_manager",
+        "daemon",
         "default_registry",
         "event",
         "exception",
@@ -402,6 +404,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "on",
         "operator",
         "run",
+        "timer",
         "warn",
     ],
     "kubeop.manager": [

@@ -278,6 +278,26 @@ async def test_server_side_apply_conflicts(backend: Backend) -> None:
     assert forced["data"] == {"a": "bob"}
 
 
+async def test_generate_name_dry_run_and_delete_collection(backend: Backend) -> None:
+    api = backend.client
+    generated = await api.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}}
+    )
+    name = generated["metadata"]["name"]
+    assert name.startswith("gen-") and len(name) == len("gen-") + 5
+    dry = await api.create(cm("dry", k="v"), dry_run=True)
+    assert dry["data"] == {"k": "v"} and await api.get_or_none(CM, "dry") is None
+    await api.patch(CM, name, {"data": {"k": "dry"}}, dry_run=True)
+    assert not (await api.get(CM, name)).get("data")
+    for i in range(3):
+        obj = cm(f"dc-{i}")
+        obj["metadata"]["labels"] = {"batch": "yes" if i < 2 else "no"}
+        await api.create(obj)
+    await api.delete_collection(CM, label_selector="batch=yes")
+    left = await api.list(CM, label_selector="batch")
+    assert [o["metadata"]["name"] for o in left] == ["dc-2"]
+
+
 # -- lists, selectors, watches -------------------------------------------------------------------
 
 

@@ -194,3 +194,40 @@ async def test_metadata_only_lists_and_watches() -> None:
         await api.patch(CM, "m", {"data": {"big": "y"}})
         event = await anext(aiter(events))
         assert event.type == "MODIFIED" and event.object["kind"] == "ConfigMap" and "data" not in event.object
+
+
+async def test_a_requeue_after_an_hour_runs_when_the_test_steps_an_hour() -> None:
+    """Manager(clock=cluster.clock): RequeueAfter timers and the cluster's timestamps move together."""
+    from kubeop.controller import Context, Controller, Request, Result
+
+    cluster = FakeCluster()
+    seen: list[str] = []
+
+    async def reconcile(req: Request, ctx: Context) -> Result:
+        seen.append(ctx.clock.utcnow().strftime("%H:%M"))
+        return Result(requeue_after=3600)
+
+    manager = Manager(cluster.client(), clock=cluster.clock, metrics_address=None, health_address=None)
+    manager.add(Controller.for_(CM).named("hourly").reconcile(reconcile))
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(manager.start(stop))
+    async with cluster.client() as api:
+        await api.create(cm("tick"))
+
+        async def reconciled(times: int) -> None:
+            for _ in range(1000):
+                if len(seen) >= times:
+                    return
+                await asyncio.sleep(0.001)
+            raise AssertionError(f"{len(seen)} reconciles, expected {times}")
+
+        await reconciled(1)
+        cluster.step(3599)
+        await asyncio.sleep(0.01)
+        assert len(seen) == 1
+        cluster.step(1)
+        await reconciled(2)
+        later = (await api.create(cm("later")))["metadata"]["creationTimestamp"]
+        assert abs(dt.datetime.fromisoformat(later) - cluster.clock.utcnow()) < dt.timedelta(seconds=2)
+    stop.set()
+    await task

@@ -1,7 +1,7 @@
 # The two commands of the README. Both work on a fresh machine: they create .venv, install
 # kubeop, and build the control-plane binaries from pinned Go modules into ~/.cache/kubeop
 # (first time ~10 min on 2 cores, then cached).
-.PHONY: demo test lint unit e2e faults bootstrap binaries bench
+.PHONY: demo test lint unit e2e faults bootstrap binaries bench docs docs-serve
 
 PY := .venv/bin/python
 
@@ -34,3 +34,14 @@ faults: binaries
 
 test: binaries lint
 	.venv/bin/pytest -q
+
+# The documentation site (docs/, mkdocs.yml) into site/: the generated reference pages are
+# refreshed first, then the build fails on any warning (a broken link, a missing API name).
+docs: bootstrap
+	@$(PY) scripts/docs_gen.py
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+	@echo "==> site/index.html"
+
+docs-serve: bootstrap
+	@$(PY) scripts/docs_gen.py
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --strict

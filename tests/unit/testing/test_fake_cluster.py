@@ -231,3 +231,17 @@ async def test_a_requeue_after_an_hour_runs_when_the_test_steps_an_hour() -> Non
         assert abs(dt.datetime.fromisoformat(later) - cluster.clock.utcnow()) < dt.timedelta(seconds=2)
     stop.set()
     await task
+
+
+async def test_deleting_a_crd_deletes_its_objects_as_watchers_see() -> None:
+    cluster = FakeCluster()
+    cluster.add_crd(Demo)
+    async with cluster.client() as api:
+        rv = (await api.list(Demo.resource)).resource_version
+        await api.create({"apiVersion": "yuerblog.cc/v1", "kind": "Demo", "metadata": {"name": "d"}})
+        events = api.watch(Demo.resource, resource_version=rv)
+        assert (await anext(events)).type == "ADDED"  # the watch is open from here on
+        await api.delete("customresourcedefinitions", "demos.yuerblog.cc")
+        deleted = await anext(events)
+        assert (deleted.type, deleted.object["metadata"]["name"]) == ("DELETED", "d")
+        await events.aclose()

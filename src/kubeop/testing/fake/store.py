@@ -544,7 +544,8 @@ class Store:
             spec = obj.get("spec") or {}
             group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
             for k in [k for k in self.objects if k[0] == group and k[1] == plural]:
-                self.objects.pop(k)
+                custom = self.objects[k]
+                self._remove(self._kind_of(k, custom), k, custom)  # watchers see each go
             self.kinds.remove_group_resource(group, plural)
 
     def _spec_finalizers(self, kind: Kind, obj: Obj) -> bool:

@@ -7,6 +7,8 @@ Fixtures:
   *fails* when it cannot start; nothing is skipped.
 * ``kubeconfig_path`` (session): the admin kubeconfig of that control plane.
 * ``namespace`` (function): a fresh namespace for one test, deleted afterwards.
+* ``fake_cluster`` (function): a fresh in-process :class:`~kubeop.testing.FakeCluster` for unit
+  tests of reconcilers (no control plane, no processes).
 
 Options (or environment variables):
 
@@ -26,6 +28,7 @@ import pytest
 
 from kubeop.testing.controlplane import ControlPlane
 from kubeop.testing.existing import ExistingCluster
+from kubeop.testing.fake import FakeCluster
 
 AnyCluster = ControlPlane | ExistingCluster
 
@@ -110,3 +113,9 @@ def namespace(control_plane: AnyCluster, request: pytest.FixtureRequest) -> Iter
     control_plane.create_namespace(name)
     yield name
     control_plane.delete_namespace(name)
+
+
+@pytest.fixture
+def fake_cluster() -> FakeCluster:
+    """A fresh in-process fake cluster (``cluster.client()``, ``cluster.step(...)``...)."""
+    return FakeCluster()

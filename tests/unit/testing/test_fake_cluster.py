@@ -245,3 +245,8 @@ async def test_deleting_a_crd_deletes_its_objects_as_watchers_see() -> None:
         deleted = await anext(events)
         assert (deleted.type, deleted.object["metadata"]["name"]) == ("DELETED", "d")
         await events.aclose()
+
+
+async def test_the_pytest_plugin_hands_out_a_fresh_fake_cluster(fake_cluster: FakeCluster) -> None:
+    async with fake_cluster.client() as api:
+        assert [o["metadata"]["name"] for o in await api.list(CM)] == []

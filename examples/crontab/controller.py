@@ -219,7 +219,7 @@ class CronTabController:
                     return f"Job {name} exists and is not this CronTab's: delete or rename it"
                 ctx.log.info("job %s was created by another instance", name)
             else:
-                ctx.log.info("created job %s for %s", name, rfc3339(scheduled))
+                ctx.log.debug("created job %s for %s", name, rfc3339(scheduled))
                 ctx.recorder.event(ct, "Normal", "SuccessfulCreate", f"Created job {name}")
             if not job.finished and all(r.name != name for r in status.active):
                 status.active.append(_ref(job))

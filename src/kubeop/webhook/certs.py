@@ -18,7 +18,7 @@ import ipaddress
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
@@ -66,15 +66,16 @@ def _write(path: Path, data: bytes, mode: int = 0o644) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fh.fileno(), mode)  # a temporary file left by a crash keeps its mode otherwise
         fh.write(data)
     os.replace(tmp, path)
 
 
 @dataclass(frozen=True)
 class KeyPair:
-    """A private key and its certificate, both PEM."""
+    """A private key and its certificate, both PEM (the key stays out of the repr)."""
 
-    key_pem: bytes
+    key_pem: bytes = field(repr=False)
     cert_pem: bytes
 
     @property

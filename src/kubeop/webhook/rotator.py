@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from kubeop.client import Client
 from kubeop.core.errors import AlreadyExists, Conflict, NotFound
@@ -157,7 +158,8 @@ def _now() -> dt.datetime:
 
 
 def _decode(secret: dict[str, Any]) -> _Material | None:
-    """The material in a Secret, or None when something is missing or does not parse."""
+    """The material in a Secret, or None when something is missing, does not parse or does not
+    belong together (a key that is not its certificate's, a certificate the CA did not sign)."""
     data = secret.get("data") or {}
     try:
         raw = {k: base64.b64decode(data[k]) for k in (CERT_NAME, KEY_NAME, CA_NAME, CA_KEY_NAME)}
@@ -166,12 +168,17 @@ def _decode(secret: dict[str, Any]) -> _Material | None:
         material = _Material(
             KeyPair(raw[CA_KEY_NAME], ca_cert), KeyPair(raw[KEY_NAME], raw[CERT_NAME]), bundle
         )
-        material.ca.key()
-        material.serving.key()
+        for pair in (material.ca, material.serving):
+            if _public(pair.key().public_key()) != _public(pair.cert.public_key()):
+                return None
         material.serving.cert.verify_directly_issued_by(material.ca.cert)
         return material
-    except (KeyError, ValueError, TypeError, IndexError):
+    except (KeyError, ValueError, TypeError, IndexError, InvalidSignature, UnsupportedAlgorithm):
         return None
+
+
+def _public(key: Any) -> bytes:
+    return bytes(key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo))
 
 
 def _hosts(cert: x509.Certificate) -> set[str]:
@@ -215,11 +222,16 @@ def _renew(old: _Material | None, spec: CertSecret) -> _Material:
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
+    """Write by a rename (a server reloading never reads half a file), with ``mode`` whatever a
+    file left there had (os.open's mode applies only to a file it creates)."""
     if path.exists() and path.read_bytes() == data:
+        if os.stat(path).st_mode & 0o777 != mode:
+            os.chmod(path, mode)
         return
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fh.fileno(), mode)
         fh.write(data)
     os.replace(tmp, path)
 
@@ -296,6 +308,7 @@ class CertRotator:
                 else:
                     md = secret["metadata"]
                     body["metadata"] = {**md, "resourceVersion": md["resourceVersion"]}
+                    body["type"] = secret.get("type") or body["type"]  # immutable: the API refuses a change
                     await self.client.update(body, resource=SECRETS)
             except (AlreadyExists, Conflict):
                 continue  # another replica wrote it first: read theirs

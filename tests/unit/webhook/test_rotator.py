@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import stat
+from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography import x509
 
 from kubeop.webhook import CertSecret
-from kubeop.webhook.certs import make_ca, make_serving
-from kubeop.webhook.rotator import _decode, _Material, _problem, _renew, service_hosts
+from kubeop.webhook.certs import KeyPair, make_ca, make_serving
+from kubeop.webhook.rotator import _decode, _Material, _problem, _renew, _write, service_hosts
 
 
 def test_for_service_names_what_the_api_server_dials() -> None:
@@ -71,3 +74,63 @@ def test_a_secret_it_cannot_read_is_missing_not_an_error() -> None:
     spec = CertSecret("c", ("h",))
     good = _material(spec, 3650, 365)
     assert _decode({"data": good.data()}) == good
+
+
+def test_a_secret_whose_parts_do_not_belong_together_is_renewed_not_a_crash() -> None:
+    spec = CertSecret("c", ("h",))
+    good = _material(spec, 3650, 365)
+    other = _material(spec, 3650, 365)
+    # a serving certificate signed by another CA (same subject: only the signature differs)
+    assert _decode({"data": _Material(good.ca, other.serving, good.bundle).data()}) is None
+    # a serving key that is not the certificate's, a CA key that is not the CA's
+    swapped_key = KeyPair(other.serving.key_pem, good.serving.cert_pem)
+    assert _decode({"data": _Material(good.ca, swapped_key, good.bundle).data()}) is None
+    swapped_ca = KeyPair(other.ca.key_pem, good.ca.cert_pem)
+    assert _decode({"data": _Material(swapped_ca, good.serving, good.bundle).data()}) is None
+    # wrong types and truncated PEM
+    assert _decode({"data": ["tls.crt"]}) is None
+    assert _decode({"data": {**good.data(), "tls.key": 42}}) is None
+    truncated = base64.b64encode(good.serving.cert_pem[:100]).decode()
+    assert _decode({"data": {**good.data(), "tls.crt": truncated}}) is None
+    assert _decode({"data": "garbage"}) is None
+
+
+def test_a_key_pair_does_not_show_its_private_key() -> None:
+    pair = make_ca()
+    assert b"PRIVATE" in pair.key_pem
+    assert "PRIVATE" not in repr(pair) and "PRIVATE" not in repr(_Material(pair, pair, pair.cert_pem))
+
+
+def test_a_key_file_is_owner_only_even_over_a_leftover_temporary_file(tmp_path: Path) -> None:
+    stale = tmp_path / ".tls.key.tmp"
+    stale.write_bytes(b"left by a crash")
+    stale.chmod(0o644)
+    _write(tmp_path / "tls.key", b"key", 0o600)
+    assert (tmp_path / "tls.key").read_bytes() == b"key"
+    assert stat.S_IMODE((tmp_path / "tls.key").stat().st_mode) == 0o600
+    (tmp_path / "tls.key").chmod(0o644)  # same content, wrong mode: fixed too
+    _write(tmp_path / "tls.key", b"key", 0o600)
+    assert stat.S_IMODE((tmp_path / "tls.key").stat().st_mode) == 0o600
+
+
+async def test_a_garbage_secret_of_another_type_is_renewed_keeping_its_type(tmp_path: Path) -> None:
+    from kubeop.testing.fake import FakeCluster
+    from kubeop.webhook.rotator import SECRETS, CertRotator
+
+    async with FakeCluster().client() as api:
+        await api.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "cert", "namespace": "default"},
+                "type": "Opaque",  # the type of a Secret is immutable: an update must keep it
+                "data": {"tls.crt": base64.b64encode(b"-----BEGIN CERT").decode()},
+            },
+            resource=SECRETS,
+        )
+        rotator = CertRotator(api, CertSecret("cert", ("svc.default.svc",), "default"), cert_dir=tmp_path)
+        bundle = await rotator.ensure()
+        secret = await api.get(SECRETS, "cert", namespace="default")
+        assert secret["type"] == "Opaque"
+        assert _decode(secret) is not None and bundle and rotator.renewals == 1
+        assert stat.S_IMODE((tmp_path / "tls.key").stat().st_mode) == 0o600

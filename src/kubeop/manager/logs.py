@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import re
 import sys
 import time
 from typing import IO, Any
@@ -47,6 +49,46 @@ _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) 
 }
 _RECONCILE = frozenset({"controller", "kind", "object_namespace", "object_name", "reconcile_id", "error"})
 _SCALARS = (str, int, float, bool, type(None))
+# Line breaks and other control characters in a text line, escaped so a value (a message, an
+# object's name) cannot end the line and forge the next one; tabs stay.
+_BREAKS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, 0x85) if c != 0x09}
+_BREAKS |= {0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+# extra= fields whose name says credential (compared lower-case, without - and _), and values
+# that are an Authorization header's: never written.
+_CREDENTIAL_KEYS = (
+    "authorization",
+    "password",
+    "passwd",
+    "token",
+    "apikey",
+    "secretkey",
+    "privatekey",
+    "cookie",
+)
+_CREDENTIAL_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def _str(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
+
+
+def _one_line(value: object) -> str:
+    return _str(value).translate(_BREAKS)
+
+
+def _extra(key: str, value: Any) -> Any:
+    """A scalar ``extra`` as JSON writes it: credentials redacted, NaN and infinities as text."""
+    if any(word in key.lower().replace("_", "").replace("-", "") for word in _CREDENTIAL_KEYS):
+        return REDACTED
+    if isinstance(value, str) and _CREDENTIAL_VALUE.match(value):
+        return REDACTED
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -75,13 +117,14 @@ class TextFormatter(logging.Formatter):
         controller, kind, namespace, name, rid = reconcile_fields(record)
         line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
         if controller:
-            line += f" controller={controller}"
+            line += f" controller={_str(controller)}"
         if kind:
-            line += f" kind={kind}"
+            line += f" kind={_str(kind)}"
         if name:
-            line += f" object={namespace}/{name}" if namespace else f" object={name}"
+            line += f" object={_str(namespace)}/{_str(name)}" if namespace else f" object={_str(name)}"
         if rid:
-            line += f" reconcileID={rid}"
+            line += f" reconcileID={_str(rid)}"
+        line = line.translate(_BREAKS)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
@@ -95,7 +138,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts``, ``level``, ``logger``, ``msg``, the reconcile's
     ``controller``, ``kind``, ``namespace``, ``name``, ``reconcileID``, an ``error`` and its
     ``traceback``, and the record's scalar ``extra`` fields (others are left out, so no
-    object is ever dumped into a log line)."""
+    object is ever dumped into a log line; credentials - a field named like a token, password or
+    Authorization header, or a value that is one - are ``<redacted>``)."""
 
     def format(self, record: logging.LogRecord) -> str:
         controller, kind, namespace, name, rid = reconcile_fields(record)
@@ -134,8 +178,8 @@ class JsonFormatter(logging.Formatter):
                 and key not in out
                 and isinstance(value, _SCALARS)
             ):
-                out[key] = value
-        return json.dumps(out, ensure_ascii=False, default=str)
+                out[key] = _extra(key, value)
+        return json.dumps(out, ensure_ascii=False, default=_str)
 
 
 def _choice(value: str | None, env: str, choices: tuple[str, ...], default: str, what: str) -> str:

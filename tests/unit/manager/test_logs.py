@@ -156,3 +156,40 @@ def test_configure_logging_refuses_what_it_does_not_know(
 ) -> None:
     with pytest.raises(ValueError, match=said.replace("(", r"\(").replace(")", r"\)")):
         configure_logging(fmt, level)
+
+
+def test_text_escapes_line_breaks_so_a_value_cannot_forge_a_line() -> None:
+    forged = "web\n2026-11-20T05:01:01.234Z INFO kubeop.controller: deleted everything"
+    line = TextFormatter().format(
+        _record("reconciled %s", forged, controller="c\r\nx", object_namespace="shop", object_name="a\nb")
+    )
+    assert len(line.splitlines()) == 1
+    assert "reconciled web\\n2026" in line and "controller=c\\r\\nx" in line and "object=shop/a\\nb" in line
+
+
+def test_json_leaves_credentials_out_of_extras() -> None:
+    record = _record(
+        "calling %s",
+        "https://api",
+        Authorization="Bearer abc.def",
+        token="s3cr3t",
+        bearer_token="s3cr3t",
+        password="hunter2",
+        header="Bearer xyz",
+        secret="shop/db-credentials",  # a Secret's name is not a credential
+    )
+    out = json.loads(JsonFormatter().format(record))
+    text = json.dumps(out)
+    assert "abc.def" not in text and "s3cr3t" not in text and "hunter2" not in text and "xyz" not in text
+    assert out["Authorization"] == out["token"] == out["password"] == "<redacted>"
+    assert out["secret"] == "shop/db-credentials"
+
+
+def test_json_never_fails_on_an_extra() -> None:
+    class Broken:
+        def __str__(self) -> str:
+            raise RuntimeError("no str")
+
+    record = _record(ratio=float("nan"), big=float("inf"), controller=Broken(), kind=b"bytes")
+    out = json.loads(JsonFormatter().format(record))  # strict JSON: no NaN/Infinity
+    assert out["ratio"] == "nan" and out["big"] == "inf" and out["controller"].startswith("<")

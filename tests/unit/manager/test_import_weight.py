@@ -30,3 +30,16 @@ sys.exit(', '.join(sorted(heavy)) or 0)
 """
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, f"importing from kubeop loaded {done.stderr.strip()}"
+
+
+def test_built_in_kinds_load_only_when_used() -> None:
+    """``import kubeop.kinds`` is a table of names; a kind loads its group version on first use."""
+    code = """
+import sys
+import kubeop.kinds
+from kubeop.manager import Manager
+heavy = {'pydantic', 'kubeop.kinds.core_v1', 'kubeop.kinds.meta_v1'} & set(sys.modules)
+sys.exit(', '.join(sorted(heavy)) or 0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, f"importing kubeop.kinds loaded {done.stderr.strip()}"

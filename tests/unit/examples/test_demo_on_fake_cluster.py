@@ -86,4 +86,4 @@ async def test_a_demo_gets_its_pod_back_and_takes_it_along() -> None:
         assert await pod() is None
         events = await api.list("events.events.k8s.io", namespace="default")
         assert any(e["reason"] == "PodCreated" for e in events)
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 5.0  # ~30 ms when the machine is idle

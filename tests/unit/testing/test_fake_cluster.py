@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,6 +30,15 @@ from kubeop.testing.fake import FakeTransport
 CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
 START = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    """Let the event loop run until ``condition()`` (the fake answers at once; the loop may be busy)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {within} s")
+        await asyncio.sleep(0.001)
 
 
 def cm(name: str, **data: str) -> dict[str, Any]:
@@ -80,10 +91,7 @@ async def test_compaction_makes_old_versions_gone_and_informers_relist() -> None
             await anext(api.watch(CM, resource_version=old))
         cluster.end_watches()  # the informer's watch drops; resuming from its version works
         await api.create(cm("after"))
-        for _ in range(200):
-            if len(informer.store.list()) == 3:
-                break
-            await asyncio.sleep(0.001)
+        await until(lambda: len(informer.store.list()) == 3)
         assert sorted(o["metadata"]["name"] for o in informer.store.list()) == ["after", "before", "during"]
 
 
@@ -156,7 +164,8 @@ async def test_a_manager_wins_the_lease_and_releases_it() -> None:
     stop = asyncio.Event()
     task = asyncio.ensure_future(manager.start(stop))
     async with cluster.client() as api:
-        for _ in range(500):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
             lease = await api.get_or_none(LEASES, "lease-test-leader", namespace="default")
             if lease and lease["spec"].get("holderIdentity"):
                 break
@@ -214,19 +223,12 @@ async def test_a_requeue_after_an_hour_runs_when_the_test_steps_an_hour() -> Non
     async with cluster.client() as api:
         await api.create(cm("tick"))
 
-        async def reconciled(times: int) -> None:
-            for _ in range(1000):
-                if len(seen) >= times:
-                    return
-                await asyncio.sleep(0.001)
-            raise AssertionError(f"{len(seen)} reconciles, expected {times}")
-
-        await reconciled(1)
+        await until(lambda: len(seen) >= 1)
         cluster.step(3599)
         await asyncio.sleep(0.01)
         assert len(seen) == 1
         cluster.step(1)
-        await reconciled(2)
+        await until(lambda: len(seen) >= 2)
         later = (await api.create(cm("later")))["metadata"]["creationTimestamp"]
         assert abs(dt.datetime.fromisoformat(later) - cluster.clock.utcnow()) < dt.timedelta(seconds=2)
     stop.set()

@@ -94,11 +94,11 @@ class ProjectNames:
         return self.prefixed("leader")
 
 
-def check_domain(domain: str) -> str:
+def check_domain(domain: str, *, source: str = "--domain") -> str:
     """The project's domain: API groups are ``<group>.<domain>``."""
     if not domain or len(domain) > 200 or not _DNS1123_SUBDOMAIN.match(domain):
         raise ScaffoldError(
-            f"--domain {domain!r} is not a DNS subdomain: use lower-case letters, digits, '-' and '.', "
+            f"{source} {domain!r} is not a DNS subdomain: use lower-case letters, digits, '-' and '.', "
             "starting and ending with a letter or digit (for example --domain example.com)"
         )
     return domain
@@ -114,11 +114,11 @@ def check_namespace(namespace: str, *, source: str = "--namespace") -> str:
     return namespace
 
 
-def check_repo(repo: str) -> str:
+def check_repo(repo: str, *, source: str = "--repo") -> str:
     """The project's repository (kubebuilder's Go module path; here its home page)."""
     if not repo or any(c.isspace() for c in repo) or len(repo) > 500:
         raise ScaffoldError(
-            f"--repo {repo!r} must be the project's repository, without spaces "
+            f"{source} {repo!r} must be the project's repository, without spaces "
             "(for example --repo github.com/example/guestbook-operator)"
         )
     return repo

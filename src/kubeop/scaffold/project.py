@@ -31,6 +31,7 @@ in the cluster: ``self-managed`` (the default: the operator keeps it in a Secret
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from typing import Any
 import yaml
 
 from kubeop.scaffold.errors import ScaffoldError
-from kubeop.scaffold.names import ApiNames, ProjectNames, check_namespace
+from kubeop.scaffold.names import ApiNames, ProjectNames, check_domain, check_namespace, check_repo
 from kubeop.scaffold.render import dump_yaml
 
 __all__ = [
@@ -114,6 +115,11 @@ class Resource:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Resource:
         api = data.get("api")
+        if api is not None and not isinstance(api, dict):
+            raise ScaffoldError(
+                f"{PROJECT_FILE}: a resource entry's api must be a mapping (api: {{crdVersion: v1, "
+                f"namespaced: true}}), not {api!r}; fix or remove the entry"
+            )
         try:
             return cls(
                 group=str(data.get("group") or ""),
@@ -198,7 +204,10 @@ def load_project(root: Path) -> Project:
         raise ScaffoldError(f"{path} is not valid YAML ({e}); fix it or run kubeop init again") from None
     if not isinstance(data, dict):
         raise ScaffoldError(f"{path} does not describe a project; run kubeop init again")
-    layout = tuple(str(x) for x in data.get("layout") or ())
+    raw_layout = data.get("layout") or ()
+    if not isinstance(raw_layout, list | tuple):
+        raise ScaffoldError(f"{path}: layout must be a list (layout: [{LAYOUT}]), not {raw_layout!r}")
+    layout = tuple(str(x) for x in raw_layout)
     if "helm.kubeop.dev/v1" in layout:
         raise ScaffoldError(
             f"{path} is a Helm operator project (layout helm.kubeop.dev/v1): this command works on "
@@ -210,26 +219,57 @@ def load_project(root: Path) -> Project:
             f"{path} is a project of layout {', '.join(layout) or '(none)'}, not {LAYOUT}: kubeop works on "
             "projects made by kubeop init (a Go kubebuilder project needs kubebuilder)"
         )
-    name = str(data.get("projectName") or "")
+    name = _text(data, "projectName", path, "")
     if not name:
         raise ScaffoldError(f"{path} has no projectName; add one (the name kubeop init was given)")
     names = ProjectNames(name)
-    namespace = str(data.get("namespace") or names.namespace)
+    namespace = _text(data, "namespace", path, names.namespace)
     check_namespace(namespace, source=f"{path}: namespace")
-    certs = str(data.get("webhookCerts") or "self-managed")
+    certs = _text(data, "webhookCerts", path, "self-managed")
     check_webhook_certs(certs, source=f"{path}: webhookCerts")
+    domain = _text(data, "domain", path, "")
+    if domain:
+        check_domain(domain, source=f"{path}: domain")
+    repo = _text(data, "repo", path, "")
+    if repo:
+        check_repo(repo, source=f"{path}: repo")
+    package = _text(data, "package", path, names.package)
+    if not package.isidentifier() or keyword.iskeyword(package):
+        # it becomes a directory every command writes into: never '..', '/' or a line break
+        raise ScaffoldError(
+            f"{path}: package {package!r} is not a Python package name: use the project's "
+            f"package directory (package: {names.package})"
+        )
+    resources = data.get("resources") or []
+    if not isinstance(resources, list) or not all(isinstance(r, dict) for r in resources):
+        raise ScaffoldError(
+            f"{path}: resources must be a list of entries (- {{group: .., version: .., kind: ..}}), "
+            f"not {resources!r}; fix it or run kubeop create api again"
+        )
     return Project(
         root=root,
-        domain=str(data.get("domain") or ""),
-        repo=str(data.get("repo") or ""),
+        domain=domain,
+        repo=repo,
         project_name=name,
-        package=str(data.get("package") or names.package),
-        resources=tuple(Resource.from_dict(r) for r in data.get("resources") or ()),
+        package=package,
+        resources=tuple(Resource.from_dict(r) for r in resources),
         layout=layout,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
         namespace=namespace,
         webhook_certs=certs,
     )
+
+
+def _text(data: dict[str, Any], key: str, path: Path, default: str) -> str:
+    """A string field of PROJECT (a number reads as its text); missing or empty is ``default``."""
+    value = data.get(key)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ScaffoldError(
+            f"{path}: {key} must be a string, not {value!r}: write it as {key}: <value> (or remove the line)"
+        )
+    return str(value)
 
 
 def check_webhook_certs(value: str, *, source: str = "--webhook-certs") -> str:

@@ -79,3 +79,31 @@ def test_a_broken_project_file_is_a_clear_error(tmp_path: Path, text: str, messa
     (tmp_path / "PROJECT").write_text(text)
     with pytest.raises(ScaffoldError, match=message):
         load_project(tmp_path)
+
+
+_HEAD = f"layout: [{LAYOUT}]\nprojectName: op\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_HEAD + "package: ../outside\n", r"package '../outside' is not a Python package name"),
+        (_HEAD + "package: [op]\n", "package must be a string"),
+        (_HEAD + 'package: "op\\r\\nx"\n', r"package 'op\\r\\nx' is not a Python package name"),
+        (_HEAD + "resources: abc\n", "resources must be a list of entries"),
+        (_HEAD + "resources: [abc]\n", "resources must be a list of entries"),
+        (_HEAD + "resources: [{kind: A, version: v1, api: yes}]\n", "api must be a mapping"),
+        (_HEAD + "layout: go.kubebuilder.io/v4\n", "layout must be a list"),
+        (_HEAD + "namespace: [a, b]\n", "namespace must be a string"),
+        (_HEAD + "webhookCerts: {a: b}\n", "webhookCerts must be a string"),
+        (_HEAD + 'repo: "x\\ny"\n', r"repo 'x\\ny' must be the project's repository"),
+        (_HEAD + "domain: ../x\n", "domain '../x' is not a DNS subdomain"),
+    ],
+)
+def test_a_project_file_field_of_the_wrong_kind_is_one_line_naming_it(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    (tmp_path / "PROJECT").write_text(text)
+    with pytest.raises(ScaffoldError, match=message) as caught:
+        load_project(tmp_path)
+    assert "\n" not in str(caught.value) and "PROJECT" in str(caught.value)

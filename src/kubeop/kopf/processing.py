@@ -122,11 +122,6 @@ class Processor:
         self._extra_fields = sorted(
             {h.field for h in self.handlers if h.field and h.field[0] in ("status", "metadata")}
         )
-        # Whether a change of essence matters beyond the creation: only update and field
-        # handlers look at diffs; with none, an update records nothing and writes nothing.
-        self._diff_handlers = any(
-            h.reason is Reason.UPDATE or (h.reason is None and not h.initial) for h in self.handlers
-        )
 
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
         """The controller's reconciler: one handling cycle of the requested object."""
@@ -267,7 +262,10 @@ class Processor:
             if progress:
                 progress.clear()
                 record = True
-            if reason is not Reason.DELETE and new != old and (old is None or self._diff_handlers):
+            # The essence is recorded when handlers ran for it, and on creation (to know it was
+            # seen); a change no handler is interested in is not written down: the next handler
+            # that runs sees the whole diff since it last ran.
+            if reason is not Reason.DELETE and new != old and (old is None or chosen):
                 state.essence = new
                 record = True
             self._handled_once.add(uid)

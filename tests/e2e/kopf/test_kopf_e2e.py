@@ -226,6 +226,12 @@ async def test_no_delete_handlers_no_finalizer_and_one_write_per_create(
     async def made(**_: Any) -> None:  # no result: the state goes to the annotation
         return None
 
+    watched: list[Any] = []
+
+    @kopf.on.update(RESOURCE, registry=reg, field="spec.watched")
+    async def on_watched(old: Any, new: Any, diff: Any, **_: Any) -> None:
+        watched.append((old, new, tuple(diff)))
+
     async with operator(reg, kubeconfig_path, namespace) as proc:
         await client.create(widget("w2", field="a"))
         obj = await eventually(
@@ -237,10 +243,16 @@ async def test_no_delete_handlers_no_finalizer_and_one_write_per_create(
         await asyncio.sleep(0.5)
         assert kopf.FINALIZER not in (obj["metadata"].get("finalizers") or [])
         assert proc.writes == 1
-        # An update without update handlers records nothing.
+        # A change no handler is interested in: no handler, no write.
         await client.patch(RESOURCE, "w2", {"spec": {"field": "b"}})
         await asyncio.sleep(0.7)
-        assert proc.writes == 1
+        assert proc.writes == 1 and watched == []
+        # The watched field: the handler runs once, sees only its field, one write.
+        await client.patch(RESOURCE, "w2", {"spec": {"watched": 1}})
+        await eventually(lambda: watched, what="the field's update handler")
+        await asyncio.sleep(0.5)
+        assert watched == [(None, 1, (("add", (), None, 1),))]
+        assert proc.writes == 2
 
 
 async def test_temporary_error_retried_after_its_delay_and_retries_limit(

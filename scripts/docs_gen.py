@@ -5,14 +5,18 @@
   itself (the Typer app's click commands).
 - docs/reference/metrics.md: every Prometheus series a Manager exports, read from a fresh
   ``kubeop.controller.Metrics`` registry (names, types, labels, help).
+- docs/performance.md and its plots (docs/assets/perf-*.svg, drawn with matplotlib): tables
+  and plots from the benchmarks' JSON results under bench/.
 
 ``python scripts/docs_gen.py`` rewrites them; ``--check`` only compares and exits 1 when a page is
-stale (tests/docs/test_site.py runs that, so a new option or metric cannot miss the docs).
+stale (tests/docs/test_site.py runs that, so a new option or metric cannot miss the docs). The
+plots are compared only for being there: their bytes depend on matplotlib's version.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -122,9 +126,209 @@ def metrics_reference() -> str:
     return "".join(out)
 
 
+def _load(rel: str) -> Any:
+    return json.loads((ROOT / rel).read_text(encoding="utf-8"))
+
+
+OPERATOR_RUN = "bench/operator/results-third-run.json"
+OPERATOR_LATEST = "bench/operator/results-fourth-run.json"
+CLIENT_RUN = "bench/client/results-run4.json"
+CLIENT_LATEST = "bench/client/results-run6.json"
+
+
+def _by_operator(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        grouped.setdefault(run["operator"], []).append(run)
+    return grouped
+
+
+def _values(runs: list[dict[str, Any]], phase: str, field: str, unit: str = "", digits: int = 2) -> str:
+    vals = [run[phase][field] for run in runs if isinstance(run.get(phase), dict) and field in run[phase]]
+    if not vals:
+        return "-"
+    return ", ".join(f"{v:.{digits}f}" for v in vals) + unit
+
+
+def _operator_table(rel: str) -> str:
+    data = _load(rel)
+    grouped = _by_operator(data["runs"])
+    names = list(grouped)
+    head = "| | " + " | ".join(
+        f"{n} ({len(grouped[n])} run{'s' if len(grouped[n]) > 1 else ''})" for n in names
+    )
+    rows = [
+        ("create: wall to convergence", "create", "seconds", " s", 2),
+        ("create: API writes per object", "create", "writes_per_object", "", 3),
+        ("create: CPU per object", "create", "cpu_ms_per_object", " ms", 2),
+        ("update: wall to convergence", "update", "seconds", " s", 2),
+        ("update: API writes per object", "update", "writes_per_object", "", 3),
+        ("update: CPU per object", "update", "cpu_ms_per_object", " ms", 2),
+        ("restart + idle with resyncs: API writes", "idle", "writes", "", 0),
+        ("RSS when idle", "idle", "rss_mb", " MB", 1),
+        ("API server down 5 s: converged after it is ready", "outage", "converged_after_ready_s", " s", 2),
+    ]
+    out = [head + " |\n", "|---" * (len(names) + 1) + "|\n"]
+    for label, phase, field, unit, digits in rows:
+        cells = [_values(grouped[n], phase, field, unit, digits) for n in names]
+        out.append(f"| {label} | " + " | ".join(cells) + " |\n")
+    args = data["args"]
+    out.append(
+        f"\n{args['n']:,} Widgets; machine: {data['machine'].get('cpus')} CPUs, Python "
+        f"{data['machine'].get('python')}. Source: `{rel}`. A dash: the run recorded no value (the lean "
+        "operator has no recovery and dies when the API server goes away).\n"
+    )
+    return "".join(out)
+
+
+def _client_cells(rel: str) -> dict[tuple[str, str, int], dict[str, Any]]:
+    return {(c["lib"], c["op"], c["concurrency"]): c for c in _load(rel)["cells"]}
+
+
+def _plot_operator() -> Any:
+    import matplotlib.pyplot as plt
+
+    grouped = _by_operator(_load(OPERATOR_RUN)["runs"])
+    names = list(grouped)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    for ax, field, title in (
+        (axes[0], "cpu_ms_per_object", "operator CPU per object (ms)"),
+        (axes[1], "writes_per_object", "API writes per object"),
+    ):
+        width = 0.38
+        for i, phase in enumerate(("create", "update")):
+            means = [sum(r[phase][field] for r in grouped[n]) / len(grouped[n]) for n in names]
+            bars = ax.bar([x + (i - 0.5) * width for x in range(len(names))], means, width, label=phase)
+            ax.bar_label(bars, fmt="%.2f", fontsize=7)
+        ax.set_xticks(range(len(names)), names)
+        ax.set_title(title, fontsize=10)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0].legend(fontsize=8, frameon=False)
+    fig.suptitle(f"1,000 Widgets created, then changed ({OPERATOR_RUN}, mean of runs)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _plot_client() -> Any:
+    import matplotlib.pyplot as plt
+
+    cells = _client_cells(CLIENT_RUN)
+    libs = [lib for lib in ("kubeop", "official", "kr8s") if (lib, "get", 1) in cells]
+    groups = [(op, conc) for op in ("get", "create", "patch") for conc in (1, 32)]
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    width = 0.8 / max(len(libs), 1)
+    for i, lib in enumerate(libs):
+        vals = [cells[(lib, op, conc)]["cpu"] * 1000 / cells[(lib, op, conc)]["count"] for op, conc in groups]
+        bars = ax.bar(
+            [x + (i - (len(libs) - 1) / 2) * width for x in range(len(groups))], vals, width, label=lib
+        )
+        ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.set_xticks(range(len(groups)), [f"{op}\nc={conc}" for op, conc in groups])
+    ax.set_ylabel("client CPU per request (ms)", fontsize=9)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(f"Python clients against one kube-apiserver ({CLIENT_RUN})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _svg(make_figure: Callable[[], Any]) -> Callable[[], str]:
+    def render() -> str:
+        import io
+
+        import matplotlib
+
+        matplotlib.use("Agg")
+        matplotlib.rcParams["svg.hashsalt"] = "kubeop-docs"  # stable element ids
+        import matplotlib.pyplot as plt
+
+        fig = make_figure()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+        plt.close(fig)
+        return buf.getvalue()
+
+    return render
+
+
+# The page around the generated tables; {{...}} are filled in by performance_page().
+PERFORMANCE = """\
+# Performance
+
+Every benchmark lives under `bench/` with its script and a `RESULTS.md` that records each run: the
+command, the machine, what else ran, and the numbers. This page is drawn from their JSON results
+by `scripts/docs_gen.py`; the RESULTS.md files tell the full story of each run.
+
+## An operator: kubeop, no framework, kopf
+
+`bench/operator` runs the same small operator (a Widget owning a ConfigMap, status written back,
+as in the [quick start](quickstart.md)) written with kubeop, without any framework (`lean`: raw
+watches and writes) and with kopf, against one local control plane: 1,000 Widgets created, then
+changed, then the operator restarted and left idle with resyncs, then the API server killed
+mid-convergence. CPU is the operator process's own.
+
+![Operator CPU and writes per object](assets/perf-operator.svg)
+
+{{operator_run}}
+The latest run, kubeop against the code before the hardening of issue 12 (`kubeop-base`):
+
+{{operator_latest}}
+## The API client
+
+`bench/client` lists, gets, creates and patches ConfigMaps with kubeop's client, the official
+`kubernetes` client and kr8s, each in a fresh process; the robust number on a shared machine is
+the client's own CPU per request (wall times are bound by the API server on the same cores).
+This comparison predates kubeop's own HTTP/1.1 client, which cut kubeop's CPU per request again:
+
+![Client CPU per request](assets/perf-client.svg)
+
+kubeop's client CPU per request (ms) in the latest run (`{{client_latest}}`):
+
+| op | c=1 | c=32 |
+|---|---|---|
+{{client_rows}}
+## How to reproduce
+
+Each benchmark starts its own local control plane; on a shared machine hold the lock so two
+runs do not measure each other:
+
+<!-- not-run: a benchmark takes minutes and starts its own control plane -->
+```bash
+flock /tmp/kubeop-bench.lock .venv/bin/python bench/operator/run.py --n 1000 \\
+    --operators kubeop,kopf,lean --idle 8 --resync 2 --out /tmp/operator.json
+flock /tmp/kubeop-bench.lock .venv/bin/python bench/client/bench_client.py --repeat 3 \\
+    --output /tmp/client.json
+```
+
+`--baseline-src DIR` runs kubeop from another checkout's `src/` beside the current one, which is
+how a change to the hot path is measured before it lands. The other benchmarks: `bench/cache`
+(informers against client-go's), `bench/webhook` (the webhook server against controller-runtime's),
+`bench/helm` and `bench/controlplane` (start-up times); see each RESULTS.md.
+"""
+
+
+def performance_page() -> str:
+    latest = _client_cells(CLIENT_LATEST)
+    client_rows = []
+    for op in ("get", "create", "patch"):
+        cells = []
+        for conc in (1, 32):
+            cell = latest.get(("kubeop", op, conc))
+            cells.append(f"{cell['cpu'] * 1000 / cell['count']:.3f}" if cell else "-")
+        client_rows.append(f"| {op} | " + " | ".join(cells) + " |\n")
+    return HEADER + PERFORMANCE.replace("{{operator_run}}", _operator_table(OPERATOR_RUN)).replace(
+        "{{operator_latest}}", _operator_table(OPERATOR_LATEST)
+    ).replace("{{client_latest}}", CLIENT_LATEST).replace("{{client_rows}}", "".join(client_rows))
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/cli.md": cli_reference,
     "docs/reference/metrics.md": metrics_reference,
+    "docs/performance.md": performance_page,
+}
+PLOTS: dict[str, Callable[[], str]] = {
+    "docs/assets/perf-operator.svg": _svg(_plot_operator),
+    "docs/assets/perf-client.svg": _svg(_plot_client),
 }
 
 
@@ -143,6 +347,14 @@ def main() -> int:
             stale.append(rel)
         else:
             path.write_text(text, encoding="utf-8")
+            print(f"wrote {rel}")
+    for rel, draw in PLOTS.items():
+        path = ROOT / rel
+        if args.check:
+            if not path.exists():
+                stale.append(rel)
+        else:
+            path.write_text(draw(), encoding="utf-8")
             print(f"wrote {rel}")
     if stale:
         print(f"stale: {', '.join(stale)}; run `python scripts/docs_gen.py` (or `make docs`) and commit them")

@@ -206,13 +206,18 @@ def find_helm_project(start: Path) -> HelmProject | None:
                 raise HelmProjectError(
                     f"{path}: a resource entry is malformed ({type(e).__name__}: {e}); fix or remove it"
                 ) from None
+            for api in apis:
+                _check_chart(directory, api, path)
             known = ("domain", "layout", "namespace", "projectName", "repo", "resources", "version")
             name = str(data.get("projectName") or directory.name)
             namespace = str(data.get("namespace") or f"{name}-system")
             try:
+                ProjectNames(name)
                 check_namespace(namespace, source=f"{path}: namespace")
             except ScaffoldError as e:
-                raise HelmProjectError(str(e)) from None
+                raise HelmProjectError(
+                    f"{path}: projectName: {e}" if "project name" in str(e) else str(e)
+                ) from None
             return HelmProject(
                 root=directory,
                 domain=domain,
@@ -223,6 +228,20 @@ def find_helm_project(start: Path) -> HelmProject | None:
                 namespace=namespace,
             )
     return None
+
+
+def _check_chart(root: Path, api: HelmApi, path: Path) -> None:
+    """A kind's chart is a directory under the project's helm-charts/ (the image has only those):
+    never an absolute path or one that climbs out with '..'."""
+    fix = "use helm-charts/<chart> (kubeop create api --helm-chart copies a chart there)"
+    if not api.chart:
+        raise HelmProjectError(f"{path}: the resource of kind {api.kind} has no chart; {fix}")
+    charts = (root / "helm-charts").resolve()
+    target = (root / api.chart).resolve()
+    if Path(api.chart).is_absolute() or target == charts or not target.is_relative_to(charts):
+        raise HelmProjectError(
+            f"{path}: the chart {api.chart!r} of kind {api.kind} is outside the project's helm-charts/; {fix}"
+        )
 
 
 def _api_values(api: HelmApi, sample_file: str) -> dict[str, str]:

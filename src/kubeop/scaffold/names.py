@@ -56,7 +56,7 @@ class ProjectNames:
             hint = f" (for example --project-name {suggestion})" if suggestion else ""
             raise ScaffoldError(
                 f"project name {name!r} is not a lower-case DNS label of at most {MAX_PROJECT_NAME} "
-                f"characters: it names the namespace ({name}-system) and every object deploy creates; "
+                "characters: it names the namespace (<name>-system) and every object deploy creates; "
                 f"use lower-case letters, digits and '-', starting with a letter{hint}"
             )
         package = self.package

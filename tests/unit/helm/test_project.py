@@ -185,3 +185,28 @@ def test_chart_kinds_with_and_without_helm() -> None:
     kinds = {("apps/v1", "Deployment"), ("v1", "Service"), ("networking.k8s.io/v1", "Ingress")}
     assert set(chart_kinds(EXAMPLE_CHART)) == kinds  # helm template
     assert set(chart_kinds(EXAMPLE_CHART, helm="/nonexistent/helm")) == kinds  # the templates' kind: lines
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        (
+            "resources: [{group: a, version: v1, kind: A, chart: ../../outside}]",
+            "chart '../../outside' of kind A is outside",
+        ),
+        ("resources: [{group: a, version: v1, kind: A, chart: /etc}]", "chart '/etc' of kind A is outside"),
+        ("resources: [{group: a, version: v1, kind: A}]", "has no chart"),
+        ('projectName: "op\\nx"', "projectName"),
+        ("namespace: [a, b]", "namespace"),
+    ],
+)
+def test_a_helm_project_file_field_that_would_leave_the_project_is_one_line(
+    project_root: Path, field: str, message: str
+) -> None:
+    text = (project_root / "PROJECT").read_text()
+    key = field.split(":", 1)[0]
+    kept = [line for line in text.splitlines() if not line.startswith(f"{key}:")]
+    (project_root / "PROJECT").write_text("\n".join([*kept, field]) + "\n")
+    with pytest.raises(HelmProjectError, match=message) as caught:
+        find_helm_project(project_root)
+    assert "\n" not in str(caught.value)

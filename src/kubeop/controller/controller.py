@@ -45,7 +45,7 @@ from kubeop.client import ApiConnectionError, ResourceLike
 from kubeop.controller.context import SYSTEM_CLOCK, Context, SyncClient, _running
 from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_for_owner, enqueue_from_map
 from kubeop.controller.predicate import Predicate
-from kubeop.controller.request import Request, Result, TerminalError
+from kubeop.controller.request import Request, Result, TerminalError, request_for
 from kubeop.core.errors import ServerTimeout, ServiceUnavailable
 from kubeop.core.resource import ApiResource
 from kubeop.queue import Clock, QueueShutDown, RateLimiter, RateLimitingQueue
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from kubeop.controller.client import ReconcilerClient
     from kubeop.controller.events import EventRecorder
     from kubeop.controller.metrics import ControllerSeries, Metrics
+    from kubeop.controller.shard import ShardGate
 
 __all__ = ["Controller", "ControllerRuntime", "Reconciler"]
 
@@ -145,6 +146,7 @@ class ControllerRuntime:
     executor: ThreadPoolExecutor | None = None
     cache_sync_timeout: float = 120.0
     clock: Clock | None = None  # None: the real time (the event loop's clock)
+    shards: ShardGate | None = None  # None: this replica reconciles every object
 
 
 def _kind_name(what: ResourceLike) -> str:
@@ -285,13 +287,18 @@ class Controller:
                 )
             await asyncio.sleep(0.02)
         self._sync_client = SyncClient(client, asyncio.get_running_loop()) if not self._is_async else None
+        if runtime.shards is not None:
+            runtime.shards.attach(self.name, self._enqueue_owned)
         self._tasks = [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self._workers)
         ]
         log.info("controller started", extra={"controller": self.name, "workers": self._workers})
 
     def _event_handler(self, handler: EventHandler, predicates: Sequence[Predicate]) -> FuncHandler:
-        add = self._queue.add
+        add: Callable[[Request], None] = self._queue.add
+        gate = self._runtime.shards
+        if gate is not None:
+            add = self._sharded_add(gate)
         mapper = handler.map
         map_old = handler.map_old_on_update
 
@@ -325,19 +332,51 @@ class Controller:
 
         return FuncHandler(on_add=on_add, on_update=on_update, on_delete=on_delete)
 
+    def _sharded_add(self, gate: ShardGate) -> Callable[[Request], None]:
+        add, admits, name = self._queue.add, gate.admits, self.name
+
+        def add_if_owned(req: Request) -> None:
+            if admits(name, req):
+                add(req)
+
+        return add_if_owned
+
+    def _enqueue_owned(self) -> int:
+        """Enqueue every cached primary object this replica owns (keys moved here); how many."""
+        gate = self._runtime.shards
+        assert gate is not None
+        informer = self._registrations[0][0]
+        owned = 0
+        for obj in informer.store.list():
+            req = request_for(obj)
+            if gate.admits(self.name, req):
+                owned += 1
+                self._queue.add(req)
+        return owned
+
     def enqueue(self, request: Request) -> None:
         """Ask for a reconcile of ``request`` (e.g. from an external trigger)."""
         self._queue.add(request)
 
     async def _worker(self) -> None:
         queue = self._queue
+        gate = self._runtime.shards
+        name = self.name
         while True:
             try:
                 req = await queue.get()
             except QueueShutDown:
                 return
             try:
-                await self._reconcile_one(req)
+                if gate is None:
+                    await self._reconcile_one(req)
+                elif await gate.begin(name, req):
+                    try:
+                        await self._reconcile_one(req)
+                    finally:
+                        gate.end(name, req)
+                else:
+                    queue.forget(req)  # another replica's now
             finally:
                 queue.done(req)
 

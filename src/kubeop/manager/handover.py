@@ -47,12 +47,17 @@ __all__ = ["Handover", "Liveness"]
 
 
 class Liveness:
-    """Which members' Leases are alive, from when each was last *seen to change* (local clock)."""
+    """Which members' Leases are alive, from when each was last *seen to change* (local clock).
+
+    A Lease seen once and never renewed since counts only if the ring lists it already: a replica
+    that just started sees every Lease for the first time, including those of replicas killed a
+    moment ago, and must not put them back in the ring.
+    """
 
     def __init__(self, lease_duration: float, now: Callable[[], float]) -> None:
         self.lease_duration = lease_duration
         self._now = now
-        self._seen: dict[str, tuple[str, float]] = {}  # member -> (renew marker, when it changed)
+        self._seen: dict[str, tuple[str, float, bool]] = {}  # member -> (marker, when it changed, renewed)
         self._dead: set[str] = set()  # gone for good: a member never comes back under its name
 
     def observe(self, member: str, marker: str, released: bool = False) -> None:
@@ -64,20 +69,24 @@ class Liveness:
             self.forget(member)
             return
         seen = self._seen.get(member)
-        if seen is None or seen[0] != marker:
-            self._seen[member] = (marker, self._now())
+        if seen is None:
+            self._seen[member] = (marker, self._now(), False)
+        elif seen[0] != marker:
+            self._seen[member] = (marker, self._now(), True)
 
     def forget(self, member: str) -> None:
         """The member's Lease was deleted or released."""
         self._seen.pop(member, None)
         self._dead.add(member)
 
-    def live(self) -> frozenset[str]:
+    def live(self, ring: Iterable[str] = ()) -> frozenset[str]:
+        """The members alive now; those seen once and not renewed since only if in ``ring``."""
         now = self._now()
-        for member, (_, at) in list(self._seen.items()):
+        for member, (_, at, _) in list(self._seen.items()):
             if now - at >= self.lease_duration:
                 self.forget(member)
-        return frozenset(self._seen)
+        listed = set(ring)
+        return frozenset(m for m, (_, _, renewed) in self._seen.items() if renewed or m in listed)
 
 
 class Handover:

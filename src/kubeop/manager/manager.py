@@ -26,6 +26,7 @@ from kubeop.controller import Controller, ControllerRuntime, EventRecorder, Metr
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.server import Check, ProbeServer, parse_address
+from kubeop.manager.sharding import Sharder, Sharding
 from kubeop.queue import Clock
 
 if TYPE_CHECKING:
@@ -67,7 +68,16 @@ class Manager:
         webhook_cert_dir: str | None = None,
         webhook_cert_secret: CertSecret | None = None,
         clock: Clock | None = None,
+        sharding: Sharding | None = None,
     ) -> None:
+        if sharding is not None and leader_election:
+            raise ValueError(
+                "Manager(sharding=..., leader_election=True): choose one; with sharding every "
+                "replica works, and controllers that must run once go in Sharding(unsharded=[...])"
+            )
+        # Split the objects between replicas (kubeop.manager.sharding); the lease timings apply.
+        self.sharding = sharding
+        self.sharder: Sharder | None = None
         self.name = name
         # The time every controller's queue and reconciler (ctx.now()) sees; None: the real one.
         # Tests pass a kubeop.queue.SteppedClock to step a schedule.
@@ -184,6 +194,19 @@ class Manager:
         self.recorder = EventRecorder(api, self.name)
         if self.leader_election:
             self.client.write_guard = self._fence
+        if self.sharding is not None:
+            self.sharder = Sharder(
+                self.sharding,
+                api,
+                self.cache,
+                name=self.name,
+                namespace=self._le_ns or api.namespace or "default",
+                lease_duration=self._le_timing[0],
+                renew_deadline=self._le_timing[1],
+                retry_period=self._le_timing[2],
+                registry=metrics.registry if recording is not None else None,
+            )
+            self.client.write_guard = self.sharder.fence
         if recording is not None:
             recording.observe_bookkeeping(self.client, self.recorder)
         runtime = ControllerRuntime(
@@ -194,6 +217,7 @@ class Manager:
             executor,
             cache_sync_timeout=self.cache_sync_timeout,
             clock=self.clock,
+            shards=self.sharder,
         )
         hold_task: asyncio.Task[None] | None = None
         started: list[Controller] = []
@@ -229,6 +253,8 @@ class Manager:
                     return
                 hold_task = asyncio.ensure_future(self.elector.hold())
             self.cache.start()
+            if self.sharder is not None:
+                hold_task = asyncio.ensure_future(self.sharder.run())
             t0 = time.monotonic()
             starting: asyncio.Future[Any] = asyncio.ensure_future(
                 asyncio.gather(*(c.start(runtime) for c in self.controllers))
@@ -273,6 +299,8 @@ class Manager:
                     await hold_task
             if self.elector is not None and self._release_on_cancel and not lost:
                 await self.elector.release()
+            if self.sharder is not None and not lost:
+                await self.sharder.leave()
             if self.cache is not None:
                 await self.cache.stop()
             for server in self.servers:

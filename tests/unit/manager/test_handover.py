@@ -79,11 +79,15 @@ def test_liveness_expires_after_lease_duration_without_change_and_never_revives(
     live.observe("a", "t2")
     live.observe("b", "t1")  # the same record again is no renewal
     clock.advance(5)
-    assert live.live() == {"a"}
+    assert live.live(ring=["a", "b"]) == {"a"}  # b not seen to renew for 15 s
+    live.observe("c", "t1")  # seen once (a replica just started sees every lease so)
+    assert live.live() == {"a"} and live.live(ring=["c"]) == {"a", "c"}
+    live.observe("c", "t2")
+    assert live.live() == {"a", "c"}
     live.observe("b", "t3")  # too late: b is gone under this name
-    assert live.live() == {"a"}
+    assert live.live(ring=["b"]) == {"a", "c"}
     live.observe("a", "t3", released=True)
-    assert live.live() == frozenset()
+    assert live.live() == {"c"}
 
 
 class Sim:

@@ -1,0 +1,176 @@
+"""Sharding a controller across operator processes (issue #19).
+
+Three Widget operators share the Widgets of a namespace (``sharded_operator.py``:
+``Manager(sharding=Sharding())``, 6 s leases, 4 s renew deadline, 1 s retry period). Every
+reconcile's start and end is appended to one file with CLOCK_MONOTONIC (one clock for every
+process on the machine). The scenario, one step after another, each ending converged:
+
+1. 3 replicas, N Widgets created: all converge, each replica reconciles a share;
+2. one replica SIGKILLed, every Widget changed: the dead replica's keys are reconciled by the
+   others within lease duration + 2 s of the kill;
+3. a fourth replica joins, every Widget changed: it takes a share;
+4. scale to 1 (two stopped with SIGTERM), every Widget changed; scale back to 3, changed again.
+
+Checked over the whole run: no key's reconciles overlap in time (a reconcile of a key starts only
+after the previous one, in whatever process, ended; a killed process's open reconciles count as
+running until the kill).
+
+N = 1,000 by default, 10,000 with ``KUBEOP_FAULTS=full``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from pathlib import Path
+
+from kubeop.testing import ControlPlane
+
+from .support import (
+    HERE,
+    OperatorProcess,
+    client_for,
+    create_widgets,
+    names,
+    scale,
+    set_values,
+    wait_converged,
+)
+
+SHARDED_SCRIPT = HERE / "sharded_operator.py"
+LEASE_DURATION = 6.0
+N = scale(1_000, 10_000)
+
+
+class ShardedOperator(OperatorProcess):
+    def __init__(
+        self, plane: ControlPlane, namespace: str, log_dir: Path, name: str, reconcile_log: Path
+    ) -> None:
+        super().__init__(plane, namespace, log_dir, name=name, log_level="INFO")
+        self.args[1] = str(SHARDED_SCRIPT)
+        self.args += [
+            f"--lease-duration={LEASE_DURATION}",
+            "--renew-deadline=4",
+            "--retry-period=1",
+            f"--reconcile-log={reconcile_log}",
+            "--hold=0.005",
+        ]
+
+
+def read_log(path: Path) -> list[tuple[str, str, int, int]]:
+    out = []
+    for line in path.read_text().splitlines():
+        what, key, ns, pid = line.split()
+        out.append((what, key, int(ns), int(pid)))
+    return out
+
+
+def overlaps(records: list[tuple[str, str, int, int]], killed: dict[int, int]) -> list[str]:
+    """Reconciles of one key that overlap in time (any processes); ``killed``: pid -> when."""
+    intervals: dict[str, list[tuple[int, int, int]]] = collections.defaultdict(list)
+    open_: dict[tuple[str, int], list[int]] = collections.defaultdict(list)
+    for what, key, at, pid in records:
+        if what == "start":
+            open_[(key, pid)].append(at)
+        else:
+            intervals[key].append((open_[(key, pid)].pop(0), at, pid))
+    for (key, pid), starts in open_.items():
+        for start in starts:
+            assert pid in killed, f"reconcile of {key} in {pid} never ended and {pid} was not killed"
+            intervals[key].append((start, killed[pid], pid))
+    found = []
+    for key, spans in intervals.items():
+        spans.sort()
+        busy_until, busy_pid = spans[0][1], spans[0][2]
+        for start, end, pid in spans[1:]:
+            if start < busy_until:
+                found.append(
+                    f"{key}: pid {pid} started at {start} while pid {busy_pid} ran until {busy_until}"
+                )
+            if end > busy_until:
+                busy_until, busy_pid = end, pid
+    return found
+
+
+def owners(records: list[tuple[str, str, int, int]], since: int) -> collections.Counter[int]:
+    return collections.Counter(pid for what, _, at, pid in records if what == "start" and at >= since)
+
+
+async def test_three_replicas_share_and_hand_over_without_double_reconciles(
+    fault_plane: ControlPlane, fault_namespace: str, tmp_path: Path
+) -> None:
+    ns = fault_namespace
+    log = tmp_path / "reconciles.log"
+    made = 0
+
+    def replica() -> ShardedOperator:
+        nonlocal made
+        made += 1
+        return ShardedOperator(fault_plane, ns, tmp_path, f"replica-{made}", log)
+
+    replicas = [replica() for _ in range(3)]
+    killed: dict[int, int] = {}
+    client = client_for(fault_plane)
+    widget_names = names(N)
+    timeout = scale(60.0, 300.0)
+
+    async def change_all(value: str) -> int:
+        t0 = time.monotonic_ns()
+        await set_values(client, ns, dict.fromkeys(widget_names, value), concurrency=64)
+        await wait_converged(client, ns, dict.fromkeys(widget_names, value), timeout=timeout)
+        return t0
+
+    try:
+        for r in replicas:
+            r.start(wait=None)
+        for r in replicas:
+            r.wait_for("synced", 60)
+        # 1. three replicas share the work.
+        t0 = time.monotonic_ns()
+        await create_widgets(client, ns, widget_names, "v0", concurrency=64)
+        await wait_converged(client, ns, dict.fromkeys(widget_names, "v0"), timeout=timeout)
+        share = owners(read_log(log), t0)
+        pids = {r.pid for r in replicas}
+        assert set(share) == pids, f"reconciles per process: {share}"
+        assert all(n >= N / 6 for n in share.values()), f"unbalanced: {share}"
+
+        # 2. SIGKILL one replica; its keys move within lease duration + 2 s.
+        victim = replicas.pop(0)
+        victim_pid = victim.pid
+        assert victim_pid is not None
+        victims_keys = {k for what, k, at, pid in read_log(log) if pid == victim_pid and at >= t0}
+        victim.kill()
+        killed[victim_pid] = kill_at = time.monotonic_ns()
+        await change_all("v1")
+        moved = [
+            at for what, k, at, pid in read_log(log) if what == "start" and at > kill_at and k in victims_keys
+        ]
+        assert moved, "nobody reconciled the killed replica's keys"
+        took = (min(moved) - kill_at) / 1e9
+        assert took <= LEASE_DURATION + 2.0, f"the killed replica's keys moved after {took:.1f} s"
+
+        # 3. a replica joins and takes a share.
+        joiner = replica().start()
+        replicas.append(joiner)
+        await asyncio.sleep(0)
+        t_join = await change_all("v2")
+        share = owners(read_log(log), t_join)
+        assert joiner.pid in share and share[joiner.pid] >= N / 6, f"reconciles per process: {share}"
+
+        # 4. scale 3 -> 1 -> 3.
+        for r in replicas[:2]:
+            assert r.stop() == 0, r.log_tail()
+        survivor = replicas[2]
+        t1 = await change_all("v3")
+        assert set(owners(read_log(log), t1)) == {survivor.pid}
+        replicas = [survivor, replica().start(), replica().start()]
+        t3 = await change_all("v4")
+        assert set(owners(read_log(log), t3)) == {r.pid for r in replicas}
+
+        found = overlaps(read_log(log), killed)
+        assert not found, "\n".join(found[:20])
+    finally:
+        await client.close()
+        for r in replicas:
+            r.close()

@@ -192,8 +192,8 @@ def run(
         project = any_project_at(directory)
         if isinstance(project, HelmProject):
             command = helm_command(project, args)
-        elif not (project.root / project.package / "__main__.py").is_file():
-            fail(f"{project.package}/__main__.py is missing: restore it (kubeop init --force) to run")
+        elif not (project.package_dir / "__main__.py").is_file():
+            fail(f"{project.package_dir / '__main__.py'} is missing: restore it (kubeop init --force) to run")
         else:
             command = [sys.executable, "-m", project.package, *args]
         if rbac_check:
@@ -205,7 +205,8 @@ def run(
     env = dict(os.environ) | logging_env
     if kubeconfig:
         env["KUBECONFIG"] = str(kubeconfig)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project.root), env.get("PYTHONPATH")) if p)
+    source = project.root if isinstance(project, HelmProject) else project.package_root
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), env.get("PYTHONPATH")) if p)
     say(f"starting {project.project_name}: python -m {' '.join(command[2:])}")
     sys.stdout.flush()
     sys.stderr.flush()

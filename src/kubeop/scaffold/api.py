@@ -72,6 +72,7 @@ def create_api(
     namespaced: bool = True,
 ) -> ApiResult:
     """Add an API to ``project`` (see the module docstring)."""
+    project.require_own_package("create api")
     api = ApiNames(group, version, kind, project.domain)
     if not resource and not controller:
         raise ScaffoldError("nothing to create: --no-resource and --no-controller; drop one of them")

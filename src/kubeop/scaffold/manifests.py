@@ -81,12 +81,12 @@ class Generated:
 
 def generated(project: Project, *, command: str = "manifests") -> Generated:
     """Import the project's models and controllers and collect what they declare."""
-    pkg = project.package
-    models = custom_resources(*import_tree(project.root, f"{pkg}.api", command=command))
-    controllers = import_tree(project.root, f"{pkg}.controllers", command=command)
+    pkg, where = project.package, project.package_root
+    models = custom_resources(*import_tree(where, f"{pkg}.api", command=command))
+    controllers = import_tree(where, f"{pkg}.controllers", command=command)
     rules = Permissions().declared(*controllers).rules()
     hooks: list[AdmissionWebhook | Conversion] = []
-    for module in import_tree(project.root, f"{pkg}.webhooks", command=command):
+    for module in import_tree(where, f"{pkg}.webhooks", command=command):
         for value in vars(module).values():
             if isinstance(value, AdmissionWebhook | Conversion) and all(value is not h for h in hooks):
                 hooks.append(value)

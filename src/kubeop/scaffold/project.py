@@ -27,6 +27,13 @@ file ``kubeop manifests`` writes follows it. Keys kubeop does not know are kept 
 the file is written back. ``webhookCerts`` says where the webhook server's certificate comes from
 in the cluster: ``self-managed`` (the default: the operator keeps it in a Secret) or
 ``cert-manager``; ``kubeop manifests --webhook-certs`` sets it.
+
+``importRoot`` (optional, ``.`` when missing) is for a project whose package sits inside a larger
+source tree, as the examples in kubeop's own repository do: the directory the package is imported
+from, relative to the project's root and made of ``..`` only. With ``importRoot: ../..`` and
+``package: examples.mysql`` the project at ``<repo>/examples/mysql`` is the package itself,
+imported from ``<repo>``. The package must still live inside the project (the root's last
+directories are the package's first names), so nothing outside it is read as the project's code.
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ __all__ = [
     "WEBHOOK_CERTS",
     "Project",
     "Resource",
+    "check_import_root",
+    "check_package",
     "check_webhook_certs",
     "find_project",
     "load_project",
@@ -61,6 +70,7 @@ _HEADER = (
 )
 _KNOWN = (
     "domain",
+    "importRoot",
     "layout",
     "namespace",
     "package",
@@ -153,6 +163,8 @@ class Project:
     """Where ``deploy`` puts the operator; empty: ``<projectName>-system``."""
     webhook_certs: str = "self-managed"
     """Where the webhook server's certificate comes from in the cluster (:data:`WEBHOOK_CERTS`)."""
+    import_root: str = "."
+    """PROJECT's ``importRoot``: where the package is imported from, relative to ``root`` (``..`` only)."""
 
     def __post_init__(self) -> None:
         if not self.namespace:
@@ -161,6 +173,26 @@ class Project:
     @property
     def names(self) -> ProjectNames:
         return ProjectNames(self.project_name)
+
+    @property
+    def package_root(self) -> Path:
+        """The directory the package is imported from (what goes on ``sys.path``)."""
+        ups = self.import_root.count("..")
+        return self.root.parents[ups - 1] if ups else self.root
+
+    @property
+    def package_dir(self) -> Path:
+        """The package's directory: ``<root>/<package>`` unless PROJECT has an ``importRoot``."""
+        return self.package_root.joinpath(*self.package.split("."))
+
+    def require_own_package(self, command: str) -> None:
+        """Refuse ``command`` (one that writes into the package) in a project with an ``importRoot``."""
+        if self.import_root != ".":
+            raise ScaffoldError(
+                f"kubeop {command} writes into <root>/{self.package}/, but this project's package "
+                f"{self.package} is imported from {self.import_root} (importRoot in {PROJECT_FILE}): "
+                "add the files by hand, following a project made by kubeop init"
+            )
 
     def find(self, api: Resource) -> Resource | None:
         return next((r for r in self.resources if r.same_api(api)), None)
@@ -186,6 +218,8 @@ class Project:
         data["version"] = "3"
         if self.webhook_certs != "self-managed":
             data["webhookCerts"] = self.webhook_certs
+        if self.import_root != ".":
+            data["importRoot"] = self.import_root
         data.update(self.extra)
         return _HEADER + dump_yaml(dict(sorted(data.items())))
 
@@ -234,11 +268,15 @@ def load_project(root: Path) -> Project:
     if repo:
         check_repo(repo, source=f"{path}: repo")
     package = _text(data, "package", path, names.package)
-    if not package.isidentifier() or keyword.iskeyword(package):
-        # it becomes a directory every command writes into: never '..', '/' or a line break
+    # it becomes a directory every command writes into: never '..', '/' or a line break
+    check_package(package, source=f"{path}: package", default=names.package)
+    import_root = check_import_root(
+        data.get("importRoot", "."), root=root, package=package, source=f"{path}: importRoot"
+    )
+    if "." in package and import_root == ".":
         raise ScaffoldError(
-            f"{path}: package {package!r} is not a Python package name: use the project's "
-            f"package directory (package: {names.package})"
+            f"{path}: package {package!r} has dots, so it is imported from an ancestor of the project's "
+            f"root: say which with importRoot (importRoot: {'/'.join(['..'] * package.count('.'))}/..)"
         )
     resources = data.get("resources") or []
     if not isinstance(resources, list) or not all(isinstance(r, dict) for r in resources):
@@ -257,6 +295,7 @@ def load_project(root: Path) -> Project:
         extra={k: v for k, v in data.items() if k not in _KNOWN},
         namespace=namespace,
         webhook_certs=certs,
+        import_root=import_root,
     )
 
 
@@ -270,6 +309,52 @@ def _text(data: dict[str, Any], key: str, path: Path, default: str) -> str:
             f"{path}: {key} must be a string, not {value!r}: write it as {key}: <value> (or remove the line)"
         )
     return str(value)
+
+
+def check_package(value: str, *, source: str, default: str = "") -> str:
+    """A Python package name: an identifier, or dotted identifiers (``examples.mysql``) in a
+    project with an ``importRoot``."""
+    if not all(part.isidentifier() and not keyword.iskeyword(part) for part in value.split(".")):
+        raise ScaffoldError(
+            f"{source} {value!r} is not a Python package name: use the project's package directory"
+            + (f" (package: {default})" if default else "")
+        )
+    return value
+
+
+def check_import_root(value: object, *, root: Path, package: str, source: str = "importRoot") -> str:
+    """PROJECT's ``importRoot``, normalized (``.`` or ``..``/``../..``...): relative, made of ``..``
+    only, and such that ``package`` lives inside ``root`` (the root's last ``n`` directory names
+    are the package's first ``n`` names)."""
+    if not isinstance(value, str):
+        raise ScaffoldError(
+            f"{source} must be a string such as '../..' (got {type(value).__name__} {value!r}); "
+            "remove the key when the package is <root>/<package>"
+        )
+    if any(c in value for c in "\r\n\0\\"):
+        raise ScaffoldError(
+            f"{source} {value!r} has a line break, NUL or backslash: "
+            "write a relative path with / such as ../.."
+        )
+    if value.startswith("/") or (len(value) > 1 and value[1] == ":"):
+        raise ScaffoldError(
+            f"{source} {value!r} is absolute: write it relative to the project's root, such as ../.."
+        )
+    parts = [p for p in value.split("/") if p not in ("", ".")]
+    if any(p != ".." for p in parts):
+        raise ScaffoldError(
+            f"{source} {value!r} must be made of '..' only (the directory the package is imported from "
+            "is an ancestor of the project's root), such as ../.."
+        )
+    ups = len(parts)
+    names = package.split(".")
+    if ups and (ups > len(names) or ups >= len(root.parts) or list(root.parts[-ups:]) != names[:ups]):
+        raise ScaffoldError(
+            f"{source} {value!r} with package {package!r} puts the package outside the project "
+            f"({root}): with importRoot {value!r} the root's last {ups} directories must be "
+            f"{'/'.join(names[:ups])!r}; fix importRoot or package"
+        )
+    return "/".join(parts) if parts else "."
 
 
 def check_webhook_certs(value: str, *, source: str = "--webhook-certs") -> str:

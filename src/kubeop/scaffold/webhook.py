@@ -207,6 +207,7 @@ def create_webhook(
         raise ScaffoldError(
             "nothing to create: pass --defaulting, --programmatic-validation and/or --conversion"
         )
+    project.require_own_package("create webhook")
     api = ApiNames(group, version, kind, project.domain)
     pkg = project.package
     recorded = project.find(Resource(group, version, kind, project.domain))

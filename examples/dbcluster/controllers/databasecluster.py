@@ -47,7 +47,15 @@ from examples.kube import (
     set_conditions,
     status_dict,
 )
-from kubeop import Context, Controller, GenerationChanged, Request, Result, set_controller_reference
+from kubeop import (
+    Context,
+    Controller,
+    GenerationChanged,
+    Request,
+    Result,
+    rbac_rule,
+    set_controller_reference,
+)
 
 MANAGER = "dbcluster-operator"
 FINALIZER = "db.example.com/decommission"
@@ -70,6 +78,14 @@ def _ordinal(pod: Pod) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
+# What the reconciler reads and writes: `kubeop manifests` turns these into config/rbac/role.yaml.
+@rbac_rule(groups="db.example.com", resources="databaseclusters", verbs="get;list;watch;update;patch")
+@rbac_rule(groups="db.example.com", resources="databaseclusters/status", verbs="get;update;patch")
+@rbac_rule(groups="db.example.com", resources="databaseclusters/finalizers", verbs="update")
+@rbac_rule(groups="apps", resources="statefulsets", verbs="get;list;watch;create;update;patch")
+@rbac_rule(groups="", resources="services;configmaps", verbs="get;list;watch;create;update;patch")
+@rbac_rule(groups="", resources="pods", verbs="get;list;watch;delete")
+@rbac_rule(groups="", resources="secrets", verbs="get;list;watch")
 class DatabaseClusterController:
     def __init__(self, progress_requeue: float = 5.0) -> None:
         self.progress_requeue = progress_requeue

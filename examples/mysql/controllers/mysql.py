@@ -58,6 +58,7 @@ from kubeop import (
     PatchType,
     Request,
     Result,
+    rbac_rule,
     set_controller_reference,
 )
 
@@ -65,6 +66,14 @@ MANAGER = "mysql-operator"
 FINALIZER = "db.example.com/stop-and-notify"
 
 
+# What the reconciler reads and writes: `kubeop manifests` turns these into config/rbac/role.yaml.
+@rbac_rule(groups="db.example.com", resources="mysqls", verbs="get;list;watch;update;patch")
+@rbac_rule(groups="db.example.com", resources="mysqls/status", verbs="get;update;patch")
+@rbac_rule(groups="db.example.com", resources="mysqls/finalizers", verbs="update")
+@rbac_rule(groups="apps", resources="statefulsets", verbs="get;list;watch;create;update;patch")
+@rbac_rule(groups="", resources="services", verbs="get;list;watch;create;update;patch")
+@rbac_rule(groups="", resources="secrets", verbs="get;list;watch;create")
+@rbac_rule(groups="", resources="pods", verbs="get;list;watch")
 class MySQLController:
     """The reconciler and the state it shares with its watches (which Secrets are referenced)."""
 

@@ -115,7 +115,7 @@ def test_the_loader_reports_a_bad_import_root_in_project(tmp_path: Path) -> None
         find_project(root)
 
 
-@pytest.mark.parametrize("package", ["top-proj", "top..proj", "1top"])
+@pytest.mark.parametrize("package", ["top-proj", "top..proj", "1top", "top.class", "../outside"])
 def test_a_package_that_is_not_a_python_name_is_refused(tmp_path: Path, package: str) -> None:
     root = new_project(tmp_path).root
     data = yaml.safe_load((root / "PROJECT").read_text())
@@ -140,3 +140,12 @@ def test_the_examples_config_is_what_kubeop_manifests_writes(example: str) -> No
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_dotted_package_needs_an_import_root(tmp_path: Path) -> None:
+    root = _nested(tmp_path)
+    data = yaml.safe_load((root / "PROJECT").read_text())
+    del data["importRoot"]
+    (root / "PROJECT").write_text(yaml.safe_dump(data))
+    with pytest.raises(ScaffoldError, match=r"package 'top.proj' has dots.*importRoot: \.\./\.\."):
+        find_project(root)

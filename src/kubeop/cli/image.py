@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -100,7 +101,8 @@ def docker_build(
         )
         fail(
             f"cannot build {image}: no usable container engine here ({'; '.join(reasons)}): {fix}, or "
-            f"build the context kubeop wrote where an engine runs: docker build -t {image} {shown}"
+            f"build the context kubeop wrote where an engine runs: docker build -t {shlex.quote(image)} "
+            f"{shlex.quote(str(shown))}"
         )
     say(f"building {image} with {Path(found).name} ...")
     res = subprocess.run([found, "build", "-t", image, str(dest)], check=False)

@@ -16,7 +16,9 @@ asking for plain ``kubeop``: the image does not depend on paths of this machine.
 
 from __future__ import annotations
 
+import base64
 import html.parser
+import http.client
 import re
 import shutil
 import tomllib
@@ -24,7 +26,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit
 
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.project import Project
@@ -47,12 +49,15 @@ REQUIREMENTS_FILE = "kubeop-requirements.txt"
 #: The environment variable that stands for ``--kubeop-from``.
 ENV_VAR = "KUBEOP_FROM"
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
-_VCS = re.compile(r"^(git|hg|svn|bzr)\+(https?|ssh|file|git)://\S+$")
+_VCS = re.compile(r"^(git|hg|svn|bzr)\+(https?|ssh|file|git)://\S+\Z")
+# one token: a space or line break would add pip options to kubeop-requirements.txt
+_INDEX = re.compile(r"^https?://\S+\Z")
 _FIX_FROM = (
     "or take kubeop from an index or a VCS URL: kubeop docker-build --kubeop-from "
     "https://<index>/simple | git+https://<host>/<repo>@<tag>"
 )
 
+_LOCAL_KUBEOP = re.compile(r"""(["'])kubeop\s*@\s*file:[^"'\n]*\1""", re.IGNORECASE)
 _NO_FROM = "or build the image from this kubeop's wheel: kubeop docker-build (without --kubeop-from)"
 
 
@@ -109,20 +114,47 @@ class _Links(html.parser.HTMLParser):
             self.files.append(unquote(urlparse(href).path.rsplit("/", 1)[-1]))
 
 
+def redact_url(url: str) -> str:
+    """``url`` with the password (or a lone token) of its user part replaced by ``***``, to show."""
+    netloc = urlsplit(url).netloc
+    if "@" not in netloc:
+        return url
+    userinfo, host = netloc.rsplit("@", 1)
+    user, has_password, _ = userinfo.partition(":")
+    shown = f"{user}:***" if has_password else "***"
+    return url.replace(netloc, f"{shown}@{host}", 1)
+
+
+def _index_request(url: str) -> urllib.request.Request:
+    """A GET of ``url`` with its user part sent as basic auth (urllib does not read it from a URL)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return urllib.request.Request(url)
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+    return urllib.request.Request(
+        parts._replace(netloc=host).geturl(), headers={"Authorization": f"Basic {token}"}
+    )
+
+
 def _index_versions(index: str, timeout: float = 15.0) -> set[str]:
     """The kubeop versions a PEP 503 index serves (file names ``kubeop-<version>...``)."""
     url = index.rstrip("/") + "/kubeop/"
+    shown_index, shown_url = redact_url(index), redact_url(url)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(_index_request(url), timeout=timeout) as resp:
             page = resp.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         if e.code == 404:
             return set()
         raise ScaffoldError(
-            f"the index {index} answered HTTP {e.code} for {url}: fix the URL, {_NO_FROM}"
+            f"the index {shown_index} answered HTTP {e.code} for {shown_url}: fix the URL, {_NO_FROM}"
         ) from None
-    except (OSError, ValueError) as e:
-        raise ScaffoldError(f"cannot read the index {index} ({url}: {e}): fix the URL, {_NO_FROM}") from None
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        raise ScaffoldError(
+            f"cannot read the index {shown_index} ({shown_url}: {e}): fix the URL, {_NO_FROM}"
+        ) from None
     links = _Links()
     links.feed(page)
     found = set()
@@ -162,21 +194,22 @@ def _kubeop_source(value: str | None, pyproject: dict[str, object], dest: Path) 
         wheel, dist = kubeop_wheel(dest / WHEEL_DIR)
         shown = f"{WHEEL_DIR}/{wheel.name}"
         return [f"./{shown}"], f"the image installs kubeop {dist.version} from {shown} ({dist.source})"
+    shown = redact_url(choice)
     if _VCS.match(choice):
-        return [f"kubeop @ {choice}"], f"the image installs kubeop from {choice} (the version it holds)"
-    if choice.startswith(("https://", "http://")):
+        return [f"kubeop @ {choice}"], f"the image installs kubeop from {shown} (the version it holds)"
+    if _INDEX.match(choice):
         version = kubeop_dist().version
         _check_wanted(pyproject, version)
         served = _index_versions(choice)
         if version not in served:
             has = f"it serves {', '.join(sorted(served))}" if served else "it serves no kubeop"
             raise ScaffoldError(
-                f"the index {choice} has no kubeop {version} ({has}): publish it there, {_NO_FROM}"
+                f"the index {shown} has no kubeop {version} ({has}): publish it there, {_NO_FROM}"
             )
         lines = [f"--extra-index-url {choice}", f"kubeop=={version}"]
-        return lines, f"the image installs kubeop {version} from the index {choice}"
+        return lines, f"the image installs kubeop {version} from the index {shown}"
     raise ScaffoldError(
-        f"--kubeop-from {choice!r} (or ${ENV_VAR}) is neither 'wheel', an index URL (https://...) nor a "
+        f"--kubeop-from {shown!r} (or ${ENV_VAR}) is neither 'wheel', an index URL (https://...) nor a "
         "VCS URL (git+https://...): e.g. kubeop docker-build --kubeop-from git+https://<host>/<repo>@<tag>"
     )
 
@@ -231,7 +264,7 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
     shutil.copytree(root / project.package, dest / project.package, ignore=_SKIP)
     pyproject = (root / "pyproject.toml").read_text()
     if checkout is not None:
-        start = pyproject.index('"kubeop @ ')
-        pyproject = pyproject[:start] + '"kubeop' + pyproject[pyproject.index('"', start + 1) :]
+        # "kubeop @ file:///..." (or 'kubeop@file:...') becomes "kubeop": no path of this machine
+        pyproject = _LOCAL_KUBEOP.sub(r"\1kubeop\1", pyproject, count=1)
     (dest / "pyproject.toml").write_text(pyproject)
     return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin)

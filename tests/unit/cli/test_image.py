@@ -204,3 +204,103 @@ def test_the_context_installs_into_a_clean_venv_without_an_index_serving_kubeop(
         [found, "build", "-t", "kubeop-test/op:dev", str(ctx)], capture_output=True, text=True, timeout=900
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+
+
+@pytest.fixture
+def private_index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A PEP 503 index on loopback that wants HTTP basic auth (user:s3cret)."""
+    root = tmp_path / "index"
+    root.mkdir()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
+
+        def do_GET(self) -> None:
+            if self.headers.get("Authorization") != "Basic dXNlcjpzM2NyZXQ=":
+                self.send_error(401)
+                return
+            super().do_GET()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://user:s3cret@127.0.0.1:{server.server_address[1]}/simple", root
+    server.shutdown()
+    server.server_close()
+
+
+def test_credentials_in_an_index_url_are_used_but_never_shown(
+    tmp_path: Path, private_index: tuple[str, Path]
+) -> None:
+    url, root = private_index
+    _serve(root, WHEEL)
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    project = find_project(tmp_path / "op")
+    context = write_build_context(project, tmp_path / "ctx", url)
+    assert "s3cret" not in context.kubeop and "user:***@127.0.0.1" in context.kubeop
+    assert requirements(tmp_path / "ctx") == [
+        f"--extra-index-url {url}",
+        f"kubeop=={VERSION}",
+    ]  # pip needs them
+    (root / "simple" / "kubeop" / "index.html").unlink()
+    for source in (url, url.replace("/simple", "/nothing"), "https://tok:s3cret@127.0.0.1:9/simple"):
+        with pytest.raises(ScaffoldError) as err:
+            write_build_context(project, tmp_path / "ctx", source)
+        assert "s3cret" not in str(err.value)
+    vcs = "git+https://oauth2:s3cret@git.example/op/kubeop@v1"
+    shown = write_build_context(project, tmp_path / "ctx", vcs).kubeop
+    assert "s3cret" not in shown and "git+https://oauth2:***@git.example/op/kubeop@v1" in shown
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "https://idx.example/simple --trusted-host evil.example",
+        "https://idx.example/simple\n--index-url https://evil.example",
+        "https://idx.example/simple\t-e .",
+    ],
+)
+def test_an_index_url_cannot_add_pip_options(tmp_path: Path, source: str) -> None:
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    with pytest.raises(ScaffoldError, match=r"--kubeop-from .* is neither 'wheel'"):
+        write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", source)
+
+
+def test_a_local_checkout_dependency_written_without_spaces_is_made_plain(tmp_path: Path) -> None:
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO, kubeop_source=str(KUBEOP))
+    project = find_project(tmp_path / "op")
+    pyproject = project.root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"kubeop @ ', "'kubeop@").replace('.git"', ".git'"))
+    text = pyproject.read_text()
+    start = text.index("'kubeop@")
+    text = text[:start] + text[start:].replace('",', "',", 1)
+    pyproject.write_text(text)
+    assert local_kubeop(project) == KUBEOP
+    write_build_context(project, tmp_path / "ctx")
+    written = (tmp_path / "ctx" / "pyproject.toml").read_text()
+    assert "'kubeop'" in written and "file://" not in written
+
+
+def test_without_an_engine_the_suggested_command_quotes_a_path_with_spaces(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kubeop.cli import app
+
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    ctx = tmp_path / "my build"
+    args = [
+        "docker-build",
+        "--dir",
+        str(tmp_path / "op"),
+        "--context-dir",
+        str(ctx),
+        "--engine",
+        "no-such-engine",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert f"docker build -t controller:latest '{ctx}'" in " ".join(result.output.split())

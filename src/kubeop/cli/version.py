@@ -51,6 +51,7 @@ def version_info() -> dict[str, Any]:
             for candidates in selection.installed.values()
             for found in candidates
         ],
+        "notes": list(selection.notes),
     }
 
 
@@ -77,6 +78,7 @@ def _text(info: dict[str, Any]) -> str:
         source = _SOURCES.get(choice["source"], f"from {choice['source']}")
         lines.append(f"  {command:<{width}}  {choice['path']} ({source})")
     lines += [f"  {found['line']}" for found in info["installed"] if not found["used"]]
+    lines += [f"  {note}" for note in info["notes"]]
     return "\n".join(lines)
 
 

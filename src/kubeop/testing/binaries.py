@@ -43,7 +43,7 @@ from kubeop.binaries import (
     component_dir,
     sha256,
 )
-from kubeop.testing.installed import Installed, find_installed
+from kubeop.testing.installed import Installed, assets_problem, find_installed
 
 __all__ = [
     "COMPONENTS",
@@ -364,10 +364,14 @@ class Selection:
     installed: dict[str, list[Installed]] = field(default_factory=dict)
     to_build: list[Component] = field(default_factory=list)
     root: Path | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. a KUBEBUILDER_ASSETS it cannot look into
 
     def lines(self) -> list[str]:
         """One line per binary found outside the cache: used, or why not (nothing when none)."""
-        return [found.line() for candidates in self.installed.values() for found in candidates]
+        return [
+            *self.notes,
+            *(found.line() for candidates in self.installed.values() for found in candidates),
+        ]
 
     def binaries(self) -> Binaries:
         def path(command: str) -> Path:
@@ -401,6 +405,9 @@ def select_binaries(
     wanted = {c: COMPONENTS[COMMAND_COMPONENT[c]].version for c in commands if c not in NOT_INSTALLED}
     installed = find_installed(wanted, env) if use_installed else {}
     selection = Selection({}, installed, root=root)
+    problem = assets_problem(env) if use_installed else None
+    if problem:
+        selection.notes.append(problem)
     for command in commands:
         component = COMPONENTS[COMMAND_COMPONENT[command]]
         usable = [found for found in installed.get(command, []) if found.usable]

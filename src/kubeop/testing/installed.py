@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ASSETS_ENV", "VERSION_ARGS", "Installed", "find_installed", "version_of"]
+__all__ = ["ASSETS_ENV", "VERSION_ARGS", "Installed", "assets_problem", "find_installed", "version_of"]
 
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 
@@ -48,15 +48,22 @@ class Installed:
     origin: str  # "KUBEBUILDER_ASSETS" or "PATH"
     version: str | None  # None: it printed no version (or did not run)
     wanted: str
+    problem: str | None = None  # why it was not even asked (e.g. not executable)
 
     @property
     def usable(self) -> bool:
-        return self.version is not None and _normal(self.version) == _normal(self.wanted)
+        return (
+            self.problem is None
+            and self.version is not None
+            and _normal(self.version) == _normal(self.wanted)
+        )
 
     def line(self) -> str:
         """One line saying whether kubeop uses it, and why not."""
         if self.usable:
             return f"{self.command}: using {self.path} ({self.origin}, {self.version})"
+        if self.problem:
+            return f"{self.command}: not using {self.path} ({self.origin}): {self.problem}"
         found = f"it is {self.version}" if self.version else "it printed no version"
         return f"{self.command}: not using {self.path} ({self.origin}): {found}, kubeop pins {self.wanted}"
 
@@ -64,23 +71,44 @@ class Installed:
 def version_of(path: Path, args: Sequence[str], timeout: float = 10.0) -> str | None:
     """The version ``path`` reports (``v1.2.3``), or None when it runs badly or prints none."""
     try:
-        res = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=timeout, check=False)
+        res = subprocess.run([str(path), *args], capture_output=True, timeout=timeout, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    match = _VERSION.search(res.stdout + "\n" + res.stderr)
+    # bytes: a binary printing something that is not text must not raise here
+    match = _VERSION.search((res.stdout + b"\n" + res.stderr).decode(errors="replace"))
     return _normal(match[1]) if match else None
 
 
-def _candidates(command: str, env: Mapping[str, str]) -> list[tuple[Path, str]]:
-    found: list[tuple[Path, str]] = []
+def assets_problem(env: Mapping[str, str] | None = None) -> str | None:
+    """One line when ``KUBEBUILDER_ASSETS`` is set but is no directory kubeop can look into."""
+    env = os.environ if env is None else env
+    assets = env.get(ASSETS_ENV)
+    if not assets:
+        return None
+    path = Path(assets).expanduser()
+    if not path.exists():
+        problem = "does not exist"
+    elif not path.is_dir():
+        problem = "is not a directory"
+    else:
+        return None
+    return (
+        f"{ASSETS_ENV}={assets} {problem}: point it at the directory holding kube-apiserver, etcd and "
+        f"kubectl (setup-envtest use -p path), or unset it; kubeop builds what it needs meanwhile"
+    )
+
+
+def _candidates(command: str, env: Mapping[str, str]) -> list[tuple[Path, str, str | None]]:
+    found: list[tuple[Path, str, str | None]] = []
     assets = env.get(ASSETS_ENV)
     if assets:
         path = Path(assets).expanduser() / command
-        if path.is_file() and os.access(path, os.X_OK):
-            found.append((path, ASSETS_ENV))
+        if path.is_file():
+            executable = os.access(path, os.X_OK)
+            found.append((path, ASSETS_ENV, None if executable else "it is not executable (chmod +x it)"))
     on_path = shutil.which(command, path=env.get("PATH", ""))
-    if on_path and all(Path(on_path).resolve() != p.resolve() for p, _ in found):
-        found.append((Path(on_path), "PATH"))
+    if on_path and all(Path(on_path).resolve() != p.resolve() for p, _, _ in found):
+        found.append((Path(on_path), "PATH", None))
     return found
 
 
@@ -93,7 +121,14 @@ def find_installed(
     out: dict[str, list[Installed]] = {}
     for command, version in wanted.items():
         out[command] = [
-            Installed(command, path, origin, version_of(path, VERSION_ARGS[command]), version)
-            for path, origin in _candidates(command, env)
+            Installed(
+                command,
+                path,
+                origin,
+                None if problem else version_of(path, VERSION_ARGS[command]),
+                version,
+                problem,
+            )
+            for path, origin, problem in _candidates(command, env)
         ]
     return out

@@ -65,3 +65,15 @@ def test_bad_output_format() -> None:
     result = runner.invoke(app, ["version", "-o", "yaml"])
     assert result.exit_code == 2
     assert "--output must be text or json, not 'yaml'" in result.output
+
+
+def test_envtest_assets_that_are_a_file_are_one_line(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(env / "assets" / "kube-apiserver"))
+    result = runner.invoke(app, ["version"])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"KUBEBUILDER_ASSETS={env / 'assets' / 'kube-apiserver'} is not a directory: point it"
+        in result.output
+    )
+    info = json.loads(runner.invoke(app, ["version", "-o", "json"]).output)
+    assert len(info["notes"]) == 1

@@ -3,6 +3,7 @@ version is refused with one line, and what is missing is built. Fake executables
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,45 @@ def test_cache_only_ignores_installed_binaries(dirs: tuple[Path, Path, Path]) ->
 def test_installed_line_for_a_usable_binary() -> None:
     found = Installed("helm", Path("/usr/bin/helm"), "PATH", "v3.22.0", "v3.22.0")
     assert found.usable and found.line() == "helm: using /usr/bin/helm (PATH, v3.22.0)"
+
+
+def test_a_binary_printing_bytes_that_are_not_text_is_read_not_a_crash(dirs: tuple[Path, Path, Path]) -> None:
+    _, assets, _ = dirs
+    path = assets / "kube-apiserver"
+    path.write_bytes(b"#!/bin/sh\nprintf '\\377\\376 Kubernetes " + K8S.encode() + b"\\n'\n")
+    path.chmod(0o755)
+    [found] = find_installed({"kube-apiserver": K8S})["kube-apiserver"]
+    assert found.usable
+
+
+def test_a_binary_that_hangs_on_version_is_given_up(tmp_path: Path) -> None:
+    from kubeop.testing.installed import version_of
+
+    path = tmp_path / "etcd"
+    # a child that keeps the output pipe open after the binary itself is killed
+    path.write_text("#!/bin/sh\nsleep 30 &\nsleep 30\n")
+    path.chmod(0o755)
+    started = time.monotonic()
+    assert version_of(path, ("--version",), timeout=0.5) is None
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("kind", ["file", "nowhere", "not-executable"])
+def test_envtest_assets_it_cannot_use_are_one_line(
+    dirs: tuple[Path, Path, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, assets, _ = dirs
+    if kind == "file":
+        target = assets / "a-file"
+        target.write_text("x")
+        monkeypatch.setenv("KUBEBUILDER_ASSETS", str(target))
+        expected = f"KUBEBUILDER_ASSETS={target} is not a directory"
+    elif kind == "nowhere":
+        monkeypatch.setenv("KUBEBUILDER_ASSETS", str(assets / "missing"))
+        expected = f"KUBEBUILDER_ASSETS={assets / 'missing'} does not exist"
+    else:
+        fake(assets, "kube-apiserver", f"Kubernetes {K8S}").chmod(0o644)
+        apiserver = assets / "kube-apiserver"
+        expected = f"kube-apiserver: not using {apiserver} (KUBEBUILDER_ASSETS): it is not executable"
+    lines = bins.select_binaries(full=False, root=root).lines()
+    assert [line for line in lines if expected in line], lines

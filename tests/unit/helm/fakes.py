@@ -258,6 +258,34 @@ class FakeRecorder:
         self.events.append((type, reason, note))
 
 
+def release_secret(
+    ns: str, name: str, version: int, status: str, manifest: str, values: Any, notes: str = ""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A release as Helm records it: its JSON document and the storage Secret that holds it."""
+    doc = {
+        "name": name,
+        "namespace": ns,
+        "version": version,
+        "info": {"status": status, "notes": notes, "description": status},
+        "chart": {"metadata": {"name": "php", "version": "0.1.0"}},
+        "config": values,
+        "manifest": manifest,
+    }
+    encoded = base64.b64encode(gzip.compress(json.dumps(doc).encode())).decode()
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"sh.helm.release.v1.{name}.v{version}",
+            "namespace": ns,
+            "labels": {"owner": "helm", "name": name, "status": status, "version": str(version)},
+        },
+        "type": "helm.sh/release.v1",
+        "data": {"release": base64.b64encode(encoded.encode()).decode()},
+    }
+    return doc, secret
+
+
 @dataclass
 class FakeHelm:
     """A Helm that renders a Service + Deployment from ``image`` (and ``replicas``).
@@ -295,25 +323,7 @@ class FakeHelm:
     def _record(
         self, ns: str, name: str, version: int, status: str, manifest: str, values: Any, notes: str = ""
     ) -> Release:
-        doc = {
-            "name": name,
-            "namespace": ns,
-            "version": version,
-            "info": {"status": status, "notes": notes, "description": status},
-            "chart": {"metadata": {"name": "php", "version": "0.1.0"}},
-            "config": values,
-            "manifest": manifest,
-        }
-        encoded = base64.b64encode(gzip.compress(json.dumps(doc).encode())).decode()
-        secret = {
-            "metadata": {
-                "name": f"sh.helm.release.v1.{name}.v{version}",
-                "namespace": ns,
-                "labels": {"owner": "helm", "name": name, "status": status, "version": str(version)},
-            },
-            "type": "helm.sh/release.v1",
-            "data": {"release": base64.b64encode(encoded.encode()).decode()},
-        }
+        doc, secret = release_secret(ns, name, version, status, manifest, values, notes)
         self.cluster.store(RELEASE_SECRETS, secret)
         return release_from_json(doc)
 

@@ -6,13 +6,17 @@ import asyncio
 import base64
 import gzip
 import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
+from kubeop.cache import SharedInformerFactory
+from kubeop.client import Client
 from kubeop.helm.releases import ReleaseStore, decode_release, release_from_json, release_from_secret
+from kubeop.testing import FakeCluster
 
-from .fakes import RELEASE_SECRETS, FakeCluster, FakeHelm
+from .fakes import release_secret
 
 DOC = {
     "name": "web",
@@ -59,49 +63,82 @@ def test_release_from_helm_output_without_config() -> None:
     assert rel.config == {} and rel.pending and not rel.deployed
 
 
-async def test_store_history_deployed_and_notifications() -> None:
-    cluster = FakeCluster()
-    helm = FakeHelm(cluster)
-    helm._record("ns", "web", 1, "superseded", "m1", {})
-    helm._record("ns", "web", 2, "deployed", "m2", {})
-    helm._record("ns", "web", 3, "failed", "m3", {})
-    helm._record("other", "web", 1, "deployed", "x", {})
-    cluster.store(
-        RELEASE_SECRETS,
-        {"metadata": {"name": "junk", "namespace": "ns", "labels": {"name": "web"}}, "data": {}},
+@pytest.fixture
+async def client(fake_cluster: FakeCluster) -> AsyncIterator[Client]:
+    async with fake_cluster.client() as client:
+        for ns in ("ns", "other"):
+            await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        yield client
+
+
+async def record(client: Client, ns: str, name: str, version: int, status: str, manifest: str) -> None:
+    """Store a revision as Helm does: a storage Secret written to the (fake) API server."""
+    _, secret = release_secret(ns, name, version, status, manifest, {})
+    await client.create(secret)
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 2.0) -> None:
+    for _ in range(int(timeout / 0.005)):
+        if check():
+            return
+        await asyncio.sleep(0.005)
+    assert check()
+
+
+async def test_store_history_deployed_and_notifications(client: Client) -> None:
+    await record(client, "ns", "web", 1, "superseded", "m1")
+    await record(client, "ns", "web", 2, "deployed", "m2")
+    await record(client, "ns", "web", 3, "failed", "m3")
+    await record(client, "other", "web", 1, "deployed", "x")
+    junk = {"apiVersion": "v1", "kind": "Secret", "data": {}}
+    await client.create(
+        {**junk, "metadata": {"name": "junk", "namespace": "ns", "labels": {"owner": "helm", "name": "web"}}}
     )
-    store = ReleaseStore(cluster)  # type: ignore[arg-type]
+    # Not Helm's: the store's watch selects owner=helm, so this one is never seen.
+    _, foreign = release_secret("ns", "web", 9, "deployed", "m9", {})
+    foreign["metadata"]["labels"]["owner"] = "someone-else"
+    await client.create(foreign)
+    cache = SharedInformerFactory(client)
+    store = ReleaseStore(cache)
     with pytest.raises(RuntimeError):
         store.history("ns", "web")
-    await store.start()
-    await store.start()  # idempotent
-    seen: list[tuple[str, str, int]] = []
-    store.subscribe(lambda ns, name, version: seen.append((ns, name, version)))
-    assert [(r.version, r.status) for r in store.history("ns", "web")] == [
-        (1, "superseded"),
-        (2, "deployed"),
-        (3, "failed"),
-    ]
-    deployed = store.deployed("ns", "web")
-    assert deployed is not None and deployed.manifest == "m2"
-    assert store.deployed("ns", "none") is None
-    assert store.history("ns", "web")[0] is store.history("ns", "web")[0]  # decoded once
-    assert seen == []  # the initial list is not news
-    helm._record("ns", "web", 4, "deployed", "m4", {})
-    assert seen == [("ns", "web", 4)]
+    try:
+        cache.start()
+        await store.start()
+        await store.start()  # idempotent
+        seen: list[tuple[str, str, int]] = []
+        store.subscribe(lambda ns, name, version: seen.append((ns, name, version)))
+        assert [(r.version, r.status) for r in store.history("ns", "web")] == [
+            (1, "superseded"),
+            (2, "deployed"),
+            (3, "failed"),
+        ]
+        deployed = store.deployed("ns", "web")
+        assert deployed is not None and deployed.manifest == "m2"
+        assert store.deployed("ns", "none") is None
+        assert store.history("ns", "web")[0] is store.history("ns", "web")[0]  # decoded once
+        assert seen == []  # the initial list is not news
+        await record(client, "ns", "web", 4, "deployed", "m4")
+        await eventually(lambda: bool(seen))
+        assert seen == [("ns", "web", 4)]
+    finally:
+        await cache.stop()
 
 
-async def test_wait_for_sees_later_changes() -> None:
-    cluster = FakeCluster()
-    helm = FakeHelm(cluster)
-    store = ReleaseStore(cluster)  # type: ignore[arg-type]
+async def test_wait_for_sees_later_changes(client: Client) -> None:
+    cache = SharedInformerFactory(client)
+    store = ReleaseStore(cache)
+    cache.start()
     await store.start()
 
     async def later() -> None:
         await asyncio.sleep(0.05)
-        helm._record("ns", "web", 1, "deployed", "m", {})
+        await record(client, "ns", "web", 1, "deployed", "m")
 
-    task = asyncio.create_task(later())
-    assert await store.wait_for("ns", "web", lambda h: bool(h), timeout=2)
-    await task
-    assert not await store.wait_for("ns", "web", lambda h: len(h) > 1, timeout=0.05)
+    try:
+        task = asyncio.create_task(later())
+        assert await store.wait_for("ns", "web", lambda h: bool(h), timeout=2)
+        await task
+        assert not await store.wait_for("ns", "web", lambda h: len(h) > 1, timeout=0.05)
+    finally:
+        await cache.stop()

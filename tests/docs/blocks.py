@@ -2,8 +2,8 @@
 
 A page's ``python`` and ``bash`` blocks run in order, as one session: python blocks share one
 module (``kubeop_docs_page``, so an ``if __name__ == "__main__":`` tail does not run)
-and every block runs in the same scratch directory, so a bash block may write a file a later
-python block reads. A block that must not run carries the reason in an HTML comment on the
+and every block runs from the repository root, as a reader would (so a block should not
+leave files behind). A block that must not run carries the reason in an HTML comment on the
 line before it (blank lines between are allowed), which the rendered page does not show::
 
     <!-- not-run: starts its own control plane (the tests run one for all pages) -->

@@ -59,9 +59,7 @@ def test_there_are_pages_and_blocks() -> None:
 
 
 @pytest.mark.parametrize("page", _runnable_pages())
-def test_page_blocks_run(
-    page: Path, control_plane: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_page_blocks_run(page: Path, control_plane: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     blocks = _blocks(page)
     if isinstance(blocks, BlockError):
         pytest.fail(str(blocks), pytrace=False)
@@ -71,7 +69,7 @@ def test_page_blocks_run(
         "PATH",
         f"{kubectl.parent}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}" + os.environ.get("PATH", ""),
     )
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(ROOT)  # where a reader runs them
     # The page's python blocks run as one module, registered like an imported one (pydantic
     # resolves a model's annotations through sys.modules).
     module = types.ModuleType(PAGE_MODULE)
@@ -82,7 +80,7 @@ def test_page_blocks_run(
         if block.lang == "python":
             _run_python(block, module.__dict__)
         else:
-            _run_bash(block, tmp_path)
+            _run_bash(block, ROOT)
 
 
 @pytest.mark.parametrize("block", _not_run())

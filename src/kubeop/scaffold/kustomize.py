@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from kubeop.scaffold.errors import ScaffoldError
+from kubeop.scaffold.names import check_namespace
 
 __all__ = ["build", "image_name"]
 
@@ -154,20 +155,57 @@ def _merge(base: Any, patch: Any, field: str = "") -> Any:
     return patch
 
 
-def _patch(objs: list[dict[str, Any]], entry: Mapping[str, Any], kfile: Path) -> list[dict[str, Any]]:
+_TARGET_KEYS = ("kind", "name", "namespace")
+
+
+def _yaml_error(path: Path | str, e: yaml.YAMLError) -> ScaffoldError:
+    mark = getattr(e, "problem_mark", None)
+    where = f" (line {mark.line + 1})" if mark is not None else ""
+    problem = getattr(e, "problem", None) or type(e).__name__
+    return ScaffoldError(f"{path} is not valid YAML{where}: {problem}; fix it")
+
+
+def _load_all(path: Path) -> list[Any]:
+    try:
+        return list(yaml.safe_load_all(path.read_text()))
+    except yaml.YAMLError as e:
+        raise _yaml_error(path, e) from None
+
+
+def _patch(objs: list[dict[str, Any]], entry: Any, kfile: Path) -> list[dict[str, Any]]:
+    if not isinstance(entry, Mapping):
+        raise ScaffoldError(
+            f"{kfile}: a patches entry must be a mapping (- path: <file>), not {entry!r}; fix that entry"
+        )
     if "path" in entry:
-        text = (kfile.parent / str(entry["path"])).read_text()
+        docs = _load_all(kfile.parent / str(entry["path"]))
     elif "patch" in entry:
-        text = str(entry["patch"])
+        try:
+            docs = list(yaml.safe_load_all(str(entry["patch"])))
+        except yaml.YAMLError as e:
+            raise _yaml_error(f"{kfile}: the inline patch", e) from None
     else:
         raise ScaffoldError(f"{kfile}: a patches entry needs a path or a patch: {dict(entry)!r}")
-    patch = yaml.safe_load(text)
+    patch = docs[0] if len(docs) == 1 else None
+    raw_target = entry.get("target") or {}
+    if not isinstance(raw_target, Mapping):
+        raise ScaffoldError(
+            f"{kfile}: a patches entry's target must be a mapping (target: {{kind: .., name: ..}}), "
+            f"not {raw_target!r}"
+        )
+    other = sorted(str(k) for k in raw_target if k not in _TARGET_KEYS)
+    if other:
+        # ignored, the patch would go to every object the other keys do not rule out
+        raise ScaffoldError(
+            f"{kfile}: kubeop deploy selects a patch's target by {', '.join(_TARGET_KEYS)} only, not "
+            f"target.{', target.'.join(other)}; apply it with kubectl apply -k {kfile.parent} instead"
+        )
     if not isinstance(patch, dict):
         raise ScaffoldError(
             f"{kfile}: kubeop deploy applies strategic-merge patches only ({entry.get('path', 'inline')} is "
             f"a JSON patch?); apply it with kubectl apply -k {kfile.parent} instead"
         )
-    target = dict(entry.get("target") or {})
+    target = dict(raw_target)
     if not target:
         md = patch.get("metadata") or {}
         target = {"kind": patch.get("kind"), "name": md.get("name"), "namespace": md.get("namespace")}
@@ -196,25 +234,37 @@ def build(directory: Path, *, images: Mapping[str, str] | None = None) -> list[d
     ``images`` overrides image entries by name for this build only (``{"controller": IMG}``:
     what ``kustomize edit set image controller=IMG`` would make of the files).
     """
-    overrides = dict(images or {})
+    return _build(directory, dict(images or {}), ())
+
+
+def _build(directory: Path, overrides: dict[str, str], seen: tuple[Path, ...]) -> list[dict[str, Any]]:
     kfile = next((directory / f for f in _FILES if (directory / f).is_file()), None)
     if kfile is None:
         raise ScaffoldError(f"{directory} has no kustomization.yaml; run kubeop init again or restore it")
-    data = yaml.safe_load(kfile.read_text()) or {}
-    unknown = sorted(set(data) - _UNDERSTOOD)
+    here = directory.resolve()
+    if here in seen:
+        chain = " -> ".join(map(str, seen))
+        raise ScaffoldError(f"{kfile} includes itself (through {chain}); fix its resources")
+    docs = _load_all(kfile)
+    data = (docs[0] if docs else None) or {}
+    if len(docs) > 1 or not isinstance(data, dict):
+        raise ScaffoldError(f"{kfile} is not a kustomization (one mapping of resources, images, ...); fix it")
+    unknown = sorted(map(str, set(data) - _UNDERSTOOD))
     if unknown:
         raise ScaffoldError(
-            f"{kfile} uses {', '.join(unknown)}: kubeop deploy understands only resources, images and "
-            f"namespace; apply it with kubectl apply -k {directory} instead"
+            f"{kfile} uses {', '.join(unknown)}: kubeop deploy understands only resources, images, "
+            f"namespace and patches; apply it with kubectl apply -k {directory} instead"
         )
+    for field in ("resources", "images", "patches"):
+        if not isinstance(data.get(field) or [], list):
+            raise ScaffoldError(f"{kfile}: {field} must be a list (- <entry>), not {data[field]!r}; fix it")
     objs: list[dict[str, Any]] = []
     for entry in data.get("resources") or ():
         path = (directory / str(entry)).resolve()
         if path.is_dir():
-            objs.extend(build(path, images=overrides))
+            objs.extend(_build(path, overrides, (*seen, here)))
         elif path.is_file():
-            docs = yaml.safe_load_all(path.read_text())
-            objs.extend(d for d in docs if isinstance(d, dict) and d)
+            objs.extend(d for d in _load_all(path) if isinstance(d, dict) and d)
         else:
             raise ScaffoldError(f"{kfile} lists {entry}, which does not exist under {directory}")
     entries = [e for e in data.get("images") or () if isinstance(e, Mapping) and e.get("name")]
@@ -224,5 +274,5 @@ def build(directory: Path, *, images: Mapping[str, str] | None = None) -> list[d
     _set_images(objs, entries, overrides)
     namespace = data.get("namespace")
     if namespace:
-        _set_namespace(objs, str(namespace))
+        _set_namespace(objs, check_namespace(str(namespace), source=f"{kfile}: namespace"))
     return objs

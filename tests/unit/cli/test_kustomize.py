@@ -216,3 +216,37 @@ def test_a_patch_that_matches_nothing_or_is_a_json_patch_is_refused(tmp_path: Pa
         _patched(tmp_path, patch)
     with pytest.raises(ScaffoldError, match="strategic-merge patches only"):
         _patched(tmp_path, [{"op": "remove", "path": "/spec"}], target={"kind": "Deployment"})
+
+
+@pytest.mark.parametrize(
+    ("kustomization", "message"),
+    [
+        ("resources: [\n", "kustomization.yaml is not valid YAML"),
+        ("- resources\n", "kustomization.yaml is not a kustomization"),
+        ("resources: svc.yaml\n", "resources must be a list"),
+        ("resources: [svc.yaml]\npatches: [patch.yaml]\n", "a patches entry must be a mapping"),
+        (
+            "resources: [svc.yaml]\npatches: [{path: p.yaml, target: {labelSelector: app=x}}]\n",
+            "target.labelSelector",
+        ),
+        ("resources: [svc.yaml]\npatches: [{path: p.yaml, target: Service}]\n", "target must be a mapping"),
+        ("resources: [.]\n", "includes itself"),
+        ("resources: [bad.yaml]\n", "bad.yaml is not valid YAML"),
+        ("resources: []\nnamespace: My NS\n", "namespace 'My NS' is not a namespace name"),
+        ("resources: []\nnamespace: [a]\n", "namespace .* is not a namespace name"),
+    ],
+)
+def test_a_kustomization_it_cannot_read_is_one_line(tmp_path: Path, kustomization: str, message: str) -> None:
+    (tmp_path / "svc.yaml").write_text("kind: Service\napiVersion: v1\nmetadata: {name: s}\n")
+    (tmp_path / "p.yaml").write_text("kind: Service\napiVersion: v1\nmetadata: {name: s, labels: {a: b}}\n")
+    (tmp_path / "bad.yaml").write_text("kind: [\n")
+    (tmp_path / "kustomization.yaml").write_text(kustomization)
+    with pytest.raises(ScaffoldError, match=message) as caught:
+        build_kustomization(tmp_path)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_refusal_of_other_fields_names_patches_as_understood(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources: []\nnamePrefix: x-\n")
+    with pytest.raises(ScaffoldError, match="understands only resources, images, namespace and patches"):
+        build_kustomization(tmp_path)

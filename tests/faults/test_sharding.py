@@ -25,6 +25,7 @@ import collections
 import time
 from pathlib import Path
 
+from kubeop.core.resource import ApiResource
 from kubeop.testing import ControlPlane
 
 from .support import (
@@ -39,6 +40,7 @@ from .support import (
 )
 
 SHARDED_SCRIPT = HERE / "sharded_operator.py"
+EVENTS = ApiResource("events.k8s.io", "v1", "events", kind="Event")
 LEASE_DURATION = 6.0
 N = scale(1_000, 10_000)
 
@@ -56,6 +58,13 @@ class ShardedOperator(OperatorProcess):
             f"--reconcile-log={reconcile_log}",
             "--hold=0.005",
         ]
+
+    def identity(self) -> str:
+        return self.wait_for_line("member ").split(" ", 1)[1]
+
+    def wait_for_line(self, prefix: str) -> str:
+        self.wait_for(prefix, 30)
+        return next(line for _, line in self.lines if line.startswith(prefix))
 
 
 def read_log(path: Path) -> list[tuple[str, str, int, int]]:
@@ -157,6 +166,19 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
         t_join = await change_all("v2")
         share = owners(read_log(log), t_join)
         assert joiner.pid in share and share[joiner.pid] >= N / 6, f"reconciles per process: {share}"
+        # The objects that moved to it say so in an Event.
+        identity = joiner.identity()
+        reconciled = {k.split("/")[1] for what, k, at, pid in read_log(log) if pid == joiner.pid}
+        deadline = time.monotonic() + 15
+        while True:
+            events = await client.list(EVENTS, namespace=ns)
+            acquired = {
+                e["regarding"]["name"] for e in events if f"replica {identity} " in (e.get("note") or "")
+            }
+            if len(acquired) >= share[joiner.pid] // 2 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        assert acquired and acquired <= reconciled, f"{len(acquired)} ShardAcquired events for {identity}"
 
         # 4. scale 3 -> 1 -> 3.
         for r in replicas[:2]:

@@ -341,16 +341,16 @@ class Controller:
 
         return add_if_owned
 
-    def _enqueue_owned(self) -> int:
-        """Enqueue every cached primary object this replica owns (keys moved here); how many."""
+    def _enqueue_owned(self) -> list[Any]:
+        """Enqueue every cached primary object this replica owns (keys moved here); them."""
         gate = self._runtime.shards
         assert gate is not None
         informer = self._registrations[0][0]
-        owned = 0
+        owned = []
         for obj in informer.store.list():
             req = request_for(obj)
             if gate.admits(self.name, req):
-                owned += 1
+                owned.append(obj)
                 self._queue.add(req)
         return owned
 

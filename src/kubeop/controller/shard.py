@@ -10,8 +10,8 @@ them). Without sharding the controller has no gate and none of this runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from kubeop.controller.request import Request
 
@@ -30,7 +30,7 @@ class ShardGate(Protocol):
 
     def end(self, controller: str, request: Request) -> None: ...
 
-    def attach(self, controller: str, enqueue_owned: Callable[[], int]) -> None:
+    def attach(self, controller: str, enqueue_owned: Callable[[], Sequence[Any]]) -> None:
         """``enqueue_owned()`` enqueues every cached primary object this replica owns now and
-        returns how many it owns."""
+        returns them."""
         ...

@@ -205,6 +205,7 @@ class Manager:
                 renew_deadline=self._le_timing[1],
                 retry_period=self._le_timing[2],
                 registry=metrics.registry if recording is not None else None,
+                recorder=self.recorder,
             )
             self.client.write_guard = self.sharder.fence
         if recording is not None:

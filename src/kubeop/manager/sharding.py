@@ -17,8 +17,13 @@ A replica whose Lease was not renewed within ``renew_deadline`` refuses its cont
 and stops (:class:`~kubeop.manager.membership.ShardLeaseLost`), as a leader does.
 
 Visible state: the ``kubeop_shard_*`` metrics (members, ring generation, objects owned per
-controller, handovers), a log line per ring generation, and the ring Lease ``<name>-shards``
-(``kubectl get lease <name>-shards -o yaml`` lists the members).
+controller, handovers), a log line per ring generation, the ring Lease ``<name>-shards``
+(``kubectl get lease <name>-shards -o yaml`` lists the members), and on each object that moved
+to a replica a ``ShardAcquired`` Event naming the replica and the ring generation
+(``kubectl describe`` shows it). An Event rather than a label: a label is one more write to the
+object itself per move and per new object, which bumps its resourceVersion, wakes every watcher
+of the kind (this operator's other replicas included) and races users' own writes; an Event is a
+separate object, written only when a key moves (``Sharding(events=False)``: none).
 """
 
 from __future__ import annotations
@@ -26,15 +31,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client
-from kubeop.controller import Request
+from kubeop.controller import EventRecorder, Request, request_for
 from kubeop.manager.membership import Membership, ShardLeaseLost
+from kubeop.manager.rendezvous import owner
 
 __all__ = ["Sharder", "Sharding"]
 
@@ -60,6 +67,7 @@ class Sharding:
     identity: str | None = None
     unsharded: Collection[str] = field(default_factory=frozenset)
     key: KeyFn | None = None
+    events: bool = True
 
 
 class _Series:
@@ -103,6 +111,7 @@ class Sharder:
         renew_deadline: float,
         retry_period: float,
         registry: CollectorRegistry | None = None,
+        recorder: EventRecorder | None = None,
     ) -> None:
         for controller in options.unsharded:
             if not isinstance(controller, str):
@@ -122,7 +131,9 @@ class Sharder:
         self.handover = self.membership.handover
         self._unsharded = frozenset(options.unsharded)
         self._key_fn = options.key
-        self._attached: dict[str, Callable[[], int]] = {}
+        self._attached: dict[str, Callable[[], Sequence[Any]]] = {}
+        self._recorder = recorder if options.events else None
+        self._worked_under: tuple[str, ...] = ()  # the members of the last generation settled
         self._enqueued_for = 0  # the generation whose owned keys were enqueued
         self.owned: dict[str, int] = {}  # primary objects owned per controller, at the last handover
         self._series = _Series(registry, self.membership.name) if registry is not None else None
@@ -160,7 +171,7 @@ class Sharder:
         if handover.generation > handover.acked:
             self.membership.wake()  # maybe drained now: acknowledge
 
-    def attach(self, controller: str, enqueue_owned: Callable[[], int]) -> None:
+    def attach(self, controller: str, enqueue_owned: Callable[[], Sequence[Any]]) -> None:
         self._attached[controller] = enqueue_owned
         if self.handover.settled() and self._enqueued_for == self.handover.generation:
             self._enqueue(controller, enqueue_owned)
@@ -175,10 +186,26 @@ class Sharder:
                 f"{m.renew_deadline:.0f} s"
             )
 
-    def _enqueue(self, controller: str, enqueue_owned: Callable[[], int]) -> None:
-        owned = self.owned[controller] = enqueue_owned()
+    def _enqueue(self, controller: str, enqueue_owned: Callable[[], Sequence[Any]]) -> None:
+        objects = enqueue_owned()
+        owned = self.owned[controller] = len(objects)
         if self._series is not None:
             self._series.owned.labels(controller).set(owned)
+        recorder = self._recorder
+        if recorder is None:
+            return
+        before = self._worked_under
+        generation = self.handover.generation
+        for obj in objects:
+            was = owner(self.key(controller, request_for(obj)), before) if before else None
+            if was != self.identity:
+                recorder.event(
+                    obj,
+                    "Normal",
+                    "ShardAcquired",
+                    f"reconciled by replica {self.identity} from shard ring generation {generation}"
+                    + (f" (was {was})" if was else ""),
+                )
 
     def _changed(self) -> None:
         handover = self.handover
@@ -192,6 +219,7 @@ class Sharder:
         self._enqueued_for = generation
         for controller, enqueue_owned in self._attached.items():
             self._enqueue(controller, enqueue_owned)
+        self._worked_under = handover.members
         if series is not None:
             series.generation.set(generation)
             series.handovers.inc()

@@ -198,6 +198,9 @@ def _problem(material: _Material | None, spec: CertSecret) -> str | None:
     cert = material.serving.cert
     if cert.not_valid_after_utc - _now() < spec.renew_window:
         return f"the serving certificate expires at {cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S} UTC"
+    ca_end = material.ca.cert.not_valid_after_utc
+    if ca_end < cert.not_valid_after_utc:  # not one the rotator made: the chain breaks at ca_end
+        return f"the CA expires at {ca_end:%Y-%m-%d %H:%M:%S} UTC, before its serving certificate"
     if not set(spec.hosts) <= _hosts(cert):
         return f"the serving certificate is not for {', '.join(sorted(set(spec.hosts) - _hosts(cert)))}"
     return None
@@ -262,13 +265,15 @@ class CertRotator:
     async def ensure(self) -> bytes:
         """Make the Secret valid (create or renew it), write the files, inject the CA; the CA bundle."""
         material = await self._settle()
+        # The API server trusts the bundle (a new CA next to the old) before this server presents
+        # a certificate from the new CA: inject first, then write the files.
+        self.pending = [entry for entry in self.spec.inject if not await self._inject(entry, material.bundle)]
         self.cert_dir.mkdir(parents=True, exist_ok=True)
         # The key first: a server reloading between the two keeps the old pair until both match.
         _write(self.cert_dir / KEY_NAME, material.serving.key_pem, 0o600)
         _write(self.cert_dir / CERT_NAME, material.serving.cert_pem, 0o644)
         _write(self.cert_dir / CA_NAME, material.bundle, 0o644)
         self.ca_bundle = material.bundle
-        self.pending = [entry for entry in self.spec.inject if not await self._inject(entry, material.bundle)]
         return material.bundle
 
     async def run(self, stop: asyncio.Event) -> None:

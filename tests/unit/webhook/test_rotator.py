@@ -134,3 +134,36 @@ async def test_a_garbage_secret_of_another_type_is_renewed_keeping_its_type(tmp_
         assert secret["type"] == "Opaque"
         assert _decode(secret) is not None and bundle and rotator.renewals == 1
         assert stat.S_IMODE((tmp_path / "tls.key").stat().st_mode) == 0o600
+
+
+def test_a_ca_that_expires_before_its_serving_certificate_is_due() -> None:
+    spec = CertSecret("c", ("h",))
+    assert "the CA expires at" in str(_problem(_material(spec, 300, 365), spec))  # made elsewhere
+    assert _problem(_material(spec, 3650, 365), spec) is None
+
+
+async def test_the_ca_bundle_is_injected_before_a_new_serving_certificate_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubeop.testing.fake import FakeCluster
+    from kubeop.webhook import rotator as module
+
+    order: list[str] = []
+    write, inject = module._write, module.CertRotator._inject
+
+    def recording_write(path: Path, data: bytes, mode: int) -> None:
+        order.append(f"write {path.name}")
+        write(path, data, mode)
+
+    async def recording_inject(self: Any, entry: str, bundle: bytes) -> bool:
+        order.append("inject")
+        return await inject(self, entry, bundle)
+
+    monkeypatch.setattr(module, "_write", recording_write)
+    monkeypatch.setattr(module.CertRotator, "_inject", recording_inject)
+    async with FakeCluster().client() as api:
+        target = ("validatingwebhookconfigurations/v",)
+        spec = CertSecret("cert", ("svc.default.svc",), "default", inject=target)
+        await module.CertRotator(api, spec, cert_dir=tmp_path).ensure()
+    # the API server trusts the new CA before any server presents a certificate from it
+    assert order.index("inject") < order.index("write tls.crt")

@@ -1,17 +1,30 @@
-"""The Helm reconciler's decisions, on an in-memory cluster and Helm with a virtual clock.
+"""The Helm reconciler's decisions, on a FakeCluster and a fake Helm, with a virtual clock.
 
 What matters most here is what does *not* happen: no helm process and no write in a steady
 state, one dry-run per reconcile period, no retry storm after a chart error.
+
+The reconciler runs as in an operator: a real cached client (informers over the fake cluster's
+watches) and a real EventRecorder. Helm and the test's own changes write through other clients,
+so the reconciler's writes are exactly what its transport sent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from kubeop.controller import Request, Result
+from kubeop.cache import SharedInformerFactory
+from kubeop.client import Client
+from kubeop.controller import Context, EventRecorder, ReconcilerClient, Request, Result
+from kubeop.core.patch import PatchType
+from kubeop.core.request import ApiRequest
+from kubeop.core.resource import ApiResource
 from kubeop.helm.reconciler import (
     FINALIZER,
     RECONCILE_PERIOD_ANNOTATION,
@@ -25,30 +38,42 @@ from kubeop.helm.reconciler import (
 )
 from kubeop.helm.runtime import HelmRuntime
 from kubeop.helm.watches import Watch
+from kubeop.testing import FakeCluster
 
-from .fakes import (
-    DEPLOYMENTS,
-    PHP,
-    RELEASE_SECRETS,
-    SERVICES,
-    FakeCluster,
-    FakeHelm,
-    FakeReconcilerClient,
-    FakeRecorder,
-    context,
-)
+from .fakes import DEPLOYMENTS, PHP, PHP_CRD, RELEASE_SECRETS, SERVICES, FakeHelm
 
 NS, NAME = "ns", "web"
+HOLD = "test.example.com/hold"
+EVENTS = ApiResource("events.k8s.io", "v1", "events", kind="Event")
+_PATH = re.compile(r"^/apis?/(?:[^/]+/)?[^/]+/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?(/status)?$")
+_KINDS = {
+    "phpdeployments": "PhpDeployment",
+    "deployments": "Deployment",
+    "services": "Service",
+    "secrets": "Secret",
+}
 
 
 class World:
+    """A fake cluster with the PhpDeployment CRD and namespace ``ns``, the reconciler's cached
+    client of it, a fake Helm, and the reconciler on a clock the test moves (``now``)."""
+
     def __init__(self, chart: Path, **watch: Any) -> None:
         self.cluster = FakeCluster()
-        self.client = FakeReconcilerClient(self.cluster)
-        self.helm = FakeHelm(self.cluster)
-        self.recorder = FakeRecorder()
+        self.cluster.add_crd(PHP_CRD)
+        self.transport = self.cluster.transport()
+        self.normalise: set[str] = set()  # names whose merge patches the "server" normalises away
+        self._request = self.transport.request
+        self.transport.request = self._normalising_request  # type: ignore[method-assign]
+        self.api = Client(transport=self.transport)
+        self.cache = SharedInformerFactory(self.api)
+        self.client = ReconcilerClient(self.api, self.cache)
+        self.admin = self.cluster.client()  # the test's and Helm's writes: not the reconciler's
+        self.helm = FakeHelm(self.admin)
+        self.recorder = EventRecorder(self.cluster.client(), "phpdeployment-controller")
         self.now = 1000.0
         self.enqueued: list[Request] = []
+        self._mark = 0
         self.reconciler = HelmReconciler(
             Watch("web.example.com", "v1", "PhpDeployment", chart, **watch),
             HelmRuntime(self.helm),  # type: ignore[arg-type]
@@ -57,38 +82,139 @@ class World:
         )
         self.reconciler._enqueue = self.enqueued.append  # type: ignore[method-assign]
 
-    def create(self, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
-        md: dict[str, Any] = {"name": NAME, "namespace": NS, "generation": 1}
+    async def _normalising_request(self, req: ApiRequest) -> Any:
+        # The fake cluster does not default or normalise values; a server that stores a patched
+        # value in another form answers a dry run with the object unchanged. Do that here.
+        if req.method == "PATCH" and dict(req.query).get("dryRun") == "All":
+            m = _PATH.match(req.path)
+            if m and m.group(3) in self.normalise:
+                self.transport.sent.append(req)
+                return await self._request(ApiRequest("GET", req.path))
+        return await self._request(req)
+
+    async def start(self) -> World:
+        await self.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        self.cache.start()
+        return self
+
+    async def close(self) -> None:
+        await self.recorder.flush()
+        await self.cache.stop()
+        for client in (self.api, self.admin, self.recorder._client):
+            assert client is not None
+            await client.close()
+
+    async def settle(self) -> None:
+        """Wait until every informer has seen every write so far (as a controller's next
+        reconcile, started by the events of those writes, would)."""
+        rv = int(self.cluster.resource_version)
+        self.cluster.step(0)  # a bookmark to every watch: informers of untouched kinds move on too
+        for _ in range(400):
+            synced = [i.last_sync_resource_version for i in self.cache.informers]
+            if all(v.isdigit() and int(v) >= rv for v in synced):
+                break
+            await asyncio.sleep(0.005)
+        else:
+            raise AssertionError(f"informers did not reach resourceVersion {rv}: {synced}")
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    async def create(self, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
+        md: dict[str, Any] = {"name": NAME, "namespace": NS}
         if annotations:
             md["annotations"] = annotations
-        self.cluster.store(
-            PHP, {"apiVersion": "web.example.com/v1", "kind": "PhpDeployment", "metadata": md, "spec": spec}
+        await self.admin.create(
+            {"apiVersion": "web.example.com/v1", "kind": "PhpDeployment", "metadata": md, "spec": spec}
         )
 
-    def cr(self) -> dict[str, Any] | None:
-        return self.cluster.get(PHP, f"{NS}/{NAME}")
+    async def cr(self) -> dict[str, Any] | None:
+        obj: dict[str, Any] | None = await self.admin.get_or_none(PHP, NAME, namespace=NS)
+        return obj
 
-    def edit(self, **spec: Any) -> None:
-        cr = self.cr()
+    async def edit(self, **spec: Any) -> None:
+        cr = await self.cr()
         assert cr is not None
         cr["spec"].update(spec)
-        cr["metadata"]["generation"] += 1
-        self.cluster.store(PHP, cr)
+        await self.admin.update(cr)  # the server bumps metadata.generation
+
+    async def delete_cr(self) -> None:
+        """Delete the resource: with the finalizer on it, it stays, with a deletionTimestamp."""
+        await self.admin.delete(PHP, NAME, namespace=NS)
 
     async def reconcile(self) -> Result | None:
-        ctx = context(self.client, NAME, NS, self.recorder)
+        await self.settle()
+        ctx = Context(Request(NS, NAME), self.client, self.recorder, "phpdeployment-controller")
         return await self.reconciler.reconcile(Request(NS, NAME), ctx)
 
-    def conditions(self) -> dict[str, dict[str, Any]]:
-        cr = self.cr()
+    async def conditions(self) -> dict[str, dict[str, Any]]:
+        cr = await self.cr()
         assert cr is not None
         return {c["type"]: c for c in cr.get("status", {}).get("conditions", [])}
 
     def helm_ops(self) -> list[str]:
         return [c[0] for c in self.helm.calls]
 
-    def child(self, res: Any) -> dict[str, Any] | None:
-        return self.cluster.get(res, f"{NS}/{NAME}")
+    async def child(self, res: Any) -> dict[str, Any] | None:
+        obj: dict[str, Any] | None = await self.admin.get_or_none(res, NAME, namespace=NS)
+        return obj
+
+    async def change_child(self, res: Any, change: Callable[[dict[str, Any]], None]) -> None:
+        obj = await self.child(res)
+        assert obj is not None
+        change(obj)
+        await self.admin.update(obj)
+
+    async def release_secrets(self) -> list[dict[str, Any]]:
+        return list((await self.admin.list(RELEASE_SECRETS, namespace=NS, label_selector="owner=helm")).items)
+
+    def _sent(self) -> list[ApiRequest]:
+        return self.transport.sent[self._mark :]
+
+    def writes(self) -> list[tuple[str, str, str]]:
+        """(what, kind, namespace/name) of the reconciler's writes since :meth:`clear`: create,
+        delete, status, finalizer (a patch of the resource itself), patch (of another object)."""
+        out = []
+        for req in self._sent():
+            if req.method == "GET" or dict(req.query).get("dryRun") == "All":
+                continue
+            m = _PATH.match(req.path)
+            assert m is not None, req.path
+            ns, plural, name, status = m.groups()
+            kind = _KINDS[plural]
+            if req.method == "POST":
+                what, name = "create", orjson.loads(req.body or b"{}")["metadata"]["name"]
+            elif req.method == "DELETE":
+                what = "delete"
+            elif status:
+                what = "status"
+            else:
+                what = "finalizer" if plural == "phpdeployments" else "patch"
+            out.append((what, kind, f"{ns}/{name}"))
+        return out
+
+    def dry_runs(self) -> int:
+        return sum(1 for r in self._sent() if dict(r.query).get("dryRun") == "All")
+
+    async def events(self) -> list[tuple[str, str, str]]:
+        """(type, reason, note) of the Events recorded so far."""
+        await self.recorder.flush()
+        found = await self.admin.list(EVENTS, namespace=NS)
+        return [(e["type"], e["reason"], e["note"]) for e in found.items]
+
+    async def clear(self) -> None:
+        """Forget the reconciler's writes, helm calls and enqueued requests so far."""
+        await self.settle()
+        self._mark = len(self.transport.sent)
+        self.helm.calls.clear()
+        self.enqueued.clear()
+
+
+async def eventually(check: Callable[[], bool]) -> None:
+    for _ in range(400):
+        if check():
+            return
+        await asyncio.sleep(0.005)
+    assert check()
 
 
 @pytest.fixture
@@ -100,28 +226,41 @@ def chart(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def world(chart: Path) -> World:
-    return World(chart)
+async def make_world(chart: Path) -> AsyncIterator[Callable[..., Any]]:
+    worlds: list[World] = []
+
+    async def make(**watch: Any) -> World:
+        world = World(chart, **watch)
+        worlds.append(world)
+        return await world.start()
+
+    yield make
+    for world in worlds:
+        await world.close()
+
+
+@pytest.fixture
+async def world(make_world: Callable[..., Any]) -> World:
+    w: World = await make_world()
+    return w
 
 
 async def installed(world: World) -> World:
-    world.create({"image": "php:8.3"})
+    await world.create({"image": "php:8.3"})
     result = await world.reconcile()
     assert result == Result(requeue_after=60.0)
-    world.cluster.writes.clear()
-    world.helm.calls.clear()
-    world.enqueued.clear()
+    await world.clear()
     return world
 
 
 async def test_install(world: World) -> None:
-    world.create({"image": "php:8.3", "replicas": 2})
+    await world.create({"image": "php:8.3", "replicas": 2})
     assert await world.reconcile() == Result(requeue_after=60.0)
     assert world.helm_ops() == ["install"]
-    cr = world.cr()
+    cr = await world.cr()
     assert cr is not None
     assert cr["metadata"]["finalizers"] == [FINALIZER]
-    conds = world.conditions()
+    conds = await world.conditions()
     assert conds["Initialized"]["status"] == "True"
     assert (conds["Deployed"]["status"], conds["Deployed"]["reason"], conds["Deployed"]["message"]) == (
         "True",
@@ -129,16 +268,16 @@ async def test_install(world: World) -> None:
         "notes",
     )
     assert cr["status"]["deployedRelease"]["name"] == NAME
-    deployment = world.child(DEPLOYMENTS)
+    deployment = await world.child(DEPLOYMENTS)
     assert deployment is not None and deployment["spec"]["replicas"] == 2
     [ref] = deployment["metadata"]["ownerReferences"]  # set by the post-renderer
     assert ref == {
         "apiVersion": "web.example.com/v1", "kind": "PhpDeployment", "name": NAME,
         "uid": cr["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
     }  # fmt: skip
-    assert ("Normal", "InstallSuccessful", "installed release web") in world.recorder.events
+    assert ("Normal", "InstallSuccessful", "installed release web") in await world.events()
     # Finalizer first, then the status: two writes to the resource, none to its children.
-    assert [w[0] for w in world.cluster.writes] == ["finalizer", "status"]
+    assert [w[0] for w in world.writes()] == ["finalizer", "status"]
 
 
 async def test_steady_state_runs_no_helm_and_writes_nothing(world: World) -> None:
@@ -147,8 +286,8 @@ async def test_steady_state_runs_no_helm_and_writes_nothing(world: World) -> Non
         world.now += 2.0  # 40 s: within the reconcile period
         assert (await world.reconcile()).requeue_after > 0  # type: ignore[union-attr]
     assert world.helm.calls == []
-    assert world.cluster.writes == []
-    assert world.client.api.dry_runs == 0
+    assert world.writes() == []
+    assert world.dry_runs() == 0
 
 
 async def test_one_dry_run_per_reconcile_period(world: World) -> None:
@@ -163,7 +302,7 @@ async def test_one_dry_run_per_reconcile_period(world: World) -> None:
     world.now += 31
     await world.reconcile()
     assert world.helm_ops() == ["dry-run", "dry-run"]
-    assert world.cluster.writes == []
+    assert world.writes() == []
 
 
 async def test_requeue_after_counts_down_to_the_next_render(world: World) -> None:
@@ -174,142 +313,142 @@ async def test_requeue_after_counts_down_to_the_next_render(world: World) -> Non
 
 async def test_a_deleted_child_is_recreated_without_helm(world: World) -> None:
     await installed(world)
-    world.cluster.delete(DEPLOYMENTS, f"{NS}/{NAME}")
-    assert world.enqueued == [Request(NS, NAME)]  # the dependent watch noticed
-    world.cluster.writes.clear()
+    await world.admin.delete(DEPLOYMENTS, NAME, namespace=NS)
+    await eventually(lambda: world.enqueued == [Request(NS, NAME)])  # the dependent watch noticed
+    await world.clear()
     await world.reconcile()
     assert world.helm.calls == []
-    assert world.cluster.writes == [("create", "Deployment", f"{NS}/{NAME}")]
-    deployment = world.child(DEPLOYMENTS)
+    assert world.writes() == [("create", "Deployment", f"{NS}/{NAME}")]
+    deployment = await world.child(DEPLOYMENTS)
     assert deployment is not None
     assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     assert deployment["metadata"]["annotations"]["meta.helm.sh/release-name"] == NAME
     assert deployment["metadata"]["ownerReferences"][0]["controller"] is True
-    assert ("Normal", "Reconciled", "created Deployment ns/web") in world.recorder.events
+    assert ("Normal", "Reconciled", "created Deployment ns/web") in await world.events()
 
 
 async def test_drift_is_reverted_and_normalised_values_are_left_alone(world: World) -> None:
     await installed(world)
-    deployment = world.child(DEPLOYMENTS)
-    assert deployment is not None
-    deployment["spec"]["replicas"] = 5
-    world.cluster.store(DEPLOYMENTS, deployment)
-    assert world.enqueued == [Request(NS, NAME)]
+    await world.change_child(DEPLOYMENTS, lambda d: d["spec"].update(replicas=5))
+    await eventually(lambda: world.enqueued == [Request(NS, NAME)])
     await world.reconcile()
-    assert [w[0] for w in world.cluster.writes] == ["patch"]
-    restored = world.child(DEPLOYMENTS)
+    assert [w[0] for w in world.writes()] == ["patch"]
+    assert world.dry_runs() == 1  # the patch was tried first
+    restored = await world.child(DEPLOYMENTS)
     assert restored is not None and restored["spec"]["replicas"] == 1
 
     # A value the server stores in another form: the dry run shows no change, so no write, and
     # the answer is remembered for this resourceVersion (one dry run, not one per reconcile).
-    world.cluster.writes.clear()
-    service = world.child(SERVICES)
-    assert service is not None
-    service["spec"]["ports"][0]["port"] = 8080
-    world.cluster.store(SERVICES, service)
-    world.cluster.normalise.add(f"{NS}/{NAME}")
+    await world.clear()
+    await world.change_child(SERVICES, lambda s: s["spec"]["ports"][0].update(port=8080))
+    world.normalise.add(NAME)
     await world.reconcile()
     await world.reconcile()
-    assert world.client.api.dry_runs == 2  # one for the Deployment, one for the Service, then remembered
-    assert world.cluster.writes == []
+    assert world.dry_runs() == 1  # the Service's, then remembered
+    assert world.writes() == []
 
 
 async def test_status_only_changes_of_children_do_not_reconcile(world: World) -> None:
     await installed(world)
-    deployment = world.child(DEPLOYMENTS)
-    assert deployment is not None
-    deployment["status"] = {"readyReplicas": 1}
-    world.cluster.store(DEPLOYMENTS, deployment)
+    await world.admin.patch(
+        DEPLOYMENTS,
+        NAME,
+        {"status": {"readyReplicas": 1}},
+        namespace=NS,
+        type=PatchType.MERGE,
+        subresource="status",
+    )
+    await world.settle()
     assert world.enqueued == []
 
 
 async def test_spec_change_upgrades_once(world: World) -> None:
     await installed(world)
-    world.edit(image="php:8.4")
+    await world.edit(image="php:8.4")
     await world.reconcile()
     assert world.helm_ops() == ["dry-run", "upgrade"]
-    deployment = world.child(DEPLOYMENTS)
+    deployment = await world.child(DEPLOYMENTS)
     assert deployment is not None
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "php:8.4"
-    assert world.conditions()["Deployed"]["reason"] == "UpgradeSuccessful"
-    world.helm.calls.clear()
-    world.cluster.writes.clear()
+    assert (await world.conditions())["Deployed"]["reason"] == "UpgradeSuccessful"
+    await world.clear()
     world.now += 10
     await world.reconcile()
-    assert world.helm.calls == [] and world.cluster.writes == []
+    assert world.helm.calls == [] and world.writes() == []
 
 
 async def test_values_change_without_manifest_change_still_upgrades(world: World) -> None:
     await installed(world)
-    world.edit(unused="x")
+    await world.edit(unused="x")
     await world.reconcile()
     assert world.helm_ops() == ["dry-run", "upgrade"]
 
 
-async def test_upgrade_force_annotation(chart: Path) -> None:
-    world = World(chart)
-    world.create({"image": "php:8.3"}, annotations={UPGRADE_FORCE_ANNOTATION: "true"})
+async def test_upgrade_force_annotation(make_world: Any) -> None:
+    world = await make_world()
+    await world.create({"image": "php:8.3"}, annotations={UPGRADE_FORCE_ANNOTATION: "true"})
     await world.reconcile()
-    world.edit(image="php:8.4")
+    await world.edit(image="php:8.4")
     await world.reconcile()
     assert world.helm_ops() == ["install", "dry-run", "upgrade-force"]
 
 
 async def test_chart_error_on_install_does_not_hot_loop(world: World) -> None:
-    world.create({"image": ""})
+    await world.create({"image": ""})
     result = await world.reconcile()
     assert result == Result(requeue_after=60.0)  # not an error: no backoff storm, the period
     assert world.helm_ops() == ["install"]
-    failed = world.conditions()["ReleaseFailed"]
+    failed = (await world.conditions())["ReleaseFailed"]
     assert (failed["status"], failed["reason"]) == ("True", "InstallError")
     assert "spec.image is required" in failed["message"]
-    assert ("Warning", "InstallError") in [(e[0], e[1]) for e in world.recorder.events]
-    writes = list(world.cluster.writes)
+    assert ("Warning", "InstallError") in [(e[0], e[1]) for e in await world.events()]
+    writes = world.writes()
     for _ in range(10):  # events and resyncs keep coming: no helm, no writes
         world.now += 5
         await world.reconcile()
     assert world.helm_ops() == ["install"]
-    assert world.cluster.writes == writes
+    assert world.writes() == writes
     world.now += 11  # the period has passed: one more attempt
     await world.reconcile()
     assert world.helm_ops() == ["install", "install"]
     # Fixing the spec retries at once and clears the failure.
-    world.edit(image="php:8.3")
+    await world.edit(image="php:8.3")
     await world.reconcile()
     assert world.helm_ops() == ["install", "install", "install"]
-    assert "ReleaseFailed" not in world.conditions()
-    assert world.conditions()["Deployed"]["status"] == "True"
+    assert "ReleaseFailed" not in (await world.conditions())
+    assert (await world.conditions())["Deployed"]["status"] == "True"
 
 
 async def test_chart_error_on_upgrade_keeps_the_release(world: World) -> None:
     await installed(world)
-    world.edit(image="")
+    await world.edit(image="")
     assert await world.reconcile() == Result(requeue_after=60.0)
     assert world.helm_ops() == ["dry-run"]  # rendered, failed, nothing upgraded
-    assert world.conditions()["ReleaseFailed"]["reason"] == "UpgradeError"
-    assert world.conditions()["Deployed"]["status"] == "True"
+    assert (await world.conditions())["ReleaseFailed"]["reason"] == "UpgradeError"
+    assert (await world.conditions())["Deployed"]["status"] == "True"
     for _ in range(5):
         world.now += 5
         await world.reconcile()
     assert world.helm_ops() == ["dry-run"]
-    world.edit(image="php:8.3")  # reverted: nothing to upgrade, the failure is cleared
+    await world.edit(image="php:8.3")  # reverted: nothing to upgrade, the failure is cleared
     await world.reconcile()
     assert world.helm_ops() == ["dry-run", "dry-run"]
-    assert "ReleaseFailed" not in world.conditions()
+    assert "ReleaseFailed" not in (await world.conditions())
 
 
 async def test_failed_upgrade_is_rolled_back_and_retried_with_backoff(world: World) -> None:
     await installed(world)
-    world.edit(image="php:8.4")
+    await world.edit(image="php:8.4")
     world.helm.fail_apply = True
     with pytest.raises(ReleaseError, match="cannot patch"):
         await world.reconcile()
     assert world.helm.calls == [("dry-run", NAME), ("upgrade", NAME), ("rollback", NAME, "1", "True")]
-    assert world.conditions()["ReleaseFailed"]["reason"] == "UpgradeError"
-    deployment = world.child(DEPLOYMENTS)
+    assert (await world.conditions())["ReleaseFailed"]["reason"] == "UpgradeError"
+    deployment = await world.child(DEPLOYMENTS)
     assert deployment is not None
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "php:8.3"
     # Our own revisions (the failed one, the rollback's) did not bring the resource back.
+    await world.settle()
     assert Request(NS, NAME) not in world.enqueued
     # Whatever else brings it back within the backoff runs no helm...
     assert await world.reconcile() == Result(requeue_after=pytest.approx(0.5))
@@ -323,108 +462,102 @@ async def test_failed_upgrade_is_rolled_back_and_retried_with_backoff(world: Wor
     world.now += 1.0
     await world.reconcile()
     assert world.helm_ops()[-2:] == ["dry-run", "upgrade"]
-    assert "ReleaseFailed" not in world.conditions()
+    assert "ReleaseFailed" not in (await world.conditions())
     assert Request(NS, NAME) not in world.reconciler._failures
     # A spec change does not wait for the backoff.
-    world.edit(image="php:9")
+    await world.edit(image="php:9")
     world.helm.fail_apply = True
     with pytest.raises(ReleaseError):
         await world.reconcile()
-    world.edit(image="php:9.1")
+    await world.edit(image="php:9.1")
     await world.reconcile()
     assert world.helm_ops()[-2:] == ["dry-run", "upgrade"]
 
 
 async def test_failed_install_is_uninstalled_and_retried_with_backoff(world: World) -> None:
-    world.create({"image": "php:8.3"})
+    await world.create({"image": "php:8.3"})
     world.helm.fail_apply = True
     with pytest.raises(ReleaseError, match="invalid"):
         await world.reconcile()
     assert world.helm_ops() == ["install", "uninstall"]
-    assert world.cluster.informer(RELEASE_SECRETS).store.list() == []
+    assert await world.release_secrets() == []
+    await world.settle()
     assert Request(NS, NAME) not in world.enqueued
     world.now += 0.5
     await world.reconcile()
     assert world.helm_ops() == ["install", "uninstall", "install"]
-    assert world.conditions()["Deployed"]["status"] == "True"
+    assert (await world.conditions())["Deployed"]["status"] == "True"
 
 
 async def test_leftover_failed_revisions_are_cleared_before_installing(world: World) -> None:
-    world.create({"image": "php:8.3"})
-    world.helm._record(NS, NAME, 1, "failed", "", {})
+    await world.create({"image": "php:8.3"})
+    await world.helm._record(NS, NAME, 1, "failed", "", {})
     await world.reconcile()
     assert world.helm_ops() == ["uninstall", "install"]
 
 
 async def test_pending_revisions_of_a_dead_helm_are_dropped(world: World) -> None:
     await installed(world)
-    world.helm._record(NS, NAME, 2, "pending-upgrade", "", {})
+    await world.helm._record(NS, NAME, 2, "pending-upgrade", "", {})
     await world.reconcile()
-    assert ("delete", "Secret", f"{NS}/sh.helm.release.v1.{NAME}.v2") in world.cluster.writes
+    assert ("delete", "Secret", f"{NS}/sh.helm.release.v1.{NAME}.v2") in world.writes()
     assert world.helm.calls == []
 
 
 async def test_delete_uninstalls_and_removes_the_finalizer(world: World) -> None:
     await installed(world)
-    cr = world.cr()
-    assert cr is not None
-    cr["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    world.cluster.store(PHP, cr)
+    await world.delete_cr()
+    cr = await world.cr()
+    assert cr is not None and cr["metadata"]["deletionTimestamp"]  # held by the finalizer
     assert await world.reconcile() is None
     assert world.helm_ops() == ["uninstall"]
-    assert world.cr() is None  # finalizer removed: gone
-    assert world.child(DEPLOYMENTS) is None and world.child(SERVICES) is None
-    assert world.cluster.informer(RELEASE_SECRETS).store.list() == []
+    assert await world.cr() is None  # finalizer removed: gone
+    assert await world.child(DEPLOYMENTS) is None and await world.child(SERVICES) is None
+    assert await world.release_secrets() == []
 
 
-async def test_uninstall_wait_keeps_the_finalizer_until_the_objects_are_gone(chart: Path) -> None:
-    world = World(chart)
-    world.create({"image": "php:8.3"}, annotations={UNINSTALL_WAIT_ANNOTATION: "true"})
+async def test_uninstall_wait_keeps_the_finalizer_until_the_objects_are_gone(make_world: Any) -> None:
+    world = await make_world()
+    await world.create({"image": "php:8.3"}, annotations={UNINSTALL_WAIT_ANNOTATION: "true"})
     await world.reconcile()
-    lingering = world.child(DEPLOYMENTS)
-    cr = world.cr()
-    assert cr is not None and lingering is not None
-    cr["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    world.cluster.store(PHP, cr)
-    world.helm.uninstall = _uninstall_leaving(world, lingering)  # type: ignore[method-assign]
+    # Someone else's finalizer on the Deployment: Helm's delete leaves it terminating.
+    await world.change_child(DEPLOYMENTS, lambda d: d["metadata"].update(finalizers=[HOLD]))
+    await world.delete_cr()
     assert await world.reconcile() == Result(requeue_after=2.0)
-    assert world.cr() is not None
-    assert world.conditions()["Deployed"]["message"] == "Waiting until all resources are deleted."
-    world.cluster.delete(DEPLOYMENTS, f"{NS}/{NAME}")
+    lingering = await world.child(DEPLOYMENTS)
+    assert lingering is not None and lingering["metadata"]["deletionTimestamp"]
+    assert await world.cr() is not None
+    assert (await world.conditions())["Deployed"]["message"] == "Waiting until all resources are deleted."
+    await world.change_child(DEPLOYMENTS, lambda d: d["metadata"].update(finalizers=[]))  # gone now
+    assert await world.child(DEPLOYMENTS) is None
     assert await world.reconcile() is None
-    assert world.cr() is None
-
-
-def _uninstall_leaving(world: World, lingering: dict[str, Any]) -> Any:
-    original = world.helm.uninstall
-
-    async def uninstall(name: str, ns: str, *, wait: bool = False) -> None:
-        await original(name, ns, wait=wait)
-        world.cluster.store(DEPLOYMENTS, lingering)  # still terminating
-
-    return uninstall
+    assert await world.cr() is None
 
 
 async def test_a_deleted_resource_is_forgotten(world: World) -> None:
     await installed(world)
-    world.cluster.delete(PHP, f"{NS}/{NAME}")
+    await world.admin.patch(PHP, NAME, {"metadata": {"finalizers": None}}, namespace=NS, type=PatchType.MERGE)
+    await world.delete_cr()
+    assert await world.cr() is None
     assert await world.reconcile() is None
     assert world.reconciler._memo == {}
 
 
-async def test_reconcile_period_annotation(chart: Path) -> None:
-    world = World(chart)
-    world.create({"image": "php:8.3"}, annotations={RECONCILE_PERIOD_ANNOTATION: "10s"})
+async def test_reconcile_period_annotation(make_world: Any) -> None:
+    world = await make_world()
+    await world.create({"image": "php:8.3"}, annotations={RECONCILE_PERIOD_ANNOTATION: "10s"})
     assert await world.reconcile() == Result(requeue_after=10.0)
 
 
-async def test_watch_level_options(chart: Path) -> None:
-    world = World(chart, reconcile_period=0.0, override_values={"replicas": "3"}, max_concurrent_reconciles=3)
-    world.create({"image": "php:8.3", "replicas": 1})
+async def test_watch_level_options(make_world: Any) -> None:
+    world = await make_world(
+        reconcile_period=0.0, override_values={"replicas": "3"}, max_concurrent_reconciles=3
+    )
+    await world.create({"image": "php:8.3", "replicas": 1})
     assert await world.reconcile() == Result()  # period 0: no periodic check
-    deployment = world.child(DEPLOYMENTS)
+    deployment = await world.child(DEPLOYMENTS)
     assert deployment is not None and deployment["spec"]["replicas"] == 3  # the override wins
-    assert ("Warning", "OverrideValuesInUse") in [(e[0], e[1]) for e in world.recorder.events]
+    assert ("Warning", "OverrideValuesInUse") in [(e[0], e[1]) for e in await world.events()]
     assert world.reconciler.workers == 3
     controller = world.reconciler.controller()
     assert controller.name == "phpdeployment-controller" and controller is world.reconciler.controller()
@@ -433,8 +566,8 @@ async def test_watch_level_options(chart: Path) -> None:
 async def test_release_storage_changes_enqueue(world: World) -> None:
     await installed(world)
     world.enqueued.clear()
-    world.helm._record(NS, "other", 1, "deployed", "", {})
-    assert Request(NS, "other") in world.enqueued
+    await world.helm._record(NS, "other", 1, "deployed", "", {})
+    await eventually(lambda: Request(NS, "other") in world.enqueued)
 
 
 def test_annotation_helpers() -> None:
@@ -457,8 +590,8 @@ def test_chart_digest_sees_every_file(chart: Path) -> None:
     assert before != after == chart_digest(chart)
 
 
-def test_namespace_and_selector_filter_the_primary_watch(chart: Path) -> None:
-    world = World(chart, selector={"matchLabels": {"team": "web"}})
+async def test_namespace_and_selector_filter_the_primary_watch(make_world: Any) -> None:
+    world = await make_world(selector={"matchLabels": {"team": "web"}})
     world.reconciler.runtime.namespace = "ns"
     preds = world.reconciler._primary_predicates()
 
@@ -475,8 +608,8 @@ def test_namespace_and_selector_filter_the_primary_watch(chart: Path) -> None:
     assert not all(p.update(obj, {**obj, "status": {"x": 1}}) for p in preds)
 
 
-async def test_resources_outside_the_selection_are_left_alone(chart: Path) -> None:
-    world = World(chart, selector={"matchLabels": {"team": "web"}})
-    world.create({"image": "php:8.3"})  # no team label: a release event may bring it here anyway
+async def test_resources_outside_the_selection_are_left_alone(make_world: Any) -> None:
+    world = await make_world(selector={"matchLabels": {"team": "web"}})
+    await world.create({"image": "php:8.3"})  # no team label: a release event may bring it here anyway
     assert await world.reconcile() is None
-    assert world.helm.calls == [] and world.cluster.writes == []
+    assert world.helm.calls == [] and world.writes() == []

@@ -47,7 +47,7 @@ from kubeop.crd.rbac import (
     service_account,
 )
 from kubeop.helm.crd import HelmChartError, crd_for_chart
-from kubeop.helm.watches import Watch, WatchesError, parse_watches
+from kubeop.helm.watches import Watch, WatchesError, load_watches, parse_watches
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Planned, pending
 from kubeop.scaffold.image import BuildContext, prepare_context, write_kubeop_source
@@ -458,6 +458,18 @@ def write_helm_build_context(
             raise HelmProjectError(
                 f"{root / needed} is missing: restore it (kubeop init --plugin helm --force) to build "
                 "an image"
+            )
+    try:
+        watches = load_watches(root / "watches.yaml")
+    except WatchesError as e:
+        raise HelmProjectError(f"{e}; fix it to build an image") from None
+    charts = (root / "helm-charts").resolve()
+    for watch in watches:  # the image holds helm-charts/ only
+        if not watch.chart.resolve().is_relative_to(charts):
+            raise HelmProjectError(
+                f"{root / 'watches.yaml'}: the chart {watch.chart} of kind {watch.kind} is outside the "
+                "project's helm-charts/, which is all the image gets: kubeop create api --helm-chart "
+                "copies it there"
             )
     prepare_context(dest)
     origin = write_kubeop_source(dest, kubeop_from)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,30 @@ def test_a_helm_project_file_field_that_would_leave_the_project_is_one_line(
     with pytest.raises(HelmProjectError, match=message) as caught:
         find_helm_project(project_root)
     assert "\n" not in str(caught.value)
+
+
+def test_an_image_context_needs_watches_whose_charts_it_carries(project_root: Path, tmp_path: Path) -> None:
+    from kubeop.scaffold import write_helm_build_context
+
+    chart, _ = copy_chart(EXAMPLE_CHART, project_root)
+    outside = tmp_path / "outside-chart"
+    shutil.copytree(EXAMPLE_CHART, outside)
+    for text, message in (
+        (f"- group: web.example.com\n  version: v1\n  kind: Php\n  chart: {chart}-gone\n", "chart"),
+        (
+            f"- group: web.example.com\n  version: v1\n  kind: Php\n  chart: {outside}\n",
+            "outside the project's",
+        ),
+        ("- group: [\n", "not valid YAML"),
+    ):
+        (project_root / "watches.yaml").write_text(text)
+        project = find_helm_project(project_root)
+        assert project is not None
+        with pytest.raises(HelmProjectError, match=message):
+            write_helm_build_context(project, tmp_path / "ctx")
+    (project_root / "watches.yaml").write_text(
+        f"- group: web.example.com\n  version: v1\n  kind: Php\n  chart: {chart}\n"
+    )
+    project = find_helm_project(project_root)
+    assert project is not None
+    assert "watches.yaml" in write_helm_build_context(project, tmp_path / "ctx").entries

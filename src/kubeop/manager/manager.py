@@ -287,6 +287,8 @@ class Manager:
                 and not hold_task.cancelled()
                 and isinstance(hold_task.exception(), LeadershipLost)
             )
+            if self.sharder is not None:
+                self.sharder.close()
             await asyncio.gather(
                 *(c.stop(drain=not lost, timeout=self.graceful_shutdown_timeout) for c in started),
                 return_exceptions=True,

@@ -135,6 +135,7 @@ class Sharder:
         self._recorder = recorder if options.events else None
         self._worked_under: tuple[str, ...] = ()  # the members of the last generation settled
         self._enqueued_for = 0  # the generation whose owned keys were enqueued
+        self._closing = False
         self.owned: dict[str, int] = {}  # primary objects owned per controller, at the last handover
         self._series = _Series(registry, self.membership.name) if registry is not None else None
 
@@ -158,7 +159,7 @@ class Sharder:
         handover = self.handover
         while True:
             changed = self.membership.changed
-            if not handover.owns(key):
+            if self._closing or not handover.owns(key):
                 return False
             if handover.try_begin(key):
                 return True
@@ -177,6 +178,12 @@ class Sharder:
             self._enqueue(controller, enqueue_owned)
 
     # -- the rest -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Start no more reconciles (the manager is stopping; running ones finish): requests
+        waiting for the ring to settle are dropped, the next owner enqueues them."""
+        self._closing = True
+        self.membership.wake()
+
     def fence(self) -> None:
         """The client's write guard: no writes from a replica whose Lease may have lapsed."""
         if not self.handover.holds():

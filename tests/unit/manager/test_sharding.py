@@ -1,0 +1,228 @@
+"""Manager(sharding=...) on kubeop.testing.FakeCluster: replicas in one process share the objects,
+hand them over on a graceful leave, and never reconcile one object in two replicas at once
+(checked exactly: the replicas share this process's memory)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from kubeop.client import Client
+from kubeop.controller import Context, Controller, Request
+from kubeop.core.resource import ApiResource
+from kubeop.manager import Manager
+from kubeop.manager.sharding import Sharding
+from kubeop.testing import FakeCluster
+
+CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
+
+
+async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout} s")
+        await asyncio.sleep(0.01)
+
+
+class Fleet:
+    def __init__(self, cluster: FakeCluster, sharding: Sharding) -> None:
+        self.cluster = cluster
+        self.sharding = sharding
+        self.running: dict[str, str] = {}  # key -> replica reconciling it now
+        self.overlaps: list[str] = []
+        self.seen: dict[str, str] = {}  # key -> "replica:value" of the last reconcile
+        self.by: collections.Counter[str] = collections.Counter()
+        self.replicas: dict[str, tuple[Manager, asyncio.Event, asyncio.Future[None]]] = {}
+
+    def start(self, name: str) -> Manager:
+        manager = Manager(
+            self.cluster.client(),
+            name="shared",
+            metrics_address=None,
+            health_address=None,
+            lease_duration=3.0,
+            renew_deadline=2.0,
+            retry_period=0.5,
+            sharding=Sharding(identity=name, unsharded=self.sharding.unsharded),
+        )
+
+        async def reconcile(req: Request, ctx: Context) -> None:
+            key = str(req)
+            other = self.running.get(key)
+            if other is not None:
+                self.overlaps.append(f"{key} in {name} while in {other}")
+            self.running[key] = name
+            try:
+                await asyncio.sleep(0.002)
+                cm = await ctx.client.get(CONFIGMAPS, req.name, namespace=req.namespace)
+                if cm is not None:
+                    self.seen[key] = f"{name}:{(cm.get('data') or {}).get('v')}"
+                    self.by[name] += 1
+            finally:
+                del self.running[key]
+
+        manager.add(Controller.for_(CONFIGMAPS, namespace="default").max_concurrent(4).reconcile(reconcile))
+        stop = asyncio.Event()
+        self.replicas[name] = (manager, stop, asyncio.ensure_future(manager.start(stop)))
+        return manager
+
+    def settled(self, members: int) -> bool:
+        """Has every replica settled into a ring of ``members``?"""
+        sharders = [m.sharder for m, _, _ in self.replicas.values()]
+        return all(
+            s is not None and s.handover.settled() and len(s.handover.members) == members for s in sharders
+        )
+
+    async def stop(self, name: str) -> None:
+        _, stop, task = self.replicas.pop(name)
+        stop.set()
+        await task
+
+    async def close(self) -> None:
+        for name in list(self.replicas):
+            await self.stop(name)
+
+
+async def write_all(api: Client, n: int, value: str, create: bool = False) -> None:
+    for i in range(n):
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"cm-{i}"},
+            "data": {"v": value},
+        }
+        if create:
+            await api.create(body, namespace="default")
+        else:
+            await api.patch(CONFIGMAPS, f"cm-{i}", {"data": {"v": value}}, namespace="default")
+
+
+async def test_replicas_share_objects_and_take_over_on_a_graceful_leave() -> None:
+    cluster = FakeCluster()
+    fleet = Fleet(cluster, Sharding())
+    api = cluster.client()
+    n = 60
+    try:
+        for name in ("a", "b", "c"):
+            fleet.start(name)
+        await eventually(lambda: fleet.settled(3))
+        await write_all(api, n, "1", create=True)
+        await eventually(lambda: len([v for v in fleet.seen.values() if v.endswith(":1")]) == n)
+        assert set(fleet.by) == {"a", "b", "c"}, fleet.by
+        owners = {k: v.split(":")[0] for k, v in fleet.seen.items()}
+
+        await fleet.stop("a")  # deletes its lease: b and c take its keys without waiting for expiry
+        leases = await api.list(LEASES, namespace="default")
+        assert sorted(lease["metadata"]["name"] for lease in leases) == [
+            "shared-shard-b",
+            "shared-shard-c",
+            "shared-shards",
+        ]
+        fleet.by.clear()
+        await write_all(api, n, "2")
+        await eventually(lambda: len([v for v in fleet.seen.values() if v.endswith(":2")]) == n)
+        assert set(fleet.by) == {"b", "c"}
+        # Only a's keys moved.
+        for key, value in fleet.seen.items():
+            if owners[key] != "a":
+                assert value.split(":")[0] == owners[key], (key, value, owners[key])
+
+        manager = fleet.start("d")
+        await eventually(lambda: manager.sharder is not None and manager.sharder.handover.settled())
+        fleet.by.clear()
+        await write_all(api, n, "3")
+        await eventually(lambda: len([v for v in fleet.seen.values() if v.endswith(":3")]) == n)
+        assert set(fleet.by) == {"b", "c", "d"}
+        assert manager.sharder is not None and manager.sharder.owned["configmap"] == sum(
+            v.startswith("d:") for v in fleet.seen.values()
+        )
+        assert not fleet.overlaps, fleet.overlaps
+    finally:
+        await fleet.close()
+        await api.close()
+
+
+async def test_an_unsharded_controller_runs_whole_in_one_replica() -> None:
+    cluster = FakeCluster()
+    fleet = Fleet(cluster, Sharding(unsharded={"configmap"}))
+    api = cluster.client()
+    try:
+        for name in ("a", "b"):
+            fleet.start(name)
+        await eventually(lambda: fleet.settled(2))
+        await write_all(api, 20, "1", create=True)
+        await eventually(lambda: len(fleet.seen) == 20)
+        assert len(fleet.by) == 1, fleet.by
+    finally:
+        await fleet.close()
+        await api.close()
+
+
+def test_sharding_and_leader_election_exclude_each_other() -> None:
+    with pytest.raises(ValueError, match="choose one"):
+        Manager(sharding=Sharding(), leader_election=True)
+
+
+def test_unsharded_takes_controller_names() -> None:
+    from kubeop.manager.sharding import Sharder
+
+    with pytest.raises(TypeError, match="controller names"):
+        Sharder(
+            Sharding(unsharded=[Controller]),  # type: ignore[list-item]
+            FakeCluster().client(),
+            None,  # type: ignore[arg-type]
+            name="x",
+            namespace="default",
+            lease_duration=3,
+            renew_deadline=2,
+            retry_period=0.5,
+        )
+
+
+async def test_a_replica_stops_promptly_while_its_ring_is_not_settled() -> None:
+    cluster = FakeCluster()
+    fleet = Fleet(cluster, Sharding())
+    api = cluster.client()
+    try:
+        manager = fleet.start("a")
+        await eventually(lambda: fleet.settled(1))
+        await write_all(api, 10, "1", create=True)
+        await eventually(lambda: len(fleet.seen) == 10)
+        # A member that never acknowledges: the ring does not settle (until its lease expires,
+        # 3 s after it was first seen), requests wait.
+        ghost = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": "shared-shard-ghost",
+                "labels": {"kubeop.io/shard-ring": "shared", "kubeop.io/shard-role": "member"},
+            },
+            "spec": {"holderIdentity": "ghost", "renewTime": "2026-01-01T00:00:00.000000Z"},
+        }
+        await api.create(ghost, namespace="default", resource=LEASES)
+        ring = await api.get(LEASES, "shared-shards", namespace="default")
+        ring["metadata"]["annotations"]["kubeop.io/shard-members"] = "a,ghost"
+        ring["metadata"]["annotations"]["kubeop.io/shard-generation"] = "99"
+        await api.update(ring, resource=LEASES)
+        assert manager.sharder is not None
+        await eventually(lambda: manager.sharder is not None and manager.sharder.handover.generation == 99)
+        await write_all(api, 10, "2")
+        await asyncio.sleep(0.2)
+        t0 = time.monotonic()
+        assert manager.sharder.handover.generation == 99 and not manager.sharder.handover.settled()
+        await fleet.stop("a")
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        await fleet.close()
+        await api.close()

@@ -51,6 +51,7 @@ from kubeop.core.errors import AlreadyExists, Conflict, NotFound
 from kubeop.core.patch import PatchType
 from kubeop.core.resource import ApiResource
 from kubeop.webhook.certs import CA_KEY_NAME, CA_NAME, CERT_NAME, KEY_NAME, KeyPair, make_ca, make_serving
+from kubeop.webhook.certs import _write as write_file
 
 __all__ = ["INJECTABLE", "CertRotator", "CertSecret"]
 
@@ -231,12 +232,7 @@ def _write(path: Path, data: bytes, mode: int) -> None:
         if os.stat(path).st_mode & 0o777 != mode:
             os.chmod(path, mode)
         return
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        os.fchmod(fh.fileno(), mode)
-        fh.write(data)
-    os.replace(tmp, path)
+    write_file(path, data, mode)
 
 
 class CertRotator:

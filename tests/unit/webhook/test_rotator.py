@@ -106,6 +106,7 @@ def test_a_key_file_is_owner_only_even_over_a_leftover_temporary_file(tmp_path: 
     stale.write_bytes(b"left by a crash")
     stale.chmod(0o644)
     _write(tmp_path / "tls.key", b"key", 0o600)
+    stale.unlink()
     assert (tmp_path / "tls.key").read_bytes() == b"key"
     assert stat.S_IMODE((tmp_path / "tls.key").stat().st_mode) == 0o600
     (tmp_path / "tls.key").chmod(0o644)  # same content, wrong mode: fixed too
@@ -167,3 +168,29 @@ async def test_the_ca_bundle_is_injected_before_a_new_serving_certificate_is_wri
         await module.CertRotator(api, spec, cert_dir=tmp_path).ensure()
     # the API server trusts the new CA before any server presents a certificate from it
     assert order.index("inject") < order.index("write tls.crt")
+
+
+def test_writers_of_one_cert_dir_at_once_never_fail_or_leave_half_files(tmp_path: Path) -> None:
+    import threading
+
+    from kubeop.webhook import certs
+
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(200):
+                data = f"{n}-{i}".encode() * 100
+                (_write if n % 2 else certs._write)(tmp_path / "tls.key", data, 0o600)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    text = (tmp_path / "tls.key").read_bytes()
+    assert text == text[: len(text) // 100] * 100  # one writer's whole content
+    assert [p.name for p in tmp_path.iterdir()] == ["tls.key"]

@@ -151,7 +151,10 @@ def load_watches(
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise WatchesError(f"{p}: not valid YAML: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise WatchesError(f"{p}: not valid YAML{where}: {problem}") from None
     return parse_watches(data, base_dir=p.parent, source=str(p), env=env)
 
 

@@ -144,8 +144,9 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     with pytest.raises(WatchesError, match="no such file"):
         load_watches(tmp_path / "watches.yaml")
     (tmp_path / "watches.yaml").write_text("- group: [unclosed\n")
-    with pytest.raises(WatchesError, match="not valid YAML"):
+    with pytest.raises(WatchesError, match="not valid YAML") as caught:
         load_watches(tmp_path / "watches.yaml")
+    assert "\n" not in str(caught.value) and "line " in str(caught.value)  # one line, saying where
 
 
 def test_parse_without_chart_check(tmp_path: Path) -> None:

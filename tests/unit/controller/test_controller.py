@@ -1,16 +1,19 @@
-"""Reconcile semantics on an in-memory cache: every Result / error path, owners, predicates,
+"""Reconcile semantics on a FakeCluster's watches: every Result / error path, owners, predicates,
 concurrency and cache sync."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from kubeop.cache import BackoffConfig, SharedInformerFactory, WatcherConfig
 from kubeop.controller import (
     Context,
     Controller,
@@ -23,14 +26,66 @@ from kubeop.controller import (
     Result,
     TerminalError,
 )
+from kubeop.core.errors import AlreadyExists
+from kubeop.core.gvk import GroupVersionKind
+from kubeop.core.patch import PatchType
 from kubeop.queue import ItemExponentialFailureRateLimiter
+from kubeop.testing import FakeCluster
 
-from .fakes import APPS, CONFIGMAPS, FakeFactory, app
+from .fakes import APP_CRD, APPS, CONFIGMAPS, app
 
 
-def _runtime(factory: FakeFactory) -> ControllerRuntime:
-    client = ReconcilerClient(None, factory)  # type: ignore[arg-type]
-    return ControllerRuntime(factory, client, EventRecorder(None, "test"), Metrics(), cache_sync_timeout=2)  # type: ignore[arg-type]
+class Env:
+    """A fake cluster (the App CRD served unless ``crd=False``; no garbage collector, so objects
+    may name owners that do not exist), a client of it and the informer factory over it."""
+
+    def __init__(self, *, crd: bool = True) -> None:
+        self.cluster = FakeCluster(garbage_collection=False)
+        if crd:
+            self.cluster.add_crd(APP_CRD)
+        self.client = self.cluster.client()
+        fast = WatcherConfig(backoff=BackoffConfig(initial=0.01, cap=0.05, jitter=0.0))
+        self.factory = SharedInformerFactory(self.client, config=fast)
+        self._namespaces = {"default"}
+
+    async def add(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (its uid, resourceVersion and generation are the server's to give)."""
+        body = copy.deepcopy(obj)
+        md = body["metadata"]
+        for field in ("uid", "resourceVersion", "generation"):
+            md.pop(field, None)
+        ns = md.get("namespace")
+        if ns and ns not in self._namespaces:
+            self._namespaces.add(ns)
+            await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        return await self.client.create(body)
+
+    async def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj``, or replace its spec."""
+        try:
+            return await self.add(obj)
+        except AlreadyExists:
+            res = await self.client.resource(GroupVersionKind.of(obj))
+            md = obj["metadata"]
+            return await self.client.patch(
+                res, md["name"], {"spec": obj["spec"]}, namespace=md.get("namespace"), type=PatchType.MERGE
+            )
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    env = Env()
+    env.factory.start()
+    yield env
+    await env.factory.stop()
+    await env.client.close()
+
+
+def _runtime(env: Env) -> ControllerRuntime:
+    client = ReconcilerClient(env.client, env.factory)
+    return ControllerRuntime(
+        env.factory, client, EventRecorder(None, "test"), Metrics(), cache_sync_timeout=2
+    )
 
 
 def _count(metrics: Metrics, name: str, **labels: str) -> float:
@@ -46,9 +101,8 @@ async def _until(pred: Any, timeout: float = 3.0) -> None:
         await asyncio.sleep(0.005)
 
 
-async def test_success_reconciles_each_object_once() -> None:
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+async def test_success_reconciles_each_object_once(env: Env) -> None:
+    await env.add(app("a"))
     seen: list[Request] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -57,18 +111,17 @@ async def test_success_reconciles_each_object_once() -> None:
         seen.append(req)
 
     ctrl = Controller.for_(APPS).reconcile(reconcile)
-    rt = _runtime(factory)
+    rt = _runtime(env)
     await ctrl.start(rt)
-    factory.informer(APPS).add(app("b"))
+    await env.add(app("b"))
     await _until(lambda: len(seen) == 2)
     await ctrl.stop()
     assert sorted(seen, key=str) == [Request("default", "a"), Request("default", "b")]
     assert _count(rt.metrics, "controller_runtime_reconcile_total", controller="app", result="success") == 2
 
 
-async def test_errors_back_off_exponentially_then_success_forgets() -> None:
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+async def test_errors_back_off_exponentially_then_success_forgets(env: Env) -> None:
+    await env.add(app("a"))
     times: list[float] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -81,7 +134,7 @@ async def test_errors_back_off_exponentially_then_success_forgets() -> None:
         .with_rate_limiter(ItemExponentialFailureRateLimiter(0.02, 10))
         .reconcile(reconcile)
     )
-    rt = _runtime(factory)
+    rt = _runtime(env)
     await ctrl.start(rt)
     await _until(lambda: len(times) == 5)
     await asyncio.sleep(0.05)
@@ -94,9 +147,8 @@ async def test_errors_back_off_exponentially_then_success_forgets() -> None:
     assert ctrl._queue.num_requeues(Request("default", "a")) == 0
 
 
-async def test_terminal_error_is_counted_and_not_retried() -> None:
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+async def test_terminal_error_is_counted_and_not_retried(env: Env) -> None:
+    await env.add(app("a"))
     calls = 0
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -105,7 +157,7 @@ async def test_terminal_error_is_counted_and_not_retried() -> None:
         raise TerminalError("spec.x is invalid")
 
     ctrl = Controller.for_(APPS).reconcile(reconcile)
-    rt = _runtime(factory)
+    rt = _runtime(env)
     await ctrl.start(rt)
     await _until(lambda: calls == 1)
     await asyncio.sleep(0.1)
@@ -114,9 +166,8 @@ async def test_terminal_error_is_counted_and_not_retried() -> None:
     assert _count(rt.metrics, "controller_runtime_terminal_reconcile_errors_total", controller="app") == 1
 
 
-async def test_requeue_after_comes_back_after_the_delay() -> None:
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+async def test_requeue_after_comes_back_after_the_delay(env: Env) -> None:
+    await env.add(app("a"))
     times: list[float] = []
 
     async def reconcile(req: Request, ctx: Context) -> Result:
@@ -124,7 +175,7 @@ async def test_requeue_after_comes_back_after_the_delay() -> None:
         return Result(requeue_after=0.15) if len(times) == 1 else Result()
 
     ctrl = Controller.for_(APPS).reconcile(reconcile)
-    rt = _runtime(factory)
+    rt = _runtime(env)
     await ctrl.start(rt)
     await _until(lambda: len(times) == 2)
     await ctrl.stop()
@@ -135,11 +186,10 @@ async def test_requeue_after_comes_back_after_the_delay() -> None:
     )
 
 
-async def test_sync_reconciler_runs_in_a_thread_and_its_exceptions_requeue() -> None:
+async def test_sync_reconciler_runs_in_a_thread_and_its_exceptions_requeue(env: Env) -> None:
     import threading
 
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+    await env.add(app("a"))
     threads: list[str] = []
 
     def reconcile(req: Request, ctx: Any) -> None:
@@ -154,21 +204,20 @@ async def test_sync_reconciler_runs_in_a_thread_and_its_exceptions_requeue() -> 
         .with_rate_limiter(ItemExponentialFailureRateLimiter(0.01, 1))
         .reconcile(reconcile)
     )
-    await ctrl.start(_runtime(factory))
+    await ctrl.start(_runtime(env))
     await _until(lambda: len(threads) == 2)
     await ctrl.stop()
     assert all(t != threading.main_thread().name for t in threads)
 
 
-async def test_owned_child_events_enqueue_the_controller_owner() -> None:
-    factory = FakeFactory()
+async def test_owned_child_events_enqueue_the_controller_owner(env: Env) -> None:
     seen: list[Request] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
         seen.append(req)
 
     ctrl = Controller.for_(APPS).owns(CONFIGMAPS).reconcile(reconcile)
-    await ctrl.start(_runtime(factory))
+    await ctrl.start(_runtime(env))
     owned = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -193,38 +242,38 @@ async def test_owned_child_events_enqueue_the_controller_owner() -> None:
             ],
         },
     }
-    factory.informer(CONFIGMAPS).add(owned)
+    await env.add(owned)
     orphan = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "orphan", "namespace": "ns"}}
-    factory.informer(CONFIGMAPS).add(orphan)
+    await env.add(orphan)
     await _until(lambda: len(seen) == 1)
-    factory.informer(CONFIGMAPS).delete(owned)
+    await env.client.delete(CONFIGMAPS, "child", namespace="ns")
     await _until(lambda: len(seen) == 2)
     await ctrl.stop()
     assert seen == [Request("ns", "parent"), Request("ns", "parent")]
 
 
-async def test_generation_changed_predicate_skips_status_updates() -> None:
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+async def test_generation_changed_predicate_skips_status_updates(env: Env) -> None:
+    await env.add(app("a"))
     seen: list[Request] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
         seen.append(req)
 
     ctrl = Controller.for_(APPS, GenerationChanged).reconcile(reconcile)
-    await ctrl.start(_runtime(factory))
+    await ctrl.start(_runtime(env))
     await _until(lambda: len(seen) == 1)
-    factory.informer(APPS).update(app("a", generation=1, rv="2"))  # status-only write
+    # A status-only write: the server keeps the generation.
+    await env.client.patch(
+        APPS, "a", {"status": {"seen": 1}}, namespace="default", type=PatchType.MERGE, subresource="status"
+    )
     await asyncio.sleep(0.05)
     assert len(seen) == 1
-    factory.informer(APPS).update(app("a", generation=2, rv="3"))  # spec change
+    await env.put(app("a", generation=2))  # a spec change: the server bumps the generation
     await _until(lambda: len(seen) == 2)
     await ctrl.stop()
 
 
-async def test_max_concurrency_never_processes_one_key_twice() -> None:
-    factory = FakeFactory()
-    inf = factory.informer(APPS)
+async def test_max_concurrency_never_processes_one_key_twice(env: Env) -> None:
     active: set[str] = set()
     peak = 0
     done = 0
@@ -240,10 +289,10 @@ async def test_max_concurrency_never_processes_one_key_twice() -> None:
         done += 1
 
     ctrl = Controller.for_(APPS).max_concurrent(4).reconcile(reconcile)
-    await ctrl.start(_runtime(factory))
+    await ctrl.start(_runtime(env))
     for round_ in range(5):
         for i in range(8):
-            inf.add(app(f"o{i}", rv=str(round_)))
+            await env.put({**app(f"o{i}"), "spec": {"x": round_}})
         await asyncio.sleep(0.005)
     await _until(lambda: not active and done >= 8)
     await asyncio.sleep(0.1)
@@ -252,36 +301,43 @@ async def test_max_concurrency_never_processes_one_key_twice() -> None:
 
 
 async def test_no_reconcile_before_caches_sync() -> None:
-    factory = FakeFactory()
-    inf = factory.informer(APPS)
-    inf.synced = False
-    inf.add(app("a"))
+    """The App CRD is installed after the controller starts: its informer cannot list (404)
+    until then, and the controller waits for it."""
+    env = Env(crd=False)
+    env.factory.start()
     seen: list[Request] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
         seen.append(req)
 
     ctrl = Controller.for_(APPS).reconcile(reconcile)
-    start = asyncio.ensure_future(ctrl.start(_runtime(factory)))
+    start = asyncio.ensure_future(ctrl.start(_runtime(env)))
     await asyncio.sleep(0.1)
     assert not start.done() and not seen
-    inf.synced = True
+    env.cluster.add_crd(APP_CRD)
+    await env.add(app("a"))
     await start
     await _until(lambda: len(seen) == 1)
     await ctrl.stop()
+    await env.factory.stop()
+    await env.client.close()
 
 
 async def test_cache_sync_timeout_names_rbac() -> None:
-    factory = FakeFactory()
-    factory.informer(APPS).synced = False
+    env = Env(crd=False)  # the list fails (404, as a 403 without RBAC would): never synced
+    env.factory.start()
 
     async def reconcile(req: Request, ctx: Context) -> None:
         pass
 
-    rt = _runtime(factory)
+    rt = _runtime(env)
     rt.cache_sync_timeout = 0.1
-    with pytest.raises(TimeoutError, match="RBAC"):
-        await Controller.for_(APPS).reconcile(reconcile).start(rt)
+    try:
+        with pytest.raises(TimeoutError, match="RBAC"):
+            await Controller.for_(APPS).reconcile(reconcile).start(rt)
+    finally:
+        await env.factory.stop()
+        await env.client.close()
 
 
 def test_builder_validation() -> None:
@@ -292,7 +348,7 @@ def test_builder_validation() -> None:
 
 
 async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_returns(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, env: Env
 ) -> None:
     from kubeop.client import ApiConnectionError
     from kubeop.controller import controller as controller_module
@@ -305,8 +361,7 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
             return True
 
     monkeypatch.setattr(controller_module, "probe_for", lambda client: Probe())
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+    await env.add(app("a"))
     calls: list[float] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -320,7 +375,7 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
         .with_rate_limiter(ItemExponentialFailureRateLimiter(30, 60))
         .reconcile(reconcile)
     )
-    await ctrl.start(_runtime(factory))
+    await ctrl.start(_runtime(env))
     await _until(lambda: len(calls) == 1)
     await asyncio.sleep(0.05)
     back.set()
@@ -362,6 +417,7 @@ def _probe(monkeypatch: pytest.MonkeyPatch, back: asyncio.Event | None) -> None:
 
 async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_warm_up_is_retried_promptly(
     monkeypatch: pytest.MonkeyPatch,
+    env: Env,
 ) -> None:
     """An outage's failures go neither to the per-item backoff nor to the token bucket, and a
     request that fails once more right after the server's return (a 503 while it installs its
@@ -371,8 +427,7 @@ async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_
 
     back = asyncio.Event()
     _probe(monkeypatch, back)
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+    await env.add(app("a"))
     calls: list[float] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -386,7 +441,7 @@ async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_
 
     limiter = _CountingLimiter()
     ctrl = Controller.for_(APPS).with_rate_limiter(limiter).reconcile(reconcile)
-    await ctrl.start(_runtime(factory))
+    await ctrl.start(_runtime(env))
     await _until(lambda: len(calls) == 1)
     await asyncio.sleep(0.05)
     back.set()
@@ -397,16 +452,15 @@ async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_
 
 
 async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_own_backoff(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, env: Env
 ) -> None:
     """A server the probe never sees down (a 503 from one aggregated API, say) is retried 0.2 s
     doubling, all parked requests at once; a wrapped connection error counts as one."""
     from kubeop.client import ApiConnectionError
 
     _probe(monkeypatch, None)
-    factory = FakeFactory()
     for name in ("a", "b"):
-        factory.informer(APPS).add(app(name))
+        await env.add(app(name))
     calls: dict[str, list[float]] = {"a": [], "b": []}
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -419,7 +473,7 @@ async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_
 
     limiter = _CountingLimiter()
     ctrl = Controller.for_(APPS).with_rate_limiter(limiter).max_concurrent(2).reconcile(reconcile)
-    await ctrl.start(_runtime(factory))
+    await ctrl.start(_runtime(env))
     await _until(lambda: len(calls["a"]) == 3 and len(calls["b"]) == 3, timeout=3)
     await ctrl.stop(drain=False)
     for times in calls.values():
@@ -428,11 +482,12 @@ async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_
     assert limiter.calls == 0
 
 
-async def test_a_failed_reconcile_says_which_object_in_the_message(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failed_reconcile_says_which_object_in_the_message(
+    caplog: pytest.LogCaptureFixture, env: Env
+) -> None:
     """The message itself names the object, whatever the log formatter does with extra fields."""
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
-    factory.informer(APPS).add(app("b"))
+    await env.add(app("a"))
+    await env.add(app("b"))
 
     async def reconcile(req: Request, ctx: Context) -> None:
         if req.name == "a":
@@ -444,7 +499,7 @@ async def test_a_failed_reconcile_says_which_object_in_the_message(caplog: pytes
         .with_rate_limiter(ItemExponentialFailureRateLimiter(10, 10))
         .reconcile(reconcile)
     )
-    rt = _runtime(factory)
+    rt = _runtime(env)
     with caplog.at_level(logging.WARNING, logger="kubeop"):
         await ctrl.start(rt)
         await _until(lambda: len([r for r in caplog.records if "reconcile of" in r.getMessage()]) >= 2)

@@ -12,6 +12,9 @@ configmaps and widgets), minus the driver's own writes. CPU and RSS come from /p
 operator process.
 
     python bench/operator/run.py [--n 1000] [--operators kubeop,lean,kopf] [--workers 16]
+
+Operators: kubeop, kubeop-typed (the same reconcile on typed models), kubeop-base (with
+--baseline-src), lean, kopf.
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ def command(name: str, workers: int) -> list[str]:
         return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
     if name == "kubeop":
         return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
+    if name == "kubeop-typed":  # the same operator on models (a Widget CustomResource, kinds.ConfigMap)
+        return [sys.executable, str(HERE / "kubeop_typed_operator.py"), str(workers)]
     if name == "lean":
         return [sys.executable, str(HERE / "lean_operator.py"), str(workers)]
     if name == "kopf":

@@ -187,6 +187,8 @@ class Client:
 
     async def _resource_of(self, obj: Any, body: Obj, resource: ApiResource | None) -> ApiResource:
         if resource is not None:
+            if not isinstance(obj, Mapping) and is_model_class(type(obj)):
+                _check_kind(type(obj), resource)
             return resource
         if not isinstance(obj, Mapping) and is_model_class(type(obj)):
             return await self.resource(type(obj))
@@ -516,8 +518,12 @@ class Client:
         force: bool = False,
     ) -> Any:
         """Patch one object: merge (default), JSON patch (a list of ops), strategic merge
-        (built-in kinds only) or server-side apply (see :meth:`apply`)."""
+        (built-in kinds only) or server-side apply (see :meth:`apply`). A model instance as
+        ``patch`` is sent as its dump and must be of the kind ``what`` names."""
         res = await self.resource(what)
+        if not isinstance(patch, Mapping | list | str | bytes) and is_model_class(patch.__class__):
+            _check_kind(patch.__class__, res)
+            patch = to_dict(patch)
         req = RequestBuilder(res, self._namespace(res, namespace)).patch(
             name,
             patch,
@@ -637,4 +643,15 @@ class Client:
             namespace=namespace,
             subresource="scale",
             dry_run=dry_run,
+        )
+
+
+def _check_kind(cls: type, res: ApiResource) -> None:
+    """A model written through a handle of another kind is a bug at the call, not a 404 later."""
+    gvk = model_gvk(cls)
+    if (gvk.group, gvk.version) != (res.group, res.version) or (res.kind and gvk.kind != res.kind):
+        raise TypeError(
+            f"cannot write a {cls.__qualname__} ({gvk.api_version} {gvk.kind}) as "
+            f"{res.kind or res.plural} ({res.api_version}): pass an object of that kind, "
+            "or name the resource of the object's own kind"
         )

@@ -427,11 +427,10 @@ class ReconcilerClient:
         Returns True when a write was made. Uses a merge patch on the status subresource, so it
         never conflicts with spec writers.
         """
-        current = to_dict(obj)
-        if contains(current.get("status") or {}, status):
+        current, md = _status_and_meta(obj)
+        if contains(current, status):
             return False
         res = await self.resource(obj)
-        md = current.get("metadata") or {}
         self._fence()
         out = await self.api.patch(
             res,
@@ -442,7 +441,7 @@ class ReconcilerClient:
             subresource="status",
         )
         self._remember(res, out)
-        _changed("patched status of", res, out, before=current)
+        _changed("patched status of", res, out, before=md.get("resourceVersion") or None)
         return True
 
     # -- finalizers ----------------------------------------------------------------------------
@@ -547,6 +546,28 @@ def _changed(verb: str, res: ApiResource, out: Mapping[str, Any], *, before: Any
             log.debug("%s %s %s: unchanged", verb, res.kind, _ref(res, md.get("name"), md.get("namespace")))
         return
     log.info("%s %s %s", verb, res.kind, _ref(res, md.get("name"), md.get("namespace")))
+
+
+def _status_and_meta(obj: Any) -> tuple[Any, Mapping[str, Any]]:
+    """An object's status and the metadata a status write needs. A model's are read from its
+    attributes: dumping the whole model on every status write is the typed path's biggest cost."""
+    if isinstance(obj, Mapping):
+        return obj.get("status") or {}, obj.get("metadata") or {}
+    meta = getattr(obj, "metadata", None)
+    if meta is None or isinstance(meta, Mapping):
+        d = to_dict(obj)
+        return d.get("status") or {}, d.get("metadata") or {}
+    status = getattr(obj, "status", None)
+    if status is None:
+        status = {}
+    elif not isinstance(status, Mapping):
+        status = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    md = {
+        "name": getattr(meta, "name", None),
+        "namespace": getattr(meta, "namespace", None),
+        "resourceVersion": getattr(meta, "resource_version", None),
+    }
+    return status, md
 
 
 def _without_status(obj: Obj) -> Obj:

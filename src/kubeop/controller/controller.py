@@ -47,6 +47,7 @@ from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_
 from kubeop.controller.predicate import Predicate
 from kubeop.controller.request import Request, Result, TerminalError, request_for
 from kubeop.core.errors import ServerTimeout, ServiceUnavailable
+from kubeop.core.model import ModelMismatch
 from kubeop.core.resource import ApiResource
 from kubeop.queue import Clock, QueueShutDown, RateLimiter, RateLimitingQueue
 
@@ -407,7 +408,7 @@ class Controller:
                 result = await loop.run_in_executor(runtime.executor, call, self._reconciler, req, ctx)
         except asyncio.CancelledError:
             raise
-        except TerminalError as exc:
+        except (TerminalError, ModelMismatch) as exc:
             queue.forget(req)
             if series is not None:
                 series.terminal.inc()

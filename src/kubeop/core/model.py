@@ -22,6 +22,7 @@ from kubeop.core.resource import ApiResource
 
 __all__ = [
     "Model",
+    "ModelMismatch",
     "from_dict",
     "is_model_class",
     "model_gvk",
@@ -69,7 +70,18 @@ def is_model_class(obj: object) -> bool:
     )
 
 
+_GVKS: dict[type, GroupVersionKind] = {}
+
+
 def model_gvk(cls: type) -> GroupVersionKind:
+    """The group/version/kind a model class declares (looked up once per class)."""
+    gvk = _GVKS.get(cls)
+    if gvk is None:
+        gvk = _GVKS[cls] = _model_gvk(cls)
+    return gvk
+
+
+def _model_gvk(cls: type) -> GroupVersionKind:
     api_version = _class_value(cls, "api_version", "apiVersion")
     kind = _class_value(cls, "kind", "kind")
     if not api_version or not kind:
@@ -113,11 +125,66 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return data
 
 
+class ModelMismatch(ValueError):
+    """An object from the server does not fit the model class it was read into.
+
+    Names the kind, the object and every field that did not fit, with the fix. The controller
+    treats it as terminal (no retries: the next change to the object reconciles it again).
+    """
+
+    def __init__(self, model: type, data: Mapping[str, Any], errors: list[tuple[str, str]]) -> None:
+        md = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
+        self.model = model
+        self.kind = str(data.get("kind") or _class_value(model, "kind", "kind") or model.__qualname__)
+        self.name = str((md or {}).get("name") or "")
+        self.namespace = str((md or {}).get("namespace") or "")
+        self.errors = errors
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name or "<unnamed>"
+        fields = "; ".join(f"{field}: {msg}" for field, msg in errors[:5])
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        super().__init__(
+            f"{self.kind} {where} does not fit the model {model.__qualname__}: {fields}{more}. "
+            f"{_fix(model, errors)}"
+        )
+
+
+def _fix(model: type, errors: list[tuple[str, str]]) -> str:
+    text = " ".join(msg for _, msg in errors).lower()
+    if "extra" in text and "not permitted" in text:
+        return (
+            f"The server sent a field {model.__qualname__} does not declare: declare it, or keep unknown "
+            "fields with model_config = ConfigDict(extra='allow')."
+        )
+    if "required" in text:
+        return (
+            f"The server's object lacks a field {model.__qualname__} requires: make it optional "
+            "(a default, or `| None = None`), or set it on the object."
+        )
+    return f"Make {model.__qualname__}'s field types accept what the server sends."
+
+
+def _validation_errors(exc: Exception) -> list[tuple[str, str]] | None:
+    errors = getattr(exc, "errors", None)
+    if type(exc).__name__ != "ValidationError" or not callable(errors):
+        return None
+    out = []
+    for err in errors():
+        loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in err.get("loc", ()))
+        out.append((loc.replace(".[", "[") or "<object>", str(err.get("msg", ""))))
+    return out
+
+
 def from_dict(cls: type[M], data: dict[str, Any]) -> M:
-    """Build a model instance from an object dict (validation is the model's business)."""
+    """Build a model instance from an object dict; :class:`ModelMismatch` when it does not fit."""
     validate = getattr(cls, "model_validate", None)
     if validate is not None:
-        return validate(data)  # type: ignore[no-any-return]
+        try:
+            return validate(data)  # type: ignore[no-any-return]
+        except ValueError as exc:
+            errors = _validation_errors(exc)
+            if errors is None or not isinstance(data, Mapping):
+                raise
+            raise ModelMismatch(cls, data, errors) from exc
     build = getattr(cls, "from_dict", None)
     if build is None:
         raise TypeError(f"{cls.__qualname__} has neither model_validate nor from_dict")

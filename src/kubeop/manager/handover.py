@@ -74,6 +74,9 @@ class Liveness:
         elif seen[0] != marker:
             self._seen[member] = (marker, self._now(), True)
 
+    def is_dead(self, member: str) -> bool:
+        return member in self._dead
+
     def forget(self, member: str) -> None:
         """The member's Lease was deleted or released."""
         self._seen.pop(member, None)

@@ -6,7 +6,9 @@ namespace, every object is labelled ``kubeop.io/shard-ring=<name>``:
 - ``<name>-shard-<identity>``: one per replica (``kubeop.io/shard-role=member``),
   ``holderIdentity`` the replica's identity, renewed every ``retry_period``; the annotation
   ``kubeop.io/shard-drained`` is the ring generation it has drained for. Deleted on a graceful
-  stop (its peers count it gone at once instead of after ``lease_duration``);
+  stop (its peers count it gone at once instead of after ``lease_duration``); the Lease of a
+  replica that died is deleted by its peers once they count it dead (with its resourceVersion as
+  a precondition), so that restarts, each under a new identity, leave nothing behind;
 - ``<name>-shards``: the ring (``kubeop.io/shard-role=ring``), annotations
   ``kubeop.io/shard-generation`` and ``kubeop.io/shard-members`` (comma-separated identities).
 
@@ -262,12 +264,31 @@ class Membership:
                 live = self.liveness.live(self.handover.members) | {self.identity}
                 if tuple(sorted(live)) != self.handover.members or self._ring is None:
                     await self._write_ring(live)
+                elif self.handover.settled():
+                    await self._collect_dead(informer.store.list())
             except Conflict:
                 # Our own lease changed under us (only we write it): re-read it.
                 with contextlib.suppress(Exception):
                     self._lease = await self.client.get(LEASES, self.lease_name, namespace=self.namespace)
             except (ApiError, OSError) as exc:
                 log.warning("sharding: %s", exc)
+
+    async def _collect_dead(self, leases: list[Any]) -> None:
+        """Delete the Leases of members counted dead (and out of the ring)."""
+        for lease in leases:
+            meta = _meta(lease)
+            holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+            if (meta.get("labels") or {}).get(ROLE_LABEL) != "member" or holder == self.identity:
+                continue
+            if self.liveness.is_dead(holder) and holder not in self.handover.members:
+                with contextlib.suppress(Conflict, NotFound):
+                    await self.client.delete(
+                        LEASES,
+                        meta["name"],
+                        namespace=self.namespace,
+                        precondition_resource_version=meta.get("resourceVersion"),
+                    )
+                    log.info("deleted the lease of dead shard member %s", holder)
 
     async def leave(self) -> None:
         """Delete this replica's Lease (after its controllers stopped): peers take its keys now."""

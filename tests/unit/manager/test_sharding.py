@@ -226,3 +226,40 @@ async def test_a_replica_stops_promptly_while_its_ring_is_not_settled() -> None:
     finally:
         await fleet.close()
         await api.close()
+
+
+async def test_a_dead_member_leaves_the_ring_and_its_lease_is_deleted() -> None:
+    cluster = FakeCluster()
+    fleet = Fleet(cluster, Sharding())
+    api = cluster.client()
+    try:
+        manager = fleet.start("a")
+        await eventually(lambda: fleet.settled(1))
+        ghost = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": "shared-shard-ghost",
+                "labels": {"kubeop.io/shard-ring": "shared", "kubeop.io/shard-role": "member"},
+            },
+            "spec": {"holderIdentity": "ghost", "renewTime": "2026-01-01T00:00:00.000000Z"},
+        }
+        await api.create(ghost, namespace="default", resource=LEASES)
+        ring = await api.get(LEASES, "shared-shards", namespace="default")
+        ring["metadata"]["annotations"]["kubeop.io/shard-members"] = "a,ghost"
+        ring["metadata"]["annotations"]["kubeop.io/shard-generation"] = "99"
+        await api.update(ring, resource=LEASES)
+        await eventually(lambda: manager.sharder is not None and manager.sharder.handover.generation == 99)
+        t0 = time.monotonic()
+
+        async def gone() -> bool:
+            names = [lease["metadata"]["name"] for lease in await api.list(LEASES, namespace="default")]
+            return "shared-shard-ghost" not in names
+
+        await eventually(gone, timeout=6.0)
+        assert 2.5 < time.monotonic() - t0 < 4.5  # the lease duration (3 s) after it was first seen
+        assert manager.sharder is not None
+        assert manager.sharder.handover.members == ("a",) and manager.sharder.handover.settled()
+    finally:
+        await fleet.close()
+        await api.close()

@@ -1,4 +1,6 @@
-"""In-memory stand-ins for the shared informer factory, and the API side of a test on a FakeCluster."""
+"""The cache and API side of controller tests on a FakeCluster (:class:`ClusterCache`,
+:class:`ClusterApi`), and an in-memory informer factory (:class:`FakeFactory`) for the tests that
+need a cache the test holds stale or fills by hand, which a watch cannot do on demand."""
 
 from __future__ import annotations
 
@@ -7,10 +9,14 @@ from typing import Any
 
 import orjson
 
+from kubeop.cache import BackoffConfig, SharedInformerFactory, WatcherConfig
 from kubeop.client import Client
+from kubeop.core.errors import AlreadyExists
 from kubeop.core.gvk import GroupVersionKind
+from kubeop.core.patch import PatchType
 from kubeop.core.resource import ApiResource
 from kubeop.testing import FakeCluster
+from kubeop.testing.fake import SteppableClock
 
 
 class FakeStore:
@@ -135,6 +141,47 @@ APP_CRD: dict[str, Any] = {
         "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}}}],
     },
 }
+
+
+class ClusterCache:
+    """A fake cluster (the App CRD served unless ``crd=False``; no garbage collector, so objects
+    may name owners that do not exist), a client of it and the informer factory over it."""
+
+    def __init__(self, *, crd: bool = True, clock: SteppableClock | None = None) -> None:
+        self.cluster = FakeCluster(garbage_collection=False, clock=clock)
+        if crd:
+            self.cluster.add_crd(APP_CRD)
+        self.client = self.cluster.client()
+        fast = WatcherConfig(backoff=BackoffConfig(initial=0.01, cap=0.05, jitter=0.0))
+        self.factory = SharedInformerFactory(self.client, config=fast)
+        self._namespaces = {"default"}
+
+    async def add(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (its uid, resourceVersion and generation are the server's to give)."""
+        body = copy.deepcopy(obj)
+        md = body["metadata"]
+        for field in ("uid", "resourceVersion", "generation"):
+            md.pop(field, None)
+        ns = md.get("namespace")
+        if ns and ns not in self._namespaces:
+            self._namespaces.add(ns)
+            await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        return await self.client.create(body)
+
+    async def close(self) -> None:
+        await self.factory.stop()
+        await self.client.close()
+
+    async def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj``, or replace its spec."""
+        try:
+            return await self.add(obj)
+        except AlreadyExists:
+            res = await self.client.resource(GroupVersionKind.of(obj))
+            md = obj["metadata"]
+            return await self.client.patch(
+                res, md["name"], {"spec": obj["spec"]}, namespace=md.get("namespace"), type=PatchType.MERGE
+            )
 
 
 class ClusterApi:

@@ -22,9 +22,9 @@ from kubeop.controller import (
     Result,
 )
 from kubeop.controller.context import SYSTEM_CLOCK
-from kubeop.queue import Clock, FakeClock, LoopClock, RateLimitingQueue, SteppedClock
+from kubeop.queue import FakeClock, LoopClock, RateLimitingQueue, SteppedClock
 
-from .fakes import APPS, FakeFactory, app
+from .fakes import APPS, ClusterCache, app
 
 WALL = dt.datetime(2026, 3, 1, 12, 0, 10, tzinfo=dt.UTC)
 
@@ -93,9 +93,11 @@ async def test_delayed_requeue_fires_when_the_clock_is_stepped() -> None:
 
 
 async def test_manager_clock_reaches_the_queue_and_the_reconciler() -> None:
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
-    clock: Clock = SteppedClock(WALL)
+    clock = SteppedClock(WALL)
+    env = ClusterCache(clock=clock)  # the cluster stamps objects with the same clock
+    env.factory.start()
+    created = await env.add(app("a"))
+    assert created["metadata"]["creationTimestamp"].startswith("2026-03-01T12:00")
     seen: asyncio.Queue[dt.datetime] = asyncio.Queue()
 
     async def reconcile(req: Request, ctx: Context) -> Result:
@@ -103,9 +105,9 @@ async def test_manager_clock_reaches_the_queue_and_the_reconciler() -> None:
         seen.put_nowait(ctx.now())
         return Result(requeue_after=3600)
 
-    client = ReconcilerClient(None, factory)  # type: ignore[arg-type]
+    client = ReconcilerClient(env.client, env.factory)
     runtime = ControllerRuntime(
-        factory,  # type: ignore[arg-type]
+        env.factory,
         client,
         EventRecorder(None, "test"),
         Metrics(),
@@ -118,8 +120,8 @@ async def test_manager_clock_reaches_the_queue_and_the_reconciler() -> None:
     assert first - WALL < dt.timedelta(seconds=5)
     await asyncio.sleep(0.1)
     assert seen.empty()  # the requeue waits for the hour
-    assert isinstance(clock, SteppedClock)
-    clock.advance(3600)
+    env.cluster.step(3600)
     second = await asyncio.wait_for(seen.get(), 3)
     await ctrl.stop()
+    await env.close()
     assert second - first >= dt.timedelta(seconds=3600)

@@ -4,7 +4,6 @@ concurrency and cache sync."""
 from __future__ import annotations
 
 import asyncio
-import copy
 import itertools
 import logging
 import time
@@ -13,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from kubeop.cache import BackoffConfig, SharedInformerFactory, WatcherConfig
 from kubeop.controller import (
     Context,
     Controller,
@@ -26,62 +24,21 @@ from kubeop.controller import (
     Result,
     TerminalError,
 )
-from kubeop.core.errors import AlreadyExists
-from kubeop.core.gvk import GroupVersionKind
 from kubeop.core.patch import PatchType
 from kubeop.queue import ItemExponentialFailureRateLimiter
-from kubeop.testing import FakeCluster
 
-from .fakes import APP_CRD, APPS, CONFIGMAPS, app
-
-
-class Env:
-    """A fake cluster (the App CRD served unless ``crd=False``; no garbage collector, so objects
-    may name owners that do not exist), a client of it and the informer factory over it."""
-
-    def __init__(self, *, crd: bool = True) -> None:
-        self.cluster = FakeCluster(garbage_collection=False)
-        if crd:
-            self.cluster.add_crd(APP_CRD)
-        self.client = self.cluster.client()
-        fast = WatcherConfig(backoff=BackoffConfig(initial=0.01, cap=0.05, jitter=0.0))
-        self.factory = SharedInformerFactory(self.client, config=fast)
-        self._namespaces = {"default"}
-
-    async def add(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj`` (its uid, resourceVersion and generation are the server's to give)."""
-        body = copy.deepcopy(obj)
-        md = body["metadata"]
-        for field in ("uid", "resourceVersion", "generation"):
-            md.pop(field, None)
-        ns = md.get("namespace")
-        if ns and ns not in self._namespaces:
-            self._namespaces.add(ns)
-            await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        return await self.client.create(body)
-
-    async def put(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj``, or replace its spec."""
-        try:
-            return await self.add(obj)
-        except AlreadyExists:
-            res = await self.client.resource(GroupVersionKind.of(obj))
-            md = obj["metadata"]
-            return await self.client.patch(
-                res, md["name"], {"spec": obj["spec"]}, namespace=md.get("namespace"), type=PatchType.MERGE
-            )
+from .fakes import APP_CRD, APPS, CONFIGMAPS, ClusterCache, app
 
 
 @pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    env = Env()
+async def env() -> AsyncIterator[ClusterCache]:
+    env = ClusterCache()
     env.factory.start()
     yield env
-    await env.factory.stop()
-    await env.client.close()
+    await env.close()
 
 
-def _runtime(env: Env) -> ControllerRuntime:
+def _runtime(env: ClusterCache) -> ControllerRuntime:
     client = ReconcilerClient(env.client, env.factory)
     return ControllerRuntime(
         env.factory, client, EventRecorder(None, "test"), Metrics(), cache_sync_timeout=2
@@ -101,7 +58,7 @@ async def _until(pred: Any, timeout: float = 3.0) -> None:
         await asyncio.sleep(0.005)
 
 
-async def test_success_reconciles_each_object_once(env: Env) -> None:
+async def test_success_reconciles_each_object_once(env: ClusterCache) -> None:
     await env.add(app("a"))
     seen: list[Request] = []
 
@@ -120,7 +77,7 @@ async def test_success_reconciles_each_object_once(env: Env) -> None:
     assert _count(rt.metrics, "controller_runtime_reconcile_total", controller="app", result="success") == 2
 
 
-async def test_errors_back_off_exponentially_then_success_forgets(env: Env) -> None:
+async def test_errors_back_off_exponentially_then_success_forgets(env: ClusterCache) -> None:
     await env.add(app("a"))
     times: list[float] = []
 
@@ -147,7 +104,7 @@ async def test_errors_back_off_exponentially_then_success_forgets(env: Env) -> N
     assert ctrl._queue.num_requeues(Request("default", "a")) == 0
 
 
-async def test_terminal_error_is_counted_and_not_retried(env: Env) -> None:
+async def test_terminal_error_is_counted_and_not_retried(env: ClusterCache) -> None:
     await env.add(app("a"))
     calls = 0
 
@@ -166,7 +123,7 @@ async def test_terminal_error_is_counted_and_not_retried(env: Env) -> None:
     assert _count(rt.metrics, "controller_runtime_terminal_reconcile_errors_total", controller="app") == 1
 
 
-async def test_requeue_after_comes_back_after_the_delay(env: Env) -> None:
+async def test_requeue_after_comes_back_after_the_delay(env: ClusterCache) -> None:
     await env.add(app("a"))
     times: list[float] = []
 
@@ -186,7 +143,7 @@ async def test_requeue_after_comes_back_after_the_delay(env: Env) -> None:
     )
 
 
-async def test_sync_reconciler_runs_in_a_thread_and_its_exceptions_requeue(env: Env) -> None:
+async def test_sync_reconciler_runs_in_a_thread_and_its_exceptions_requeue(env: ClusterCache) -> None:
     import threading
 
     await env.add(app("a"))
@@ -210,7 +167,7 @@ async def test_sync_reconciler_runs_in_a_thread_and_its_exceptions_requeue(env: 
     assert all(t != threading.main_thread().name for t in threads)
 
 
-async def test_owned_child_events_enqueue_the_controller_owner(env: Env) -> None:
+async def test_owned_child_events_enqueue_the_controller_owner(env: ClusterCache) -> None:
     seen: list[Request] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -252,7 +209,7 @@ async def test_owned_child_events_enqueue_the_controller_owner(env: Env) -> None
     assert seen == [Request("ns", "parent"), Request("ns", "parent")]
 
 
-async def test_generation_changed_predicate_skips_status_updates(env: Env) -> None:
+async def test_generation_changed_predicate_skips_status_updates(env: ClusterCache) -> None:
     await env.add(app("a"))
     seen: list[Request] = []
 
@@ -273,7 +230,7 @@ async def test_generation_changed_predicate_skips_status_updates(env: Env) -> No
     await ctrl.stop()
 
 
-async def test_max_concurrency_never_processes_one_key_twice(env: Env) -> None:
+async def test_max_concurrency_never_processes_one_key_twice(env: ClusterCache) -> None:
     active: set[str] = set()
     peak = 0
     done = 0
@@ -303,7 +260,7 @@ async def test_max_concurrency_never_processes_one_key_twice(env: Env) -> None:
 async def test_no_reconcile_before_caches_sync() -> None:
     """The App CRD is installed after the controller starts: its informer cannot list (404)
     until then, and the controller waits for it."""
-    env = Env(crd=False)
+    env = ClusterCache(crd=False)
     env.factory.start()
     seen: list[Request] = []
 
@@ -319,12 +276,11 @@ async def test_no_reconcile_before_caches_sync() -> None:
     await start
     await _until(lambda: len(seen) == 1)
     await ctrl.stop()
-    await env.factory.stop()
-    await env.client.close()
+    await env.close()
 
 
 async def test_cache_sync_timeout_names_rbac() -> None:
-    env = Env(crd=False)  # the list fails (404, as a 403 without RBAC would): never synced
+    env = ClusterCache(crd=False)  # the list fails (404, as a 403 without RBAC would): never synced
     env.factory.start()
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -336,8 +292,7 @@ async def test_cache_sync_timeout_names_rbac() -> None:
         with pytest.raises(TimeoutError, match="RBAC"):
             await Controller.for_(APPS).reconcile(reconcile).start(rt)
     finally:
-        await env.factory.stop()
-        await env.client.close()
+        await env.close()
 
 
 def test_builder_validation() -> None:
@@ -348,7 +303,7 @@ def test_builder_validation() -> None:
 
 
 async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_returns(
-    monkeypatch: pytest.MonkeyPatch, env: Env
+    monkeypatch: pytest.MonkeyPatch, env: ClusterCache
 ) -> None:
     from kubeop.client import ApiConnectionError
     from kubeop.controller import controller as controller_module
@@ -417,7 +372,7 @@ def _probe(monkeypatch: pytest.MonkeyPatch, back: asyncio.Event | None) -> None:
 
 async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_warm_up_is_retried_promptly(
     monkeypatch: pytest.MonkeyPatch,
-    env: Env,
+    env: ClusterCache,
 ) -> None:
     """An outage's failures go neither to the per-item backoff nor to the token bucket, and a
     request that fails once more right after the server's return (a 503 while it installs its
@@ -452,7 +407,7 @@ async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_
 
 
 async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_own_backoff(
-    monkeypatch: pytest.MonkeyPatch, env: Env
+    monkeypatch: pytest.MonkeyPatch, env: ClusterCache
 ) -> None:
     """A server the probe never sees down (a 503 from one aggregated API, say) is retried 0.2 s
     doubling, all parked requests at once; a wrapped connection error counts as one."""
@@ -483,7 +438,7 @@ async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_
 
 
 async def test_a_failed_reconcile_says_which_object_in_the_message(
-    caplog: pytest.LogCaptureFixture, env: Env
+    caplog: pytest.LogCaptureFixture, env: ClusterCache
 ) -> None:
     """The message itself names the object, whatever the log formatter does with extra fields."""
     await env.add(app("a"))

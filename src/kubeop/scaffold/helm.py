@@ -48,7 +48,7 @@ from kubeop.crd.rbac import (
 )
 from kubeop.helm.crd import HelmChartError, crd_for_chart
 from kubeop.helm.watches import Watch, WatchesError, load_watches, parse_watches
-from kubeop.scaffold.errors import ScaffoldError
+from kubeop.scaffold.errors import ScaffoldError, yaml_problem
 from kubeop.scaffold.files import Planned, pending
 from kubeop.scaffold.image import BuildContext, prepare_context, write_kubeop_source
 from kubeop.scaffold.manifests import GENERATED, default_config
@@ -572,7 +572,7 @@ def _read_yaml(path: Path) -> Any:
     except FileNotFoundError:
         return None
     except yaml.YAMLError as e:
-        raise HelmProjectError(f"{path} is not valid YAML: {e}") from None
+        raise HelmProjectError(f"{path} is not valid YAML: {yaml_problem(e)}") from None
 
 
 def _chart_meta(chart: Path) -> Mapping[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from kubeop.scaffold.errors import ScaffoldError
+from kubeop.scaffold.errors import ScaffoldError, yaml_problem
 from kubeop.scaffold.names import check_namespace
 
 __all__ = ["build", "image_name"]
@@ -159,10 +159,7 @@ _TARGET_KEYS = ("kind", "name", "namespace")
 
 
 def _yaml_error(path: Path | str, e: yaml.YAMLError) -> ScaffoldError:
-    mark = getattr(e, "problem_mark", None)
-    where = f" (line {mark.line + 1})" if mark is not None else ""
-    problem = getattr(e, "problem", None) or type(e).__name__
-    return ScaffoldError(f"{path} is not valid YAML{where}: {problem}; fix it")
+    return ScaffoldError(f"{path} is not valid YAML ({yaml_problem(e)}); fix it")
 
 
 def _load_all(path: Path) -> list[Any]:

@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from kubeop.scaffold.errors import ScaffoldError
+from kubeop.scaffold.errors import ScaffoldError, yaml_problem
 from kubeop.scaffold.names import ApiNames, ProjectNames, check_domain, check_namespace, check_repo
 from kubeop.scaffold.render import dump_yaml
 
@@ -235,7 +235,9 @@ def load_project(root: Path) -> Project:
     except FileNotFoundError:
         raise ScaffoldError(f"{root} has no {PROJECT_FILE} file: run kubeop init there first") from None
     except yaml.YAMLError as e:
-        raise ScaffoldError(f"{path} is not valid YAML ({e}); fix it or run kubeop init again") from None
+        raise ScaffoldError(
+            f"{path} is not valid YAML ({yaml_problem(e)}); fix it or run kubeop init again"
+        ) from None
     if not isinstance(data, dict):
         raise ScaffoldError(f"{path} does not describe a project; run kubeop init again")
     raw_layout = data.get("layout") or ()

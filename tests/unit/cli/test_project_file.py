@@ -77,8 +77,9 @@ def test_outside_a_project_the_error_says_what_to_do(tmp_path: Path) -> None:
 )
 def test_a_broken_project_file_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "PROJECT").write_text(text)
-    with pytest.raises(ScaffoldError, match=message):
+    with pytest.raises(ScaffoldError, match=message) as caught:
         load_project(tmp_path)
+    assert "\n" not in str(caught.value)
 
 
 _HEAD = f"layout: [{LAYOUT}]\nprojectName: op\n"

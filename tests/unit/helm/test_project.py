@@ -238,3 +238,12 @@ def test_an_image_context_needs_watches_whose_charts_it_carries(project_root: Pa
     project = find_helm_project(project_root)
     assert project is not None
     assert "watches.yaml" in write_helm_build_context(project, tmp_path / "ctx").entries
+
+
+def test_a_chart_yaml_that_is_not_yaml_is_one_line(project_root: Path, tmp_path: Path) -> None:
+    chart = tmp_path / "broken"
+    chart.mkdir()
+    (chart / "Chart.yaml").write_text("name: [unclosed\n")
+    with pytest.raises(HelmProjectError, match=r"Chart\.yaml is not valid YAML: line 2, column 1") as caught:
+        copy_chart(chart, project_root)
+    assert "\n" not in str(caught.value)

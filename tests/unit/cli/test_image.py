@@ -304,3 +304,14 @@ def test_without_an_engine_the_suggested_command_quotes_a_path_with_spaces(tmp_p
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert f"docker build -t controller:latest '{ctx}'" in " ".join(result.output.split())
+
+
+def test_the_wheel_is_the_same_bytes_for_the_same_kubeop(tmp_path: Path) -> None:
+    from kubeop.scaffold.wheel import kubeop_wheel
+
+    first, _ = kubeop_wheel(tmp_path / "a")
+    second, _ = kubeop_wheel(tmp_path / "b")  # fixed timestamps and modes, sorted entries
+    assert first.name == second.name and first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as whl:
+        assert {i.date_time for i in whl.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+        assert not [n for n in whl.namelist() if "__pycache__" in n or n.endswith(".pyc")]

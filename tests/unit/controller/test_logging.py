@@ -27,7 +27,7 @@ from kubeop.controller.context import current_reconcile
 from kubeop.manager.logs import JsonFormatter, TextFormatter
 from kubeop.queue import ItemExponentialFailureRateLimiter
 
-from .fakes import APPS, CONFIGMAPS, ClusterApi, FakeFactory, app
+from .fakes import APPS, CONFIGMAPS, ClusterCache, app
 
 TAG = re.compile(r" controller=app kind=App object=default/a reconcileID=([0-9a-f]{10})$")
 
@@ -68,11 +68,9 @@ def captured() -> Iterator[Captured]:
         root.setLevel(level)
 
 
-def _runtime(factory: FakeFactory, api: Any = None) -> ControllerRuntime:
-    client = ReconcilerClient(api, factory)  # type: ignore[arg-type]
-    client._resources[("v1", "ConfigMap")] = CONFIGMAPS
-    client._resources[("example.com/v1", "App")] = APPS
-    return ControllerRuntime(factory, client, EventRecorder(None, "test"), None, cache_sync_timeout=2)  # type: ignore[arg-type]
+def _runtime(env: ClusterCache) -> ControllerRuntime:
+    client = ReconcilerClient(env.client, env.factory)
+    return ControllerRuntime(env.factory, client, EventRecorder(None, "test"), None, cache_sync_timeout=2)
 
 
 async def _until(pred: Any, timeout: float = 3.0) -> None:
@@ -95,19 +93,21 @@ def _failing_then_recovering(failures: int, calls: list[Request]) -> Any:
     return reconcile
 
 
-async def _run(reconcile: Any, until: Any, api: Any = None) -> None:
-    factory = FakeFactory()
-    factory.informer(APPS).add(app("a"))
+async def _run(reconcile: Any, until: Any) -> None:
+    env = ClusterCache()
+    env.factory.start()
+    await env.add(app("a"))
     ctrl = (
         Controller.for_(APPS)
         .with_rate_limiter(ItemExponentialFailureRateLimiter(0.001, 0.004))
         .reconcile(reconcile)
     )
-    await ctrl.start(_runtime(factory, api))
+    await ctrl.start(_runtime(env))
     try:
         await _until(until)
     finally:
         await ctrl.stop()
+        await env.close()
 
 
 async def test_a_failing_streak_logs_one_traceback_then_short_retries_then_recovery(
@@ -150,7 +150,6 @@ async def test_a_failing_streak_logs_one_traceback_then_short_retries_then_recov
 
 async def test_at_info_a_successful_reconcile_logs_nothing_and_a_change_one_line(captured: Captured) -> None:
     captured.use(TextFormatter(), logging.INFO)
-    api = ClusterApi()
     calls: list[Request] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -162,7 +161,7 @@ async def test_at_info_a_successful_reconcile_logs_nothing_and_a_change_one_line
         }
         await ctx.client.create_or_update(cm)
 
-    await _run(reconcile, lambda: len(calls) == 1, api.client)
+    await _run(reconcile, lambda: len(calls) == 1)
     started, created = captured.lines()
     assert "controller started" in started
     assert "INFO kubeop.controller: created ConfigMap default/a controller=app" in created and TAG.search(
@@ -172,7 +171,6 @@ async def test_at_info_a_successful_reconcile_logs_nothing_and_a_change_one_line
 
 async def test_a_sync_reconciler_in_a_thread_is_tagged_too(captured: Captured) -> None:
     captured.use(TextFormatter(), logging.INFO)
-    api = ClusterApi()
     calls: list[Request] = []
 
     def reconcile(req: Request, ctx: Any) -> None:
@@ -182,7 +180,7 @@ async def test_a_sync_reconciler_in_a_thread_is_tagged_too(captured: Captured) -
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}}
         )
 
-    await _run(reconcile, lambda: len(calls) == 1 and "created" in captured.text, api.client)
+    await _run(reconcile, lambda: len(calls) == 1 and "created" in captured.text)
     lines = captured.lines()[1:]
     assert len(lines) == 2 and all(TAG.search(ln) for ln in lines), captured.text
     assert len({TAG.search(ln).group(1) for ln in lines}) == 1  # type: ignore[union-attr]
@@ -226,7 +224,9 @@ async def test_json_lines_carry_the_same_fields(captured: Captured) -> None:
 
 
 async def test_an_informer_started_by_a_reconcile_does_not_log_as_that_reconcile() -> None:
-    factory = FakeFactory()
+    env = ClusterCache()
+    env.factory.start()
+    factory = env.factory
     seen: list[Context | None] = []
     informer = factory.informer
 
@@ -235,7 +235,8 @@ async def test_an_informer_started_by_a_reconcile_does_not_log_as_that_reconcile
         return informer(resource, **kwargs)
 
     factory.informer = recording  # type: ignore[method-assign]
-    factory.informer(APPS).add(app("a"))
+    factory.informer(APPS)
+    await env.add(app("a"))
     calls: list[Context | None] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -244,19 +245,20 @@ async def test_an_informer_started_by_a_reconcile_does_not_log_as_that_reconcile
             CONFIGMAPS, "x", namespace="default"
         )  # the first read of a kind starts its informer
 
-    await _run_with(factory, reconcile, lambda: calls)
+    await _run_with(env, reconcile, lambda: calls)
     assert calls[0] is not None and calls[0].request == Request("default", "a")
     assert seen == [None, None, None]  # the test's, the controller's watch, the reconcile's read
     assert current_reconcile() is None
 
 
-async def _run_with(factory: FakeFactory, reconcile: Any, until: Any) -> None:
+async def _run_with(env: ClusterCache, reconcile: Any, until: Any) -> None:
     ctrl = Controller.for_(APPS).reconcile(reconcile)
-    await ctrl.start(_runtime(factory))
+    await ctrl.start(_runtime(env))
     try:
         await _until(until)
     finally:
         await ctrl.stop()
+        await env.close()
 
 
 @pytest.mark.parametrize("sync", [False, True])
@@ -275,9 +277,10 @@ async def test_the_traceback_starts_at_the_reconciler(captured: Captured, sync: 
 async def test_the_client_logs_each_change_once_and_what_changed_nothing_at_debug(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    api, factory = ClusterApi(), FakeFactory()
-    client = _runtime(factory, api.client).client
-    await api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
+    env = ClusterCache()
+    env.factory.start()
+    client = _runtime(env).client
+    await env.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
     obj = {
         "apiVersion": "example.com/v1",
         "kind": "App",
@@ -290,8 +293,7 @@ async def test_the_client_logs_each_change_once_and_what_changed_nothing_at_debu
         _, updated = await client.create_or_patch({**obj, "spec": {"a": "2"}})
         await client.patch_status(updated, {"phase": "Ready"})
         await client.add_finalizer(updated, "example.com/cleanup")
-        current = await api.client.get(APPS, "c", namespace="ns")
-        factory.informer(APPS).add(current)
+        current = await env.client.get(APPS, "c", namespace="ns")
         await client.remove_finalizer(current, "example.com/cleanup")
         await client.patch(APPS, "c", {"spec": {"a": "2"}}, namespace="ns")  # the server changes nothing
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
@@ -303,3 +305,4 @@ async def test_the_client_logs_each_change_once_and_what_changed_nothing_at_debu
         ("DEBUG", "patched App ns/c: unchanged"),
     ]
     assert created["metadata"]["resourceVersion"] != updated["metadata"]["resourceVersion"]
+    await env.close()

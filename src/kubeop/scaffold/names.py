@@ -114,11 +114,15 @@ def check_namespace(namespace: str, *, source: str = "--namespace") -> str:
     return namespace
 
 
+_NOT_IN_REPO = frozenset('"\\`<>{}|^')
+
+
 def check_repo(repo: str, *, source: str = "--repo") -> str:
     """The project's repository (kubebuilder's Go module path; here its home page)."""
-    if not repo or any(c.isspace() for c in repo) or len(repo) > 500:
+    # a URL's characters only: a quote or backslash would end the strings it is written into
+    if not repo or any(c.isspace() or c in _NOT_IN_REPO for c in repo) or len(repo) > 500:
         raise ScaffoldError(
-            f"{source} {repo!r} must be the project's repository, without spaces "
+            f"{source} {repo!r} must be the project's repository, without spaces, quotes or backslashes "
             "(for example --repo github.com/example/guestbook-operator)"
         )
     return repo

@@ -82,6 +82,9 @@ def test_init_in_a_non_empty_directory(here: Path) -> None:
         (["--domain", DOMAIN, "--repo", REPO, "--plugin", "go"], "error: --plugin 'go' is not available"),
         (["--domain", DOMAIN, "--repo", REPO, "--project-name", "Guestbook"], "--project-name guestbook"),
         (["--domain", DOMAIN, "--repo", REPO, "--kubeop-source", "/nonexistent"], "is not a kubeop checkout"),
+        # a quote would end pyproject.toml's string (invalid TOML, or a key of the user's choosing)
+        (["--domain", DOMAIN, "--repo", 'github.com/x/y"z'], "error: --repo 'github.com/x/y\"z' must be"),
+        (["--domain", DOMAIN, "--repo", "github.com/x/y\\z"], "must be the project's repository"),
     ],
 )
 def test_bad_init_input(here: Path, args: list[str], message: str) -> None:

@@ -302,12 +302,21 @@ def helm_project_files(
 # -- create api ---------------------------------------------------------------------------------------
 
 
+_CHART_NAME = re.compile(r"^[A-Za-z0-9._-]+\Z")
+
+
 def copy_chart(chart: Path, project_root: Path) -> tuple[str, bool]:
     """Copy ``chart`` to ``helm-charts/<name>`` (unless it already is there); returns the
     relative path and whether anything was copied. An existing different directory is kept."""
     chart = chart.resolve()
     meta = _chart_meta(chart)
-    name = str(meta.get("name") or chart.name)
+    name = meta.get("name") or chart.name
+    # it names a directory of helm-charts/: never '..', a '/' or a line break (Helm's own rule)
+    if not isinstance(name, str) or not _CHART_NAME.match(name) or name in (".", ".."):
+        raise HelmProjectError(
+            f"{chart / 'Chart.yaml'}: name {name!r} is not a chart name: use letters, digits, '.', '_' "
+            "and '-' (Helm's rule), e.g. name: my-chart"
+        )
     target = project_root / "helm-charts" / name
     rel = f"helm-charts/{name}"
     if chart == target.resolve() or target.exists():

@@ -247,3 +247,18 @@ def test_a_chart_yaml_that_is_not_yaml_is_one_line(project_root: Path, tmp_path:
     with pytest.raises(HelmProjectError, match=r"Chart\.yaml is not valid YAML: line 2, column 1") as caught:
         copy_chart(chart, project_root)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b", "..", "x\ny", "[list]"])
+def test_a_chart_name_that_is_not_a_directory_name_is_refused(
+    project_root: Path, tmp_path: Path, name: str
+) -> None:
+    chart = tmp_path / "chart"
+    shutil.copytree(EXAMPLE_CHART, chart)
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    meta["name"] = yaml.safe_load(name) if name.startswith("[") else name
+    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(HelmProjectError, match="name") as caught:
+        copy_chart(chart, project_root)
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "escaped").exists() and not (project_root / "helm-charts" / "a").exists()

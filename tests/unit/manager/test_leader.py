@@ -1,52 +1,52 @@
-"""LeaderElector against an in-memory Lease: holding, and knowing when it may have been replaced."""
+"""LeaderElector against a Lease on a FakeCluster: holding, and knowing when it may have been replaced."""
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
-from typing import Any
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 
+from kubeop.cache import SharedInformerFactory
+from kubeop.client import Client
 from kubeop.controller import ReconcilerClient
-from kubeop.core.errors import NotFound
+from kubeop.core.resource import ApiResource
 from kubeop.manager import Manager
 from kubeop.manager.leader import LeaderElector, LeadershipLost
+from kubeop.testing import FakeCluster
+from kubeop.testing.fake import FakeTransport
 
-from ..controller.fakes import CONFIGMAPS, FakeFactory
+from ..controller.fakes import CONFIGMAPS
 
-
-class LeaseApi:
-    """One Lease in memory; every write bumps its resourceVersion."""
-
-    def __init__(self) -> None:
-        self.lease: dict[str, Any] | None = None
-        self.rv = 0
-        self.updates = 0
-
-    async def get(self, res: Any, name: str, *, namespace: str | None = None) -> dict[str, Any]:
-        if self.lease is None:
-            raise NotFound("no lease")
-        return copy.deepcopy(self.lease)
-
-    async def create(self, body: dict[str, Any], *, resource: Any) -> dict[str, Any]:
-        self.rv += 1
-        self.lease = copy.deepcopy(body)
-        self.lease["metadata"]["resourceVersion"] = str(self.rv)
-        return copy.deepcopy(self.lease)
-
-    async def update(self, body: dict[str, Any], *, resource: Any) -> dict[str, Any]:
-        self.rv += 1
-        self.updates += 1
-        self.lease = copy.deepcopy(body)
-        self.lease["metadata"]["resourceVersion"] = str(self.rv)
-        return copy.deepcopy(self.lease)
+LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
 
 
-def elector(api: LeaseApi) -> LeaderElector:
+@dataclass
+class LeaseClient:
+    """A client of a fake cluster, and the Lease writes it sent."""
+
+    cluster: FakeCluster
+    client: Client
+    transport: FakeTransport
+
+    @property
+    def updates(self) -> int:
+        return sum(1 for r in self.transport.sent if r.method == "PUT" and "/leases/" in r.path)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LeaseClient]:
+    cluster = FakeCluster()
+    transport = cluster.transport()
+    async with Client(transport=transport) as client:
+        yield LeaseClient(cluster, client, transport)
+
+
+def elector(api: LeaseClient) -> LeaderElector:
     return LeaderElector(
-        api,  # type: ignore[arg-type]
+        api.client,
         "op",
         "default",
         identity="me",
@@ -56,8 +56,7 @@ def elector(api: LeaseApi) -> LeaderElector:
     )
 
 
-async def test_a_leader_holds_while_it_renews() -> None:
-    api = LeaseApi()
+async def test_a_leader_holds_while_it_renews(api: LeaseClient) -> None:
     le = elector(api)
     assert not le.holds()
     await le.acquire()
@@ -65,15 +64,16 @@ async def test_a_leader_holds_while_it_renews() -> None:
     holding = asyncio.create_task(le.hold())
     await asyncio.sleep(0.8)  # longer than the renew deadline: renewals keep it
     assert le.holds() and api.updates >= 5
+    lease = await api.client.get(LEASES, "op", namespace="default")
+    assert lease["spec"]["holderIdentity"] == "me"
     holding.cancel()
     with pytest.raises(asyncio.CancelledError):
         await holding
 
 
-async def test_a_leader_whose_loop_stalled_past_the_deadline_stops_before_renewing() -> None:
+async def test_a_leader_whose_loop_stalled_past_the_deadline_stops_before_renewing(api: LeaseClient) -> None:
     """A paused process (SIGSTOP) or a blocked loop may have been replaced meanwhile: it must not
     act as the leader once it runs again, not even until its next renew attempt answers."""
-    api = LeaseApi()
     le = elector(api)
     await le.acquire()
     holding = asyncio.create_task(le.hold())
@@ -87,21 +87,11 @@ async def test_a_leader_whose_loop_stalled_past_the_deadline_stops_before_renewi
     assert not le.is_leader
 
 
-async def test_the_manager_fences_controller_writes_with_the_lease() -> None:
-    class Writes:
-        def __init__(self) -> None:
-            self.created: list[str] = []
-
-        async def create(self, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
-            self.created.append(obj["metadata"]["name"])
-            return dict(obj, metadata={**obj["metadata"], "resourceVersion": "1"})
-
+async def test_the_manager_fences_controller_writes_with_the_lease(api: LeaseClient) -> None:
     manager = Manager(name="t", leader_election=True, metrics_address=None, health_address=None)
-    manager.elector = le = elector(LeaseApi())
-    writes = Writes()
-    client = ReconcilerClient(writes, FakeFactory())  # type: ignore[arg-type]
+    manager.elector = le = elector(api)
+    client = ReconcilerClient(api.client, SharedInformerFactory(api.client))
     client.write_guard = manager._fence
-    client._resources[("v1", "ConfigMap")] = CONFIGMAPS
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
     with pytest.raises(LeadershipLost):
         await client.create(cm)  # not the leader yet
@@ -110,4 +100,5 @@ async def test_the_manager_fences_controller_writes_with_the_lease() -> None:
     time.sleep(0.55)  # noqa: ASYNC251 - nothing renews within the deadline
     with pytest.raises(LeadershipLost):
         await client.create(cm)
-    assert writes.created == ["c"]
+    created = await api.client.list(CONFIGMAPS, namespace="default")
+    assert [c["metadata"]["name"] for c in created.items] == ["c"]

@@ -480,7 +480,7 @@ def write_helm_build_context(
                 "project's helm-charts/, which is all the image gets: kubeop create api --helm-chart "
                 "copies it there"
             )
-    prepare_context(dest)
+    prepare_context(dest, (root / "helm-charts",))
     origin = write_kubeop_source(dest, kubeop_from)
     for name in ("Dockerfile", ".dockerignore", "watches.yaml"):
         if (root / name).is_file():

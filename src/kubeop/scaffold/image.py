@@ -233,8 +233,15 @@ def write_kubeop_source(
     return origin
 
 
-def prepare_context(dest: Path) -> None:
-    """An empty ``dest`` marked as kubeop's (an earlier context is replaced, anything else refused)."""
+def prepare_context(dest: Path, copies: tuple[Path, ...] = ()) -> None:
+    """An empty ``dest`` marked as kubeop's (an earlier context is replaced, anything else refused);
+    ``dest`` must not lie inside a directory of ``copies`` (the copy would copy itself)."""
+    for source in copies:
+        if dest.resolve().is_relative_to(source.resolve()):
+            raise ScaffoldError(
+                f"{dest} is inside {source.name}/, which the context copies; choose another --context-dir "
+                "(default: build/image)"
+            )
     if dest.exists():
         if not (dest / CONTEXT_MARKER).is_file() and any(dest.iterdir()):
             raise ScaffoldError(
@@ -256,7 +263,7 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
             )
     pyproject_data = _read_pyproject(project)
     checkout = local_kubeop(project)
-    prepare_context(dest)
+    prepare_context(dest, (root / project.package,))
     origin = write_kubeop_source(dest, kubeop_from, pyproject_data)
     for name in ("Dockerfile", ".dockerignore", "README.md"):
         if (root / name).is_file():

@@ -315,3 +315,11 @@ def test_the_wheel_is_the_same_bytes_for_the_same_kubeop(tmp_path: Path) -> None
     with zipfile.ZipFile(first) as whl:
         assert {i.date_time for i in whl.infolist()} == {(1980, 1, 1, 0, 0, 0)}
         assert not [n for n in whl.namelist() if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_a_context_dir_inside_what_it_copies_is_refused(tmp_path: Path) -> None:
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    project = find_project(tmp_path / "op")
+    with pytest.raises(ScaffoldError, match="inside op/, which the context copies"):
+        write_build_context(project, project.root / "op" / "ctx")
+    assert not (project.root / "op" / "ctx").exists()

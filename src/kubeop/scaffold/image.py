@@ -195,6 +195,11 @@ def _kubeop_source(value: str | None, pyproject: dict[str, object], dest: Path) 
         shown = f"{WHEEL_DIR}/{wheel.name}"
         return [f"./{shown}"], f"the image installs kubeop {dist.version} from {shown} ({dist.source})"
     shown = redact_url(choice)
+    if _VCS.match(choice) and "+file://" in choice:
+        raise ScaffoldError(
+            f"--kubeop-from {shown}: the image build cannot reach paths of this machine; build from this "
+            "kubeop's wheel (kubeop docker-build without --kubeop-from) or use a VCS URL it can fetch"
+        )
     if _VCS.match(choice):
         return [f"kubeop @ {choice}"], f"the image installs kubeop from {shown} (the version it holds)"
     if _INDEX.match(choice):

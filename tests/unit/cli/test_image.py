@@ -323,3 +323,9 @@ def test_a_context_dir_inside_what_it_copies_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ScaffoldError, match="inside op/, which the context copies"):
         write_build_context(project, project.root / "op" / "ctx")
     assert not (project.root / "op" / "ctx").exists()
+
+
+def test_a_vcs_url_of_this_machine_is_refused(tmp_path: Path) -> None:
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    with pytest.raises(ScaffoldError, match="cannot reach paths of this machine"):
+        write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", f"git+file://{KUBEOP}@main")

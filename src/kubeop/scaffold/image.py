@@ -260,6 +260,9 @@ def prepare_context(dest: Path, copies: tuple[Path, ...] = ()) -> None:
 def write_build_context(project: Project, dest: Path, kubeop_from: str | None = None) -> BuildContext:
     """Write the context into ``dest`` (replacing an earlier one), kubeop taken as ``kubeop_from``
     says (``None`` or ``"wheel"``: a wheel of this kubeop; an index URL; a VCS URL)."""
+    project.require_own_package(
+        "docker-build", "write a Dockerfile that also copies the parent packages it imports, and build that"
+    )
     root = project.root
     for needed in ("Dockerfile", "pyproject.toml", project.package):
         if not (root / needed).exists():

@@ -185,13 +185,16 @@ class Project:
         """The package's directory: ``<root>/<package>`` unless PROJECT has an ``importRoot``."""
         return self.package_root.joinpath(*self.package.split("."))
 
-    def require_own_package(self, command: str) -> None:
-        """Refuse ``command`` (one that writes into the package) in a project with an ``importRoot``."""
+    def require_own_package(
+        self, command: str, fix: str = "add the files by hand, following a project made by kubeop init"
+    ) -> None:
+        """Refuse ``command`` (one that writes into ``<root>/<package>`` or copies it into an image)
+        in a project with an ``importRoot``; ``fix`` says what to do instead."""
         if self.import_root != ".":
             raise ScaffoldError(
-                f"kubeop {command} writes into <root>/{self.package}/, but this project's package "
-                f"{self.package} is imported from {self.import_root} (importRoot in {PROJECT_FILE}): "
-                "add the files by hand, following a project made by kubeop init"
+                f"kubeop {command} works on <root>/{self.package}/ (the layout kubeop init makes), but "
+                f"this project's package {self.package} is imported from {self.import_root} "
+                f"(importRoot in {PROJECT_FILE}): {fix}"
             )
 
     def find(self, api: Resource) -> Resource | None:

@@ -13,7 +13,16 @@ import pytest
 import yaml
 
 import kubeop
-from kubeop.scaffold import ScaffoldError, create_api, find_project, generated, load_project, stale_manifests
+from kubeop.scaffold import (
+    ScaffoldError,
+    create_api,
+    create_webhook,
+    find_project,
+    generated,
+    load_project,
+    stale_manifests,
+)
+from kubeop.scaffold.image import write_build_context
 from kubeop.scaffold.project import check_import_root
 
 from .conftest import new_project
@@ -64,8 +73,13 @@ def test_a_project_without_import_root_is_unchanged(tmp_path: Path) -> None:
 
 def test_commands_that_write_into_the_package_refuse_clearly(tmp_path: Path) -> None:
     project = find_project(_nested(tmp_path))
-    with pytest.raises(ScaffoldError, match=r"create api writes into .*importRoot in PROJECT"):
+    with pytest.raises(ScaffoldError, match=r"create api works on <root>/top.proj/.*importRoot in PROJECT"):
         create_api(project, group="webapp", version="v1", kind="Other")
+    with pytest.raises(ScaffoldError, match=r"create webhook works on .*importRoot in PROJECT"):
+        create_webhook(project, group="webapp", version="v1", kind="Guestbook", defaulting=True)
+    with pytest.raises(ScaffoldError, match=r"docker-build works on .*: write a Dockerfile"):
+        write_build_context(project, tmp_path / "context")
+    assert not (tmp_path / "context").exists()
 
 
 @pytest.mark.parametrize(

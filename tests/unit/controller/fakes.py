@@ -157,7 +157,8 @@ class ClusterCache:
         self._namespaces = {"default"}
 
     async def add(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj`` (its uid, resourceVersion and generation are the server's to give)."""
+        """Create ``obj`` (its uid, resourceVersion and generation are the server's to give) and
+        make sure its kind is watched."""
         body = copy.deepcopy(obj)
         md = body["metadata"]
         for field in ("uid", "resourceVersion", "generation"):
@@ -166,7 +167,13 @@ class ClusterCache:
         if ns and ns not in self._namespaces:
             self._namespaces.add(ns)
             await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        return await self.client.create(body)
+        created = await self.client.create(body)
+        if body["kind"] != "Namespace":
+            # Its kind's informer exists and has listed, as FakeFactory.informer(...).add(...)
+            # left it: a controller started next finds its cache synced.
+            informer = self.factory.informer(await self.client.resource(GroupVersionKind.of(body)))
+            await informer.wait_for_sync(5)
+        return created
 
     async def close(self) -> None:
         await self.factory.stop()

@@ -235,8 +235,7 @@ async def test_an_informer_started_by_a_reconcile_does_not_log_as_that_reconcile
         return informer(resource, **kwargs)
 
     factory.informer = recording  # type: ignore[method-assign]
-    factory.informer(APPS)
-    await env.add(app("a"))
+    await env.add(app("a"))  # starts the App informer: the test's call
     calls: list[Context | None] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:

@@ -1,4 +1,6 @@
-"""Informer, Reflector and handlers against the in-memory server."""
+"""Informer, Reflector and handlers: on a FakeCluster's list and watch (through ListWatch and a
+real Client), and on the in-memory FakeServer of ``fakes`` where a test needs what a correct
+server does not do (garbage events, managedFields, a server that goes down between writes)."""
 
 from __future__ import annotations
 
@@ -17,17 +19,70 @@ from kubeop.cache import (
     FuncHandler,
     Indexer,
     Informer,
+    ListWatch,
     Reflector,
     Watcher,
     WatcherConfig,
     label_index,
     object_key,
 )
+from kubeop.client import Client
 from kubeop.client.watch import WatchEvent
+from kubeop.core.patch import PatchType
+from kubeop.core.resource import ApiResource
+from kubeop.testing import FakeCluster
 
 from .fakes import FakeListWatch, FakeServer
 
 CONFIG = WatcherConfig(backoff=BackoffConfig(initial=0.01, cap=0.02, jitter=0.0), stall_timeout=0)
+CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+Obj = dict[str, Any]
+
+
+class Cluster:
+    """ConfigMaps in namespace ``default`` of a FakeCluster, written through the same client the
+    informer's ListWatch uses."""
+
+    def __init__(self) -> None:
+        self.fake = FakeCluster()
+        self.transport = self.fake.transport()
+        self.client = Client(transport=self.transport)
+
+    def listwatch(self) -> ListWatch:
+        return ListWatch(self.client, CM, namespace="default")
+
+    @property
+    def rv(self) -> int:
+        return int(self.fake.resource_version)
+
+    def requests(self) -> list[str]:
+        return [f"{r.method} {r.path}?{sorted(r.query)}" for r in self.transport.sent]
+
+    async def create(self, name: str, *, labels: dict[str, str] | None = None, **data: str) -> Obj:
+        md: Obj = {"name": name, "namespace": "default", "labels": dict(labels or {})}
+        return await self.client.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": data}
+        )
+
+    async def update(self, name: str, *, labels: dict[str, str] | None = None, **data: str) -> Obj:
+        body: Obj = {"data": data}
+        if labels is not None:
+            body["metadata"] = {"labels": labels}
+        return await self.client.patch(CM, name, body, namespace="default", type=PatchType.MERGE)
+
+    async def delete(self, name: str) -> None:
+        await self.client.delete(CM, name, namespace="default")
+
+
+@contextlib.asynccontextmanager
+async def cluster_with(n: int) -> AsyncIterator[Cluster]:
+    cluster = Cluster()
+    try:
+        for i in range(n):
+            await cluster.create(f"cm{i}", labels={"app": "web" if i % 2 else "db"}, k=str(i))
+        yield cluster
+    finally:
+        await cluster.client.close()
 
 
 class Recorder:
@@ -74,61 +129,61 @@ async def running(informer: Informer) -> AsyncIterator[Informer]:
 
 
 async def test_initial_sync_then_add_update_delete() -> None:
-    server = filled(3)
-    informer = Informer(FakeListWatch(server), config=CONFIG)
-    rec = Recorder()
-    reg = informer.add_event_handler(rec)
-    async with running(informer):
-        assert await informer.wait_for_sync(2)
-        assert informer.has_synced() and reg.has_synced()
-        assert rec.summary() == [("add", "default/cm0"), ("add", "default/cm1"), ("add", "default/cm2")]
-        assert all(initial for _, _, initial in rec.events)
-        assert sorted(informer.store.list_keys()) == ["default/cm0", "default/cm1", "default/cm2"]
-        assert informer.last_sync_resource_version == str(server.rv)
-        rec.events.clear()
+    async with cluster_with(3) as server:
+        informer = Informer(server.listwatch(), config=CONFIG)
+        rec = Recorder()
+        reg = informer.add_event_handler(rec)
+        async with running(informer):
+            assert await informer.wait_for_sync(2)
+            assert informer.has_synced() and reg.has_synced()
+            assert rec.summary() == [("add", "default/cm0"), ("add", "default/cm1"), ("add", "default/cm2")]
+            assert all(initial for _, _, initial in rec.events)
+            assert sorted(informer.store.list_keys()) == ["default/cm0", "default/cm1", "default/cm2"]
+            assert informer.last_sync_resource_version == str(server.rv)
+            rec.events.clear()
 
-        server.create("new")
-        server.update("cm0", k="changed")
-        server.delete("cm1")
-        await eventually(lambda: len(rec.events) == 3)
-        (add, new, initial), (upd, old, cur), (dele, gone, _) = rec.events
-        assert (add, object_key(new), initial) == ("add", "default/new", False)
-        assert upd == "update" and old["data"]["k"] == "0" and cur["data"]["k"] == "changed"
-        assert dele == "delete" and object_key(gone) == "default/cm1"
-        assert informer.store.get("default/cm0") is cur  # handlers get the cached objects
-        assert "default/cm1" not in informer.store
+            await server.create("new")
+            await server.update("cm0", k="changed")
+            await server.delete("cm1")
+            await eventually(lambda: len(rec.events) == 3)
+            (add, new, initial), (upd, old, cur), (dele, gone, _) = rec.events
+            assert (add, object_key(new), initial) == ("add", "default/new", False)
+            assert upd == "update" and old["data"]["k"] == "0" and cur["data"]["k"] == "changed"
+            assert dele == "delete" and object_key(gone) == "default/cm1"
+            assert informer.store.get("default/cm0") is cur  # handlers get the cached objects
+            assert "default/cm1" not in informer.store
 
 
 async def test_last_sync_resource_version_waits_for_the_store() -> None:
-    server = filled(2)
-    informer = Informer(FakeListWatch(server), config=CONFIG)
-    async with running(informer):
-        await informer.wait_for_sync(2)
-        assert informer.last_sync_resource_version == str(server.rv)
-        informer._fifo.update(server.create("queued"))  # received, not yet applied
-        informer.watcher.resource_version = str(server.rv)
-        assert informer.last_sync_resource_version == str(server.rv - 1)
-        await eventually(lambda: "default/queued" in informer.store)
-        assert informer.last_sync_resource_version == str(server.rv)
+    async with cluster_with(2) as server:
+        informer = Informer(server.listwatch(), config=CONFIG)
+        async with running(informer):
+            await informer.wait_for_sync(2)
+            assert informer.last_sync_resource_version == str(server.rv)
+            informer._fifo.update(await server.create("queued"))  # received, not yet applied
+            informer.watcher.resource_version = str(server.rv)
+            assert informer.last_sync_resource_version == str(server.rv - 1)
+            await eventually(lambda: "default/queued" in informer.store)
+            assert informer.last_sync_resource_version == str(server.rv)
 
 
 async def test_has_applied_follows_the_store_not_the_watch() -> None:
-    server = filled(2)
-    informer = Informer(FakeListWatch(server), config=CONFIG)
-    async with running(informer):
-        await informer.wait_for_sync(2)
-        listed = server.rv
-        assert informer.has_applied(str(listed))  # the initial list
-        assert not informer.has_applied(str(listed + 1)) and not informer.has_applied("")
-        informer._fifo.update(server.create("queued"))  # received, not yet applied
-        informer.watcher.resource_version = str(server.rv)
-        assert not informer.has_applied(str(server.rv))
-        await eventually(lambda: "default/queued" in informer.store)
-        assert informer.has_applied(str(server.rv))
-        written = server.update("cm0", k="ours")["metadata"]["resourceVersion"]
-        server.delete("cm0")  # applied after our write: the store's absence is newer than it
-        await eventually(lambda: "default/cm0" not in informer.store)
-        assert informer.has_applied(written) and informer.has_applied(str(server.rv))
+    async with cluster_with(2) as server:
+        informer = Informer(server.listwatch(), config=CONFIG)
+        async with running(informer):
+            await informer.wait_for_sync(2)
+            listed = server.rv
+            assert informer.has_applied(str(listed))  # the initial list
+            assert not informer.has_applied(str(listed + 1)) and not informer.has_applied("")
+            informer._fifo.update(await server.create("queued"))  # received, not yet applied
+            informer.watcher.resource_version = str(server.rv)
+            assert not informer.has_applied(str(server.rv))
+            await eventually(lambda: "default/queued" in informer.store)
+            assert informer.has_applied(str(server.rv))
+            written = (await server.update("cm0", k="ours"))["metadata"]["resourceVersion"]
+            await server.delete("cm0")  # applied after our write: the store's absence is newer than it
+            await eventually(lambda: "default/cm0" not in informer.store)
+            assert informer.has_applied(written) and informer.has_applied(str(server.rv))
 
 
 async def test_transform_strips_managed_fields_by_default() -> None:
@@ -142,39 +197,38 @@ async def test_transform_strips_managed_fields_by_default() -> None:
 
 
 async def test_late_handler_gets_a_replay_of_adds() -> None:
-    server = filled(2)
-    async with running(Informer(FakeListWatch(server), config=CONFIG)) as informer:
+    async with cluster_with(2) as server, running(Informer(server.listwatch(), config=CONFIG)) as informer:
         await informer.wait_for_sync(2)
         late = Recorder()
         reg = informer.add_event_handler(late)
         assert sorted(late.summary()) == [("add", "default/cm0"), ("add", "default/cm1")]
         assert all(initial for _, _, initial in late.events)
         assert reg.has_synced()
-        server.create("after")
+        await server.create("after")
         await eventually(lambda: len(late.events) == 3)
         informer.remove_event_handler(reg)
         assert not reg.has_synced()
-        server.create("unseen")
+        await server.create("unseen")
         await eventually(lambda: "default/unseen" in informer.store)
         assert len(late.events) == 3
 
 
 async def test_a_failing_handler_breaks_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    server = filled(2)
-    informer = Informer(FakeListWatch(server), config=CONFIG)
+    async with cluster_with(2) as server:
+        informer = Informer(server.listwatch(), config=CONFIG)
 
-    def explode(obj: Any, initial: bool) -> None:
-        raise RuntimeError("handler bug")
+        def explode(obj: Any, initial: bool) -> None:
+            raise RuntimeError("handler bug")
 
-    informer.add_event_handler(FuncHandler(on_add=explode))
-    good = Recorder()
-    informer.add_event_handler(good)
-    with caplog.at_level(logging.ERROR, logger="kubeop.cache"):
-        async with running(informer):
-            await informer.wait_for_sync(2)
-            server.create("more")
-            await eventually(lambda: len(good.events) == 3)
-    assert "handler bug" in caplog.text and "raised in on_add" in caplog.text
+        informer.add_event_handler(FuncHandler(on_add=explode))
+        good = Recorder()
+        informer.add_event_handler(good)
+        with caplog.at_level(logging.ERROR, logger="kubeop.cache"):
+            async with running(informer):
+                await informer.wait_for_sync(2)
+                await server.create("more")
+                await eventually(lambda: len(good.events) == 3)
+        assert "handler bug" in caplog.text and "raised in on_add" in caplog.text
 
 
 async def test_func_handler_calls_what_it_has() -> None:
@@ -190,20 +244,20 @@ async def test_func_handler_calls_what_it_has() -> None:
 
 async def test_resync_redelivers_the_cache_without_api_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("kubeop.cache.informer.MINIMUM_RESYNC_PERIOD", 0.01)
-    server = filled(2)
-    informer = Informer(FakeListWatch(server), config=CONFIG, resync_period=0.05)
-    rec = Recorder()
-    quiet = Recorder()
-    informer.add_event_handler(rec)
-    informer.add_event_handler(quiet, resync_period=0)
-    async with running(informer):
-        await informer.wait_for_sync(2)
-        requests = list(server.requests)
-        await eventually(lambda: sum(1 for e in rec.events if e[0] == "update") >= 4)
-        updates = [e for e in rec.events if e[0] == "update"]
-        assert all(old is new for _, old, new in updates)  # the cached object, as it is
-        assert server.requests == requests  # no list, no new watch
-        assert [e[0] for e in quiet.events] == ["add", "add"]  # resync disabled for this handler
+    async with cluster_with(2) as server:
+        informer = Informer(server.listwatch(), config=CONFIG, resync_period=0.05)
+        rec = Recorder()
+        quiet = Recorder()
+        informer.add_event_handler(rec)
+        informer.add_event_handler(quiet, resync_period=0)
+        async with running(informer):
+            await informer.wait_for_sync(2)
+            requests = server.requests()
+            await eventually(lambda: sum(1 for e in rec.events if e[0] == "update") >= 4)
+            updates = [e for e in rec.events if e[0] == "update"]
+            assert all(old is new for _, old, new in updates)  # the cached object, as it is
+            assert server.requests() == requests  # no list, no new watch
+            assert [e[0] for e in quiet.events] == ["add", "add"]  # resync disabled for this handler
 
 
 async def test_handler_resync_periods_follow_client_go_rules(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,25 +304,25 @@ async def test_relist_reports_vanished_objects_as_tombstones() -> None:
 
 
 async def test_indexers_can_be_added_before_and_after_sync() -> None:
-    server = filled(4)
-    informer = Informer(FakeListWatch(server), config=CONFIG, indexers={"app": label_index("app")})
-    async with running(informer):
-        await informer.wait_for_sync(2)
-        assert sorted(informer.store.index_keys("app", "web")) == ["default/cm1", "default/cm3"]
-        informer.add_indexers({"k": lambda o: [o["data"]["k"]]})
-        assert informer.store.index_keys("k", "2") == ["default/cm2"]
-        server.update("cm2", labels={"app": "web"})
-        await eventually(lambda: len(informer.store.index_keys("app", "web")) == 3)
+    async with cluster_with(4) as server:
+        informer = Informer(server.listwatch(), config=CONFIG, indexers={"app": label_index("app")})
+        async with running(informer):
+            await informer.wait_for_sync(2)
+            assert sorted(informer.store.index_keys("app", "web")) == ["default/cm1", "default/cm3"]
+            informer.add_indexers({"k": lambda o: [o["data"]["k"]]})
+            assert informer.store.index_keys("k", "2") == ["default/cm2"]
+            await server.update("cm2", labels={"app": "web"})
+            await eventually(lambda: len(informer.store.index_keys("app", "web")) == 3)
 
 
 async def test_mutating_a_cached_object_fails_at_stop() -> None:
-    server = filled(1)
-    informer = Informer(FakeListWatch(server), config=CONFIG, detect_mutations=True)
-    informer.start()
-    await informer.wait_for_sync(2)
-    informer.store.list()[0]["data"]["k"] = "mutated!"
-    with pytest.raises(CacheMutationError, match=r"default/cm0 was mutated after it was cached: data\.k"):
-        await informer.stop()
+    async with cluster_with(1) as server:
+        informer = Informer(server.listwatch(), config=CONFIG, detect_mutations=True)
+        informer.start()
+        await informer.wait_for_sync(2)
+        informer.store.list()[0]["data"]["k"] = "mutated!"
+        with pytest.raises(CacheMutationError, match=r"default/cm0 was mutated after it was cached: data\.k"):
+            await informer.stop()
 
 
 async def test_mutation_detection_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,15 +356,15 @@ async def test_stop_is_idempotent_and_final() -> None:
 
 
 async def test_reflector_keeps_a_plain_store_in_step() -> None:
-    server = filled(2)
-    store = Indexer()
-    task = asyncio.create_task(Reflector(store, Watcher(FakeListWatch(server), CONFIG)).run())
-    try:
-        await eventually(lambda: len(store) == 2)
-        server.delete("cm0")
-        server.create("x")
-        await eventually(lambda: sorted(store.list_keys()) == ["default/cm1", "default/x"])
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    async with cluster_with(2) as server:
+        store = Indexer()
+        task = asyncio.create_task(Reflector(store, Watcher(server.listwatch(), CONFIG)).run())
+        try:
+            await eventually(lambda: len(store) == 2)
+            await server.delete("cm0")
+            await server.create("x")
+            await eventually(lambda: sorted(store.list_keys()) == ["default/cm1", "default/x"])
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

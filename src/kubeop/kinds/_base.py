@@ -9,6 +9,9 @@ the class, and the scalar types (quantities, int-or-string, timestamps).
   only.
 - A top-level kind carries ``api_version``, ``kind`` and ``resource`` as class attributes (the
   :mod:`kubeop.core.model` protocol), so the class is a resource handle for every client verb.
+  They are not fields: ``model_dump()`` gives the fields, and :func:`kubeop.core.model.to_dict`
+  (what the client sends) puts ``apiVersion`` and ``kind`` first. A Python serializer adding them
+  to every dump cost more than the rest of a ConfigMap's dump.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    SerializerFunctionWrapHandler,
-    model_serializer,
     model_validator,
 )
 
@@ -88,9 +89,3 @@ class KubeObject(KubeStruct):
                 raise ValueError(f"apiVersion is {api_version!r}, but {cls.__name__} is {cls.api_version}")
             return {k: v for k, v in data.items() if k != "kind" and k != "apiVersion"}
         return data
-
-    @model_serializer(mode="wrap")
-    def _with_type(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        cls = type(self)
-        return {"apiVersion": cls.api_version, "kind": cls.kind, **data}

@@ -1,0 +1,60 @@
+"""bench/operator's kubeop operator, sharded: ``Manager(sharding=Sharding())``.
+
+Run: KUBECONFIG=... python sharded_operator.py NAMESPACE [workers]
+Prints ``ready`` once its caches synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import sys
+from pathlib import Path
+
+from kubeop.controller import Controller
+from kubeop.manager import Manager
+from kubeop.manager.sharding import Sharding
+
+_spec = importlib.util.spec_from_file_location(
+    "kubeop_operator", Path(__file__).parent.parent / "operator" / "kubeop_operator.py"
+)
+assert _spec is not None and _spec.loader is not None
+base = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(base)
+
+
+async def run(namespace: str, workers: int) -> None:
+    manager = Manager(
+        name="widget-operator",
+        metrics_address=None,
+        health_address=None,
+        leader_election_namespace=namespace,
+        sharding=Sharding(events=False),
+    )
+    manager.add(
+        Controller.for_(base.WIDGETS, namespace=namespace)
+        .owns(base.CONFIGMAPS)
+        .max_concurrent(workers)
+        .reconcile(base.reconcile)
+    )
+
+    async def announce() -> None:
+        while not manager._synced:
+            await asyncio.sleep(0.02)
+        print("ready", flush=True)
+
+    task = asyncio.create_task(announce())
+    try:
+        await manager._run_with_signals()
+    finally:
+        task.cancel()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 16))
+
+
+if __name__ == "__main__":
+    main()

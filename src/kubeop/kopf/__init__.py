@@ -16,6 +16,8 @@ the handling state recorded with the handlers' patch in one write (see
 """
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from kubeop.kopf import on
 from kubeop.kopf.bodies import Body, Meta, Patch, Spec, Status
@@ -30,6 +32,8 @@ from kubeop.kopf.registry import Registry, default_registry
 from kubeop.kopf.running import build_manager, operator, run
 from kubeop.kopf.spawning import DaemonStopped
 
+RawEvent = Mapping[str, Any]
+"""The type of an event handler's ``event`` kwarg: ``{"type": ..., "object": ...}`` (``kopf.RawEvent``)."""
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 """The type of the ``logger`` kwarg (``kopf.Logger``)."""
 
@@ -49,6 +53,7 @@ __all__ = [
     "Meta",
     "Patch",
     "PermanentError",
+    "RawEvent",
     "Reason",
     "Registry",
     "Spec",

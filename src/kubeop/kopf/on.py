@@ -14,8 +14,9 @@ from kubeop.kopf.diffs import parse_field
 from kubeop.kopf.handlers import ChangingHandler, ErrorsMode, Filter, Reason
 from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
 from kubeop.kopf.spawning import SpawningHandler
+from kubeop.kopf.watching import WatchingHandler
 
-__all__ = ["create", "daemon", "delete", "field", "resume", "timer", "update"]
+__all__ = ["create", "daemon", "delete", "event", "field", "resume", "timer", "update"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SELECTOR = ("group", "version", "plural", "kind")
@@ -95,7 +96,11 @@ def _register(
             "backoff": 60.0 if backoff is None else float(backoff),
             "param": options.get("param"),
         }
-        if decorator in ("daemon", "timer"):
+        if decorator == "event":
+            for k in ("errors", "timeout", "retries", "backoff"):
+                del common[k]
+            registry.add(WatchingHandler(**common))
+        elif decorator in ("daemon", "timer"):
             spawning = {k: options[k] for k in _SPAWNING if options.get(k) is not None}
             for k, v in spawning.items():
                 if k != "sharp" and (not isinstance(v, int | float) or v < 0):
@@ -135,6 +140,12 @@ def timer(*args: str, interval: float | None = None, **options: Any) -> Callable
         raise TypeError("@kopf.timer needs interval= (seconds between calls)")
     options["interval"] = interval
     return _register("timer", args, options, (*_COMMON, "interval", "initial_delay", "idle", "sharp"), None)
+
+
+def event(*args: str, **options: Any) -> Callable[[F], F]:
+    """Run for every watch event of the resource (``event``/``type`` kwargs); not retried."""
+    allowed = tuple(k for k in _COMMON if k not in ("errors", "timeout", "retries", "backoff"))
+    return _register("event", args, options, allowed, None)
 
 
 def create(*args: str, **options: Any) -> Callable[[F], F]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from kubeop.kopf.handlers import ChangingHandler
 from kubeop.kopf.spawning import SpawningHandler
+from kubeop.kopf.watching import WatchingHandler
 
 __all__ = ["Registry", "default_registry", "handler_id", "resource_name"]
 
@@ -18,8 +19,16 @@ class Registry:
     def __init__(self) -> None:
         self._changing: list[ChangingHandler] = []
         self._spawning: list[SpawningHandler] = []
+        self._watching: list[WatchingHandler] = []
 
-    def add(self, handler: ChangingHandler | SpawningHandler) -> None:
+    def add(self, handler: ChangingHandler | SpawningHandler | WatchingHandler) -> None:
+        if isinstance(handler, WatchingHandler):
+            if any(h.id == handler.id and h.resource == handler.resource for h in self._watching):
+                raise ValueError(
+                    f"{handler} is registered twice for {handler.resource}: pass id='...' to one of them"
+                )
+            self._watching.append(handler)
+            return
         if isinstance(handler, SpawningHandler):
             if any(h.id == handler.id and h.resource == handler.resource for h in self._spawning):
                 raise ValueError(
@@ -36,9 +45,12 @@ class Registry:
         self._changing.append(handler)
 
     def resources(self) -> list[str]:
-        return list(
-            dict.fromkeys([*(h.resource for h in self._changing), *(h.resource for h in self._spawning)])
-        )
+        handlers: list[ChangingHandler | SpawningHandler | WatchingHandler] = [
+            *self._changing,
+            *self._spawning,
+            *self._watching,
+        ]
+        return list(dict.fromkeys(h.resource for h in handlers))
 
     def changing(self, resource: str) -> Iterator[ChangingHandler]:
         return (h for h in self._changing if h.resource == resource)
@@ -46,8 +58,11 @@ class Registry:
     def spawning(self, resource: str) -> Iterator[SpawningHandler]:
         return (h for h in self._spawning if h.resource == resource)
 
+    def watching(self, resource: str) -> Iterator[WatchingHandler]:
+        return (h for h in self._watching if h.resource == resource)
+
     def __len__(self) -> int:
-        return len(self._changing) + len(self._spawning)
+        return len(self._changing) + len(self._spawning) + len(self._watching)
 
 
 _default = Registry()

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubeop.client import Client
 from kubeop.controller import Controller
 from kubeop.kopf.processing import Memo, Processor
 from kubeop.kopf.registry import Registry, default_registry
+from kubeop.kopf.watching import EventDispatcher
 from kubeop.manager import Manager
 
 __all__ = ["build_manager", "operator", "processors", "run", "run_manager"]
@@ -53,7 +56,37 @@ def build_manager(
             .reconcile(processor.reconcile)
         )
         manager.add(controller)
+        watchers = list(registry.watching(resource))
+        if watchers:
+            dispatch = _Dispatch(resource, namespace, EventDispatcher(watchers, memo or {}))
+            _DISPATCHERS.setdefault(manager, []).append(dispatch)
     return manager
+
+
+@dataclass
+class _Dispatch:
+    resource: str
+    namespace: str | None
+    dispatcher: EventDispatcher
+
+
+_DISPATCHERS: weakref.WeakKeyDictionary[Manager, list[_Dispatch]] = weakref.WeakKeyDictionary()
+
+
+def dispatchers(manager: Manager) -> list[_Dispatch]:
+    """The event handlers' dispatchers of a manager built by :func:`build_manager`."""
+    return list(_DISPATCHERS.get(manager, ()))
+
+
+async def _watch(manager: Manager, d: _Dispatch) -> None:
+    """Subscribe the event handlers to the resource's shared informer once the manager has its
+    cache (objects already cached are replayed), then feed them."""
+    while manager.cache is None or manager.client is None:  # noqa: ASYNC110 - no event to await
+        await asyncio.sleep(0.02)
+    res = await manager.client.resource(d.resource)
+    informer = manager.cache.informer(res, namespace=d.namespace)
+    informer.add_event_handler(d.dispatcher.informer_handler())
+    await d.dispatcher.run()
 
 
 def processors(manager: Manager) -> list[Processor]:
@@ -77,9 +110,16 @@ async def operator(
 
 async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) -> None:
     """Run a manager from :func:`build_manager`; its daemons and timers stop with it."""
+    tasks = [
+        asyncio.create_task(_watch(manager, d), name=f"kopf events {d.resource}")
+        for d in dispatchers(manager)
+    ]
     try:
         await manager.start(stop_flag)
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(p.stop_all() for p in processors(manager)), return_exceptions=True)
 
 

@@ -62,6 +62,11 @@ EXAMPLES: dict[str, Expect] = {
     ),
     "04-events": Expect(),
     "05-handlers": Expect(output=("CREATED 1st", "CREATED 2nd", "DELETED 1st", "DELETED 2nd")),
+    "08-events": Expect(
+        creation_word="'normal_event_fn' succeeded",
+        allow_tracebacks=True,
+        success_counts={"normal_event_fn": 2},  # ADDED and DELETED: no finalizer, no other writes
+    ),
     "14-daemons": Expect(
         creation_word="=> Ping from a sync daemon",
         deletion_words=(

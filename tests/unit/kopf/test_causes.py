@@ -307,3 +307,16 @@ def test_daemon_stopped_flags() -> None:
     assert not asyncio.run(flag.wait(0.05))
     flag.set()
     assert asyncio.run(flag.wait(10))
+
+
+def test_event_decorator() -> None:
+    reg = kopf.Registry()
+
+    @kopf.on.event("pods", registry=reg, labels={"app": kopf.PRESENT})
+    def seen(**_: Any) -> None: ...
+
+    assert reg.resources() == ["pods"] and len(reg) == 1
+    (h,) = reg.watching("pods")
+    assert h.labels == {"app": kopf.PRESENT} and str(h).startswith("Handler '")
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) retries"):
+        kopf.on.event("pods", registry=reg, retries=1)(seen)

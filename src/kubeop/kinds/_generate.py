@@ -17,6 +17,8 @@ import json
 import keyword
 import os
 import re
+import shutil
+import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -75,8 +77,23 @@ _BASE_ATTRS = {"model_config", "model_fields", "copy", "dict", "json", "schema",
 PACKAGE = Path(__file__).resolve().parent
 
 
+def _go_mod_cache() -> str:
+    """Where Go keeps modules: $GOMODCACHE, else what ``go env`` says, else Go's default."""
+    if os.environ.get("GOMODCACHE"):
+        return os.environ["GOMODCACHE"]
+    go = shutil.which("go")
+    if go is not None:
+        try:
+            out = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            out = None
+        if out is not None and out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return str(Path.home() / "go" / "pkg" / "mod")
+
+
 def default_spec_dir() -> Path:
-    cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
+    cache = _go_mod_cache()
     return Path(cache) / "k8s.io" / f"kubernetes@{KUBERNETES_VERSION}" / "api" / "openapi-spec" / "v3"
 
 

@@ -298,6 +298,26 @@ async def test_generate_name_dry_run_and_delete_collection(backend: Backend) -> 
     assert [o["metadata"]["name"] for o in left] == ["dc-2"]
 
 
+async def test_names_are_validated(backend: Backend) -> None:
+    api = backend.client
+    for bad in ("Bad_Name", "-lead", "x" * 254):
+        with pytest.raises(Invalid) as refused:
+            await api.create(cm(bad))
+        assert refused.value.code == 422 and "metadata.name: Invalid value" in str(refused.value)
+    assert "RFC 1123 subdomain" in str(refused.value) or "253" in str(refused.value)
+    with pytest.raises(Invalid, match=r"metadata\.name: Invalid value"):
+        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "Bad"}})
+    with pytest.raises(Invalid, match=r"metadata\.generateName"):
+        await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "Bad_"}})
+    assert (await api.create(cm("a.b-c")))["metadata"]["name"] == "a.b-c"
+    long = await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "g" * 70}})
+    name = long["metadata"]["name"]
+    assert len(name) == 63 and name.startswith("g" * 58)  # the prefix is cut to fit 63
+    with pytest.raises(BadRequest) as selector:
+        await api.list(CM, label_selector="tier in (a")
+    assert selector.value.code == 400
+
+
 # -- lists, selectors, watches -------------------------------------------------------------------
 
 

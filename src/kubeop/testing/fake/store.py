@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import secrets
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -93,6 +94,56 @@ def invalid(kind: Kind, name: str, field_path: str, message: str) -> Failure:
 
 def bad_request(message: str) -> Failure:
     return Failure(400, "BadRequest", message)
+
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_NAME_RULES = {  # kube-apiserver's wording for each name rule: (regex, longest, what it must be)
+    "subdomain": (
+        _SUBDOMAIN,
+        253,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+        "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+        f"validation is '{_SUBDOMAIN.pattern}')",
+    ),
+    "label": (
+        _LABEL,
+        63,
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+        f"start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+        f"validation is '{_LABEL.pattern}')",
+    ),
+    "dns1035": (
+        _DNS1035,
+        63,
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+        f"alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+        f"regex used for validation is '{_DNS1035.pattern}')",
+    ),
+}
+#: A generated name is the prefix (cut to this) and 5 random characters.
+_MAX_GENERATED_PREFIX = 58
+
+
+def _name_problem(kind: Kind, name: str, *, prefix: bool = False) -> str | None:
+    """Why kube-apiserver refuses ``name`` for ``kind``, or None (RBAC names are path segments:
+    anything but '/', '%', '.' and '..'; Namespaces are labels; Services DNS-1035 labels)."""
+    if kind.group == "rbac.authorization.k8s.io":
+        if name in (".", ".."):
+            return f"may not be '{name}'"
+        bad = next((c for c in ("/", "%") if c in name), None)
+        return None if bad is None else f"may not contain '{bad}'"
+    rule = {("", "namespaces"): "label", ("", "services"): "dns1035"}.get(
+        (kind.group, kind.plural), "subdomain"
+    )
+    regex, longest, what = _NAME_RULES[rule]
+    checked = name[:-1] if prefix and name.endswith("-") else name  # a prefix may end in '-'
+    if len(name) > longest:
+        return f"must be no more than {longest} characters"
+    if not regex.fullmatch(checked):
+        return what
+    return None
 
 
 _STALE = "the object has been modified; please apply your changes to the latest version and try again"
@@ -294,9 +345,17 @@ class Store:
             prefix = meta.get("generateName")
             if not prefix:
                 raise invalid(kind, "", "metadata.name", "Required value: name or generateName is required")
-            name = meta["name"] = prefix + "".join(
+            problem = _name_problem(kind, str(prefix), prefix=True)
+            if problem is not None:
+                raise invalid(
+                    kind, str(prefix), "metadata.generateName", f"Invalid value: {_quote(prefix)}: {problem}"
+                )
+            name = meta["name"] = str(prefix)[:_MAX_GENERATED_PREFIX] + "".join(
                 secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5)
             )
+        problem = _name_problem(kind, str(name))
+        if problem is not None:
+            raise invalid(kind, str(name), "metadata.name", f"Invalid value: {_quote(name)}: {problem}")
         key = self.key(kind, meta.get("namespace"), name)
         if key in self.objects:
             raise Failure(
@@ -878,6 +937,10 @@ class Store:
         new["metadata"].pop("resourceVersion", None)
         saved = self.update(kind, namespace, name, new, dry_run=dry_run, require_version=False)
         return self.scale_of(kind, saved)
+
+
+def _quote(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 def _blocks(dependent: Obj, owner_uid: str) -> bool:

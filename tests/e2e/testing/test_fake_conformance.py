@@ -236,6 +236,27 @@ async def test_finalizers_and_deletion_timestamp(backend: Backend) -> None:
         await api.get(CM, "f")
 
 
+async def test_deletion_marks_once_and_stale_status_writes_conflict(backend: Backend) -> None:
+    api = backend.client
+    obj = gadget("del")
+    obj["metadata"]["finalizers"] = ["conformance.kubeop.dev/hold"]
+    created = await api.create(obj)
+    await api.update_status({**created, "status": {"phase": "One"}})
+    with pytest.raises(Conflict):  # the status subresource checks the resourceVersion too
+        await api.update_status({**created, "status": {"phase": "Two"}})
+    await api.delete(GADGETS, "del")
+    marked = await api.get(GADGETS, "del")
+    assert marked["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert marked["metadata"]["generation"] == created["metadata"]["generation"] + 1  # marking is a change
+    await api.delete(GADGETS, "del")  # a second delete changes nothing
+    again = await api.get(GADGETS, "del")
+    assert again["metadata"]["resourceVersion"] == marked["metadata"]["resourceVersion"]
+    assert again["metadata"]["deletionTimestamp"] == marked["metadata"]["deletionTimestamp"]
+    again["metadata"]["finalizers"] = []
+    await api.update(again)  # removing the last finalizer deletes it
+    assert await api.get_or_none(GADGETS, "del") is None
+
+
 async def test_patch_formats(backend: Backend) -> None:
     api = backend.client
     await api.create(cm("p", a="1", b="2"))

@@ -546,6 +546,10 @@ class Store:
                 return old
             new = _copy(old)
             new_meta = new["metadata"]
+            if not new_meta.get("deletionTimestamp") and new_meta.get("generation"):
+                # As kube-apiserver's BeforeDelete: marking for deletion is a new generation,
+                # so a generation-filtered watch still hears of it.
+                new_meta["generation"] = int(new_meta["generation"]) + 1
             new_meta.setdefault("deletionTimestamp", self._timestamp())
             new_meta.setdefault("deletionGracePeriodSeconds", 0)
             new_meta["finalizers"] = finalizers

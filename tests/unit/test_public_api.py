@@ -415,6 +415,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "PRESENT",
         "Patch",
         "PermanentError",
+        "RawEvent",
         "Reason",
         "Registry",
         "Spec",

@@ -39,19 +39,13 @@ from kubeop.binaries import HELM_VERSION, find_helm
 from kubeop.crd.names import check_group, check_kind, check_version, guess_plural
 from kubeop.crd.rbac import (
     PolicyRule,
-    cluster_role,
-    cluster_role_binding,
-    leader_election_role,
-    metrics_reader_role,
-    role_binding,
-    service_account,
 )
 from kubeop.helm.crd import HelmChartError, crd_for_chart
 from kubeop.helm.watches import Watch, WatchesError, load_watches, parse_watches
 from kubeop.scaffold.errors import ScaffoldError, yaml_problem
 from kubeop.scaffold.files import Planned, pending
 from kubeop.scaffold.image import BuildContext, prepare_context, write_kubeop_source
-from kubeop.scaffold.manifests import GENERATED, default_config
+from kubeop.scaffold.manifests import GENERATED, default_config, operator_rbac
 from kubeop.scaffold.names import ProjectNames, check_domain, check_namespace
 from kubeop.scaffold.project import PROJECT_FILE
 from kubeop.scaffold.render import render_template
@@ -417,32 +411,8 @@ def plan_helm_manifests(
     plans.append(_generated("config/crd/kustomization.yaml", _kustomization(bases)))
 
     namespace = project.namespace
-    sa = service_account(names.service_account, namespace)
     charts = [project.root / a.chart for a in project.apis]
-    rbac: dict[str, Mapping[str, Any]] = {
-        "service_account.yaml": {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"labels": labels, "name": names.service_account, "namespace": namespace},
-        },
-        "role.yaml": cluster_role(
-            names.prefixed("manager-role"), rbac_rules(project.apis, charts, helm=helm), labels=labels
-        ),
-        "role_binding.yaml": cluster_role_binding(
-            names.prefixed("manager-rolebinding"), names.prefixed("manager-role"), [sa], labels=labels
-        ),
-        "leader_election_role.yaml": leader_election_role(
-            names.prefixed("leader-election-role"), namespace=namespace, labels=labels
-        ),
-        "leader_election_role_binding.yaml": role_binding(
-            names.prefixed("leader-election-rolebinding"),
-            names.prefixed("leader-election-role"),
-            [sa],
-            namespace=namespace,
-            labels=labels,
-        ),
-        "metrics_reader_role.yaml": metrics_reader_role(names.prefixed("metrics-reader"), labels=labels),
-    }
+    rbac = operator_rbac(names, namespace, rbac_rules(project.apis, charts, helm=helm), labels)
     plans.extend(_generated(f"config/rbac/{f}", dump_yaml(obj)) for f, obj in rbac.items())
     plans.append(_generated("config/rbac/kustomization.yaml", _kustomization(rbac)))
 

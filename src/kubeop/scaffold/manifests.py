@@ -45,6 +45,7 @@ from kubeop.crd.rbac import (
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Planned, pending
 from kubeop.scaffold.loader import import_tree
+from kubeop.scaffold.names import ProjectNames
 from kubeop.scaffold.project import Project, find_project
 from kubeop.scaffold.render import dump_yaml
 from kubeop.webhook import AdmissionWebhook, Conversion, Endpoint, webhook_configurations, with_conversion
@@ -146,28 +147,7 @@ def plan_manifests(project: Project, found: Generated) -> list[Planned]:
     ]
 
     sa = service_account(names.service_account, namespace)
-    rbac: dict[str, Mapping[str, Any]] = {
-        "service_account.yaml": {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"labels": labels, "name": names.service_account, "namespace": namespace},
-        },
-        "role.yaml": cluster_role(names.prefixed("manager-role"), found.manager_rules(), labels=labels),
-        "role_binding.yaml": cluster_role_binding(
-            names.prefixed("manager-rolebinding"), names.prefixed("manager-role"), [sa], labels=labels
-        ),
-        "leader_election_role.yaml": leader_election_role(
-            names.prefixed("leader-election-role"), namespace=namespace, labels=labels
-        ),
-        "leader_election_role_binding.yaml": role_binding(
-            names.prefixed("leader-election-rolebinding"),
-            names.prefixed("leader-election-role"),
-            [sa],
-            namespace=namespace,
-            labels=labels,
-        ),
-        "metrics_reader_role.yaml": metrics_reader_role(names.prefixed("metrics-reader"), labels=labels),
-    }
+    rbac = operator_rbac(names, namespace, found.manager_rules(), labels)
     for kind in sorted({m.kind for m in found.models}):
         model = next(m for m in found.models if m.kind == kind)
         lower = kind.lower()
@@ -408,3 +388,34 @@ def stale_manifests(root: str | Path) -> list[str]:
     project = find_project(Path(root))
     plans = plan_manifests(project, generated(project))
     return [c.path for c in pending(project.root, plans) if c.action in ("created", "updated")]
+
+
+def operator_rbac(
+    names: ProjectNames, namespace: str, manager_rules: Iterable[PolicyRule], labels: Mapping[str, str]
+) -> dict[str, Mapping[str, Any]]:
+    """config/rbac's files for every kind of project: the operator's ServiceAccount, its
+    ClusterRole (``manager_rules``) and binding, the leader-election Role and binding, and the
+    metrics reader role."""
+    sa = service_account(names.service_account, namespace)
+    return {
+        "service_account.yaml": {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"labels": dict(labels), "name": names.service_account, "namespace": namespace},
+        },
+        "role.yaml": cluster_role(names.prefixed("manager-role"), manager_rules, labels=labels),
+        "role_binding.yaml": cluster_role_binding(
+            names.prefixed("manager-rolebinding"), names.prefixed("manager-role"), [sa], labels=labels
+        ),
+        "leader_election_role.yaml": leader_election_role(
+            names.prefixed("leader-election-role"), namespace=namespace, labels=labels
+        ),
+        "leader_election_role_binding.yaml": role_binding(
+            names.prefixed("leader-election-rolebinding"),
+            names.prefixed("leader-election-role"),
+            [sa],
+            namespace=namespace,
+            labels=labels,
+        ),
+        "metrics_reader_role.yaml": metrics_reader_role(names.prefixed("metrics-reader"), labels=labels),
+    }

@@ -5,18 +5,13 @@ tested against an in-memory fake and reused over any source of list/watch semant
 :class:`ListWatch` implements it over a :class:`~kubeop.client.Client` for one resource, one
 namespace (or all) and optional selectors, full objects or metadata only.
 
-Metadata-only watches use the API server's content negotiation
-(``Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`` for lists and
-``as=PartialObjectMetadata`` for watches, with plain JSON as the fallback the server may pick):
-the server drops spec and status before sending, which saves bandwidth, decoding and memory for
-kinds a controller only needs to map to owners. Objects come back as ``PartialObjectMetadata``;
-here they get the resource's own ``apiVersion`` and ``kind`` again (as controller-runtime's
-metadata informers do), so handlers can treat them like the full objects they stand for.
+``metadata_only=True`` lists and watches ``PartialObjectMetadata`` through the client's
+metadata-only mode (see :mod:`kubeop.client.client`): objects are ``{apiVersion, kind, metadata}``
+of the watched kind, for kinds a controller only needs to map to owners.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
@@ -26,7 +21,6 @@ from kubeop.client.watch import WatchEvent
 from kubeop.core.request import (
     FieldSelectorLike,
     LabelSelectorLike,
-    RequestBuilder,
     ResourceVersionMatch,
     field_selector_text,
     label_selector_text,
@@ -36,10 +30,6 @@ from kubeop.core.resource import ApiResource
 __all__ = ["ListWatch", "ListerWatcher"]
 
 Obj = dict[str, Any]
-
-ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-_METADATA_KEYS = frozenset({"apiVersion", "kind", "metadata"})
 
 
 class ListerWatcher(Protocol):
@@ -107,7 +97,6 @@ class ListWatch:
         self.field_selector = field_selector_text(field_selector)
         self.metadata_only = metadata_only
         self.probe: ServerProbe | None = probe if probe is not None else probe_for(client)
-        self._builder: RequestBuilder | None = None
         self._api_resource: ApiResource | None = resource if isinstance(resource, ApiResource) else None
 
     @property
@@ -124,12 +113,11 @@ class ListWatch:
             what += f" with fields {self.field_selector}"
         return what
 
-    async def _requests(self) -> RequestBuilder:
-        if self._builder is None:
-            res = await self.client.resource(self.resource)
-            self._api_resource = res
-            self._builder = RequestBuilder(res, self.namespace)
-        return self._builder
+    async def _resolved(self) -> ApiResource:
+        res = self._api_resource
+        if res is None:
+            res = self._api_resource = await self.client.resource(self.resource)
+        return res
 
     async def list(
         self,
@@ -139,36 +127,18 @@ class ListWatch:
         resource_version: str | None,
         resource_version_match: ResourceVersionMatch | None = None,
     ) -> ObjectList[Obj]:
-        builder = await self._requests()
-        req = builder.list(
+        return await self.client.list(
+            await self._resolved(),
+            namespace=self.namespace,
+            all_namespaces=self.namespace is None,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
             resource_version_match=resource_version_match,
-        )
-        if self.metadata_only:
-            req = dataclasses.replace(req, accept=ACCEPT_METADATA_LIST)
-        doc = await self.client.request(req)
-        meta = doc.get("metadata") or {}
-        items: list[Obj] = doc.get("items") or []
-        res = builder.resource
-        api_version, kind = res.api_version, res.kind
-        if self.metadata_only:
-            for item in items:
-                _as_metadata(item, api_version, kind)
-        elif kind:
-            for item in items:
-                if "kind" not in item:  # lists of built-in kinds leave these out of their items
-                    item["apiVersion"] = api_version
-                    item["kind"] = kind
-        return ObjectList(
-            items=items,
-            resource_version=meta.get("resourceVersion") or "",
-            continue_=meta.get("continue") or None,
-            remaining_item_count=meta.get("remainingItemCount"),
-            kind=doc.get("kind") or "",
+            metadata_only=self.metadata_only,
+            share_strings=False,  # the informer's transform strips managedFields, the bulk of them
         )
 
     async def watch(
@@ -179,42 +149,15 @@ class ListWatch:
         send_initial_events: bool = False,
         allow_bookmarks: bool = True,
     ) -> AsyncIterator[WatchEvent[Obj]]:
-        builder = await self._requests()
-        req = builder.watch(
+        return self.client.watch(
+            await self._resolved(),
+            namespace=self.namespace,
+            all_namespaces=self.namespace is None,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             resource_version=resource_version,
             allow_bookmarks=allow_bookmarks,
             send_initial_events=send_initial_events,
             timeout_seconds=timeout_seconds,
+            metadata_only=self.metadata_only,
         )
-        if not self.metadata_only:
-            return self.client.transport.stream(req)
-        req = dataclasses.replace(req, accept=ACCEPT_METADATA)
-        res = builder.resource
-        return _metadata_events(self.client.transport.stream(req), res.api_version, res.kind)
-
-
-def _as_metadata(obj: Obj, api_version: str, kind: str) -> None:
-    """Turn a PartialObjectMetadata (or, if the server ignored the Accept header, a full object)
-    into ``{apiVersion, kind, metadata}`` of the watched kind, in place."""
-    if len(obj) > 3 or not _METADATA_KEYS.issuperset(obj):
-        for key in [k for k in obj if k not in _METADATA_KEYS]:
-            del obj[key]
-    if kind:
-        obj["apiVersion"] = api_version
-        obj["kind"] = kind
-
-
-async def _metadata_events(
-    events: AsyncIterator[WatchEvent[Obj]], api_version: str, kind: str
-) -> AsyncIterator[WatchEvent[Obj]]:
-    try:
-        async for event in events:
-            if event.type != "BOOKMARK":
-                _as_metadata(event.object, api_version, kind)
-            yield event
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()

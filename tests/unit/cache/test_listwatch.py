@@ -141,3 +141,38 @@ async def test_resources_are_resolved_lazily(api: Api, client: Client) -> None:
     lw = ListWatch(client, "configmaps", namespace="x")  # discovery would happen on first use
     assert lw.description == 'configmaps in namespace "x"'
     assert api.requests == []
+
+
+async def test_client_lists_and_watches_metadata_only(api: Api, client: Client) -> None:
+    """The metadata-only mode lives in Client; ListWatch only passes it on."""
+    page = await client.list(CM, namespace="x", metadata_only=True)
+    assert api.requests[-1].headers["Accept"].startswith("application/json;as=PartialObjectMetadataList;")
+    assert page.items == [
+        {
+            "metadata": {"name": "a", "namespace": "x", "resourceVersion": "5"},
+            "kind": "ConfigMap",
+            "apiVersion": "v1",
+        }
+    ]
+    events = [e async for e in client.watch(CM, namespace="x", metadata_only=True)]
+    assert api.requests[-1].headers["Accept"].startswith("application/json;as=PartialObjectMetadata;")
+    assert [set(e.object) for e in events[:2]] == [{"apiVersion", "kind", "metadata"}] * 2
+    full = await client.list(CM, namespace="x")
+    assert api.requests[-1].headers["Accept"] == "application/json"
+    assert full.items[0]["data"] == {"k": "v"}
+
+
+async def test_metadata_only_refuses_a_model_class(client: Client) -> None:
+    class ConfigMap:  # a model class: metadata-only objects could not be one
+        api_version = "v1"
+        kind = "ConfigMap"
+        resource = CM
+
+        @classmethod
+        def model_validate(cls, data: Any) -> Any:
+            return data
+
+    with pytest.raises(TypeError, match=r"metadata_only=True gives .* not ConfigMap instances"):
+        await client.list(ConfigMap, metadata_only=True)
+    with pytest.raises(TypeError, match="not ConfigMap instances"):
+        await anext(client.watch(ConfigMap, metadata_only=True))

@@ -244,3 +244,25 @@ def test_the_cluster_role_covers_what_the_controller_does() -> None:
     needed |= {("events.k8s.io", "events", "create"), ("coordination.k8s.io", "leases", "update")}
     assert needed <= grants
     assert not any(r == "jobs" and v in ("update", "patch") for _, r, v in grants)  # no more than it uses
+
+
+async def test_a_crontab_deleted_during_its_reconcile_is_not_a_failure() -> None:
+    """The CronTab is deleted between the read and the status write: the write's NotFound is
+    the end of the story, not an error to log and retry with backoff."""
+    from types import SimpleNamespace
+
+    from examples.crontab.api import CronTabStatus
+    from examples.crontab.controller import CronTabController
+
+    from kubeop.core.errors import NotFound
+
+    class GoneClient:
+        async def patch_status(self, obj: Any, status: Any) -> bool:
+            raise NotFound('crontabs.stable.example.com "ct" not found', code=404)
+
+    ctx: Any = SimpleNamespace(
+        client=GoneClient(),
+        recorder=SimpleNamespace(event=lambda *a: None),
+        log=SimpleNamespace(warning=lambda *a: None, debug=lambda *a: None),
+    )
+    await CronTabController()._report(ctx, crontab(), CronTabStatus(), True, "OnSchedule", "next run")

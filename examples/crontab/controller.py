@@ -51,7 +51,7 @@ from kubeop.controller import (
     Result,
     set_controller_reference,
 )
-from kubeop.core.errors import AlreadyExists
+from kubeop.core.errors import AlreadyExists, NotFound
 from kubeop.crd import rbac_rule
 
 __all__ = ["SCHEDULED_AT", "CronTabController", "controller", "job_manifest"]
@@ -200,7 +200,8 @@ class CronTabController:
             )
         elif (said := condition(status.conditions, "Scheduled")) and said.reason == "TooManyMissedTimes":
             reason, message = said.reason, said.message  # until the next run: it still holds
-        await self._report(ctx, ct, status, ok, reason, message)
+        if not await self._report(ctx, ct, status, ok, reason, message):
+            return None  # deleted meanwhile: nothing to come back for
         return Result(requeue_after=_requeue_after(todo, ctx.now()))
 
     async def _run(
@@ -253,7 +254,8 @@ class CronTabController:
 
     async def _report(
         self, ctx: Context, ct: CronTab, status: CronTabStatus, ok: bool, reason: str, message: str
-    ) -> None:
+    ) -> bool:
+        """Write the status with the Scheduled condition; False when the CronTab is gone."""
         before = condition(status.conditions, "Scheduled")
         changed = before is None or before.reason != reason or before.message != message
         if changed and (not ok or reason != "OnSchedule"):
@@ -262,7 +264,12 @@ class CronTabController:
         status.conditions = set_conditions(
             status.conditions, "Scheduled", ok, reason, message, ct.metadata.generation
         )
-        await ctx.client.patch_status(ct, status_dict(status))
+        try:
+            await ctx.client.patch_status(ct, status_dict(status))
+        except NotFound:  # deleted during this reconcile: its Jobs go with it (owner references)
+            ctx.log.debug("crontab %s is gone: status not written", ct.metadata.name)
+            return False
+        return True
 
 
 def _owned_by(job: Job, ct: CronTab) -> bool:

@@ -28,8 +28,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from examples.crontab.api import VERSIONS, CronTab
-from examples.crontab.operator import build_manager
+from examples.crontab.api import VERSIONS
+from examples.crontab.api.v1.crontab import CronTab
+from examples.crontab.main import build_manager
 from examples.crontab.schedule import CronSchedule, job_name
 from examples.kube import JOBS
 

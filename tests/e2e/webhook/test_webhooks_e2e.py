@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from examples.crontab.operator import install, manifests
-from examples.crontab.webhooks import webhooks
+from examples.crontab.main import install, manifests, webhooks
 
 from kubeop.client import Client, load_kubeconfig
 from kubeop.core.resource import ApiResource

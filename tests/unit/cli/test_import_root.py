@@ -138,10 +138,11 @@ def test_a_package_that_is_not_a_python_name_is_refused(tmp_path: Path, package:
         find_project(root)
 
 
-@pytest.mark.parametrize("example", ["mysql", "dbcluster"])
+@pytest.mark.parametrize("example", ["mysql", "dbcluster", "crontab"])
 def test_the_examples_config_is_what_kubeop_manifests_writes(example: str) -> None:
-    """examples/mysql and examples/dbcluster are kubeop projects: `kubeop manifests --check`
-    passes there (in a process of its own: the generator re-imports the examples package)."""
+    """examples/mysql, examples/dbcluster and examples/crontab (two versions, a conversion and
+    admission webhooks) are kubeop projects: `kubeop manifests --check` passes there (in a process
+    of its own: the generator re-imports the examples package)."""
     src = str(Path(kubeop.__file__).parents[1])  # the kubeop under test
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run(

@@ -8,8 +8,8 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from examples.crontab.api import CronTab
-from examples.crontab.controller import SCHEDULED_AT, expired, job_manifest, schedule_of
+from examples.crontab.api.v1.crontab import CronTab
+from examples.crontab.controllers.crontab import SCHEDULED_AT, expired, job_manifest, schedule_of
 from examples.crontab.schedule import TOO_MANY_MISSED, CronSchedule, InvalidSchedule, job_name, plan
 from examples.kube import Job
 from hypothesis import given
@@ -225,7 +225,7 @@ def test_the_job_is_owned_named_and_sized_from_the_crontab() -> None:
 
 
 def test_the_cluster_role_covers_what_the_controller_does() -> None:
-    from examples.crontab.operator import rbac
+    from examples.crontab.main import rbac
 
     role = rbac()
     grants = {

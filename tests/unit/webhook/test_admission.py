@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
-from examples.crontab.api import CronTabV1Beta1
-from examples.crontab.webhooks import default, validate
+from examples.crontab.api.v1beta1.crontab import CronTabV1Beta1
+from examples.crontab.webhooks.crontab_v1beta1 import default, validate
 
 from kubeop.core.resource import ApiResource
 from kubeop.webhook import Allowed, Denied, FieldError, UserInfo, defaulting, jsonpatch, validating

@@ -5,9 +5,10 @@ from typing import Any
 
 import orjson
 import pytest
-from examples.crontab.api import CronTab, CronTabV1Beta1
+from examples.crontab.api.v1.crontab import CronTab
+from examples.crontab.api.v1beta1.crontab import CronTabV1Beta1
 from examples.crontab.cron import FIELDS
-from examples.crontab.webhooks import conversion
+from examples.crontab.webhooks.crontab_v1 import conversion
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -8,7 +8,8 @@ import urllib.request
 from pathlib import Path
 
 import orjson
-from examples.crontab.webhooks import conversion, default, validate
+from examples.crontab.webhooks.crontab_v1 import conversion
+from examples.crontab.webhooks.crontab_v1beta1 import default, validate
 
 from kubeop.client import Client
 from kubeop.client.config import ClientConfig

@@ -3,8 +3,10 @@ from __future__ import annotations
 import base64
 
 import pytest
-from examples.crontab.api import CronTab, CronTabV1Beta1
-from examples.crontab.webhooks import conversion, webhooks
+from examples.crontab.api.v1.crontab import CronTab
+from examples.crontab.api.v1beta1.crontab import CronTabV1Beta1
+from examples.crontab.main import webhooks
+from examples.crontab.webhooks.crontab_v1 import conversion
 
 from kubeop.crd import crd_manifest
 from kubeop.webhook import Conversion, Endpoint, webhook_configurations, with_conversion

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from examples.crontab.webhooks import conversion, default, validate, webhooks
+from examples.crontab.main import webhooks
+from examples.crontab.webhooks.crontab_v1 import conversion
+from examples.crontab.webhooks.crontab_v1beta1 import default, validate
 
 from kubeop.webhook import Webhooks
 from kubeop.webhook.registry import parse_timeout

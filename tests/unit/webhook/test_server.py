@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 import pytest
 from cryptography import x509
-from examples.crontab.webhooks import validate, webhooks
+from examples.crontab.main import webhooks
+from examples.crontab.webhooks.crontab_v1beta1 import validate
 
 from kubeop.webhook.certs import issue_serving, local_certificates
 from kubeop.webhook.server import WebhookServer

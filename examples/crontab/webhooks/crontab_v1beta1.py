@@ -1,11 +1,11 @@
-"""The CronTab webhooks: validation of the cron expression, replicas defaulted to 1, conversion."""
+"""The CronTab v1beta1 webhooks: validation of the cron expression, replicas defaulted to 1."""
 
 from __future__ import annotations
 
-from examples.crontab.api import CronTab, CronTabV1Beta1
+from examples.crontab.api.v1beta1.crontab import CronTabV1Beta1
 from examples.crontab.cron import cron_problem
 from examples.crontab.schedule import CronSchedule, InvalidSchedule
-from kubeop.webhook import Allowed, Conversion, Denied, FieldError, Webhooks, defaulting, validating
+from kubeop.webhook import Allowed, Denied, FieldError, defaulting, validating
 
 
 @validating(CronTabV1Beta1)
@@ -39,6 +39,4 @@ def default(obj: CronTabV1Beta1) -> CronTabV1Beta1:
     return obj
 
 
-conversion = Conversion.of_models(CronTab, CronTabV1Beta1)
-
-webhooks = Webhooks([validate, default, conversion])
+WEBHOOKS = [validate, default]

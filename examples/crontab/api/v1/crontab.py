@@ -1,9 +1,10 @@
-"""The CronTab kind in two versions, converted hub (v1) and spoke (v1beta1).
+"""CronTab stable.example.com/v1: the storage version and the hub of conversions (v1beta1, in
+api/v1beta1/crontab.py, converts to and from it).
 
 Both versions carry the same scheduling fields next to the schedule (named and defaulted as
 batch/v1 CronJob's: ``startingDeadlineSeconds``, ``successfulJobsHistoryLimit`` 3,
 ``failedJobsHistoryLimit`` 1, ``timeZone`` UTC) and the same status, written by the controller
-(examples/crontab/controller.py).
+(examples/crontab/controllers/crontab.py).
 """
 
 from __future__ import annotations
@@ -99,62 +100,6 @@ class CronTab(
     status: CronTabStatus | None = None
 
 
-class CronTabSpecV1Beta1(Scheduling):
-    cron_spec: str
-    image: str
-    replicas: int | None = None
-
-
-class CronTabV1Beta1(
-    CustomResource,
-    group=GROUP,
-    version="v1beta1",
-    kind="CronTab",
-    short_names=["ct"],
-    deprecated=True,
-    deprecation_warning="stable.example.com/v1beta1 CronTab is deprecated; use stable.example.com/v1",
-    subresources=("status",),
-    printer_columns=[
-        PrinterColumn("Spec", ".spec.cronSpec"),
-        PrinterColumn("Image", ".spec.image"),
-        PrinterColumn("Last Schedule", ".status.lastScheduleTime"),
-    ],
-):
-    """v1beta1: the schedule as one string, as seed 001 wrote it."""
-
-    spec: CronTabSpecV1Beta1
-    status: CronTabStatus | None = None
-
-    def to_hub(self) -> CronTab:
-        fields = self.spec.cron_spec.split(" ")
-        if len(fields) != 5:
-            raise ValueError(f"spec.cronSpec {self.spec.cron_spec!r} does not have five fields")
-        minute, hour, dom, month, dow = fields
-        schedule = Schedule(minute=minute, hour=hour, day_of_month=dom, month=month, day_of_week=dow)
-        return CronTab(
-            metadata=self.metadata,
-            spec=CronTabSpec(
-                schedule=schedule,
-                image=self.spec.image,
-                replicas=self.spec.replicas,
-                **_scheduling(self.spec),
-            ),
-            status=self.status,
-        )
-
-    @classmethod
-    def from_hub(cls, hub: CronTab) -> CronTabV1Beta1:
-        spec = CronTabSpecV1Beta1(
-            cron_spec=hub.spec.schedule.expression(),
-            image=hub.spec.image,
-            replicas=hub.spec.replicas,
-            **_scheduling(hub.spec),
-        )
-        return cls(metadata=hub.metadata, spec=spec, status=hub.status)
-
-
-def _scheduling(spec: Scheduling) -> dict[str, Any]:
+def scheduling_fields(spec: Scheduling) -> dict[str, Any]:
+    """The scheduling fields of ``spec`` by name, to carry them across a conversion."""
     return {name: getattr(spec, name) for name in Scheduling.model_fields}
-
-
-VERSIONS: list[type[CustomResource]] = [CronTabV1Beta1, CronTab]

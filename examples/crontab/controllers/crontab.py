@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from examples.crontab.api import CronTab, CronTabStatus, JobReference
+from examples.crontab.api.v1.crontab import CronTab, CronTabStatus, JobReference
 from examples.crontab.cron import cron_problem
 from examples.crontab.schedule import MACROS, CronSchedule, InvalidSchedule, Plan, job_name, plan
 from examples.kube import (

@@ -1,0 +1,1 @@
+"""stable.example.com/v1 (the hub and storage version)."""

@@ -1,0 +1,1 @@
+"""The controllers of the CronTab operator: one module per kind."""

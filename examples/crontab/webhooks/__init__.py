@@ -1,0 +1,1 @@
+"""Admission and conversion webhooks of the CronTab operator: one module per version."""

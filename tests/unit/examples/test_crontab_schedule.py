@@ -251,8 +251,8 @@ async def test_a_crontab_deleted_during_its_reconcile_is_not_a_failure() -> None
     the end of the story, not an error to log and retry with backoff."""
     from types import SimpleNamespace
 
-    from examples.crontab.api import CronTabStatus
-    from examples.crontab.controller import CronTabController
+    from examples.crontab.api.v1.crontab import CronTabStatus
+    from examples.crontab.controllers.crontab import CronTabController
 
     from kubeop.core.errors import NotFound
 

@@ -370,6 +370,25 @@ async def test_label_and_field_selectors(backend: Backend) -> None:
     assert [o["metadata"]["name"] for o in rest] == ["s3"] and not rest.continue_
 
 
+async def test_a_list_at_an_exact_resource_version_is_that_snapshot(backend: Backend) -> None:
+    api = backend.client
+    first = await api.create(cm("ex-a", k="1"))
+    then = first["metadata"]["resourceVersion"]
+    first["data"]["k"] = "2"
+    await api.update(first)
+    await api.create(cm("ex-b"))
+    old = await api.list(CM, resource_version=then, resource_version_match="Exact", label_selector="!x")
+    assert old.resource_version == then
+    assert [
+        (o["metadata"]["name"], o["data"]["k"]) for o in old if o["metadata"]["name"].startswith("ex-")
+    ] == [("ex-a", "1")]
+    await api.delete(CM, "ex-a")
+    after = (await api.list(CM)).resource_version
+    await api.create(cm("ex-a", k="3"))
+    gone = await api.list(CM, resource_version=after, resource_version_match="Exact")
+    assert [o["metadata"]["name"] for o in gone if o["metadata"]["name"].startswith("ex-")] == ["ex-b"]
+
+
 async def _take(events: AsyncIterator[WatchEvent[Any]], count: int) -> list[tuple[str, str, str]]:
     out = []
     async with asyncio.timeout(30):

@@ -195,6 +195,9 @@ class Api:
             exact = rv_param and rv_param != "0" and query.get("resourceVersionMatch") == "Exact"
             if exact and (not rv_param.isdigit() or int(rv_param) < store.compacted):
                 raise Failure(410, "Expired", f"too old resource version: {rv_param} ({store.compacted})")
+            if exact:
+                ns = namespace if kind.namespaced else None
+                items, rv = store.select_at(kind, int(rv_param), ns, labels, fields), int(rv_param)
         metadata_only = _METADATA in accept
         meta: Obj = {"resourceVersion": str(rv)}
         limit = int(query["limit"]) if query.get("limit") else None

@@ -285,6 +285,39 @@ class Store:
             out.append(obj)
         return out
 
+    def select_at(
+        self,
+        kind: Kind,
+        rv: int,
+        namespace: str | None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> list[Obj]:
+        """:meth:`select` as of resourceVersion ``rv`` (a list with resourceVersionMatch=Exact):
+        the current objects with the logged changes after ``rv`` undone."""
+        state = {k: o for k, o in self.objects.items() if k[0] == kind.group and k[1] == kind.plural}
+        for event in reversed(self.log):
+            if event.rv <= rv:
+                break
+            if event.group != kind.group or event.plural != kind.plural:
+                continue
+            meta = event.obj["metadata"]
+            key = self.key(kind, meta.get("namespace"), meta["name"])
+            if event.type == "ADDED":
+                state.pop(key, None)
+            elif event.old is not None:
+                state[key] = event.old
+        out = []
+        for (_, _, ns, _), obj in sorted(state.items()):
+            if namespace is not None and kind.namespaced and ns != namespace:
+                continue
+            if labels is not None and not labels.matches(obj["metadata"].get("labels") or {}):
+                continue
+            if fields is not None and not fields.matches_object(obj):
+                continue
+            out.append(obj)
+        return out
+
     def view(self, kind: Kind, obj: Obj) -> Obj:
         out = _copy(obj)
         out["apiVersion"] = kind.api_version
@@ -602,7 +635,7 @@ class Store:
             del self._applied[applied]
         gone = _copy(obj)
         gone["metadata"]["resourceVersion"] = self._bump()
-        self._record(kind, "DELETED", gone, None)
+        self._record(kind, "DELETED", gone, old)  # old: what a list at an earlier version has
         if (kind.group, kind.plural) == _CRDS:
             spec = obj.get("spec") or {}
             group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")

@@ -175,9 +175,11 @@ async def test_left_with_a_foreign_finalizer(
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = scaffold(tmp_path_factory.mktemp("tutorial"), "memcached-operator", "cache", "Memcached")
     model = root / "memcached_operator/api/v1/memcached.py"
-    text = model.read_text().replace(
-        "from kubeop.crd import CamelModel, CustomResource, ListType, PrinterColumn",
-        "from kubeop.crd import CamelModel, CustomResource, Format, ListType, PrinterColumn",
+    generated = model.read_text()
+    imports = "from kubeop import CamelModel, CustomResource, ListType, PrinterColumn"
+    assert imports in generated, "the kind template's kubeop import changed: update this tutorial"
+    text = generated.replace(
+        imports, "from kubeop import CamelModel, CustomResource, Format, ListType, PrinterColumn"
     )
     start = text.index("    # An example field")
     end = text.index("\n\n", start)

@@ -207,7 +207,10 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
 
         # 4. scale 3 -> 1 -> 3.
         for r in replicas[:2]:
+            pid = r.pid
             assert r.stop() == 0, r.log_tail()
+            assert pid is not None
+            killed[pid] = time.monotonic_ns()  # a reconcile cut by the shutdown ended by now
         survivor = replicas[2]
         t1 = await change_all("v3")
         assert set(owners(read_log(log), t1)) == {survivor.pid}

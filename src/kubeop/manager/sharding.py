@@ -133,7 +133,9 @@ class Sharder:
         self._key_fn = options.key
         self._attached: dict[str, Callable[[], Sequence[Any]]] = {}
         self._recorder = recorder if options.events else None
-        self._worked_under: tuple[str, ...] = ()  # the members of the last generation settled
+        # per controller, the members of the last generation whose keys it enqueued: a replica
+        # that settled before its caches synced has enqueued (and announced) nothing yet
+        self._worked_under: dict[str, tuple[str, ...]] = {}
         self._enqueued_for = 0  # the generation whose owned keys were enqueued
         self._closing = False
         self.owned: dict[str, int] = {}  # primary objects owned per controller, at the last handover
@@ -201,7 +203,8 @@ class Sharder:
         recorder = self._recorder
         if recorder is None:
             return
-        before = self._worked_under
+        before = self._worked_under.get(controller, ())
+        self._worked_under[controller] = self.handover.members
         generation = self.handover.generation
         for obj in objects:
             was = owner(self.key(controller, request_for(obj)), before) if before else None
@@ -226,7 +229,6 @@ class Sharder:
         self._enqueued_for = generation
         for controller, enqueue_owned in self._attached.items():
             self._enqueue(controller, enqueue_owned)
-        self._worked_under = handover.members
         if series is not None:
             series.generation.set(generation)
             series.handovers.inc()

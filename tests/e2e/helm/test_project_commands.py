@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,18 +142,24 @@ def test_deploy_and_undeploy(control_plane: Any, project: Path) -> None:
     assert _get(control_plane, "clusterrole", f"{names}-manager-role") is None
 
 
-@pytest.mark.parametrize("mode", ["own", "existing"])
+@pytest.mark.parametrize("mode", ["minimal", "full", "existing"])
 def test_the_projects_own_tests_pass(project: Path, helm_binary: Path, control_plane: Any, mode: str) -> None:
-    # The generated tests start their own etcd + kube-apiserver (pytest.ini asks for the minimal
-    # control plane), or use an existing cluster (KUBEOP_TEST_KUBECONFIG), and run the operator on
-    # the sample, as `make test` does for a user.
+    # The project's own `make test` (manifests, then its tests), as a user runs it: on its own
+    # etcd + kube-apiserver (pytest.ini's default), on its own full control plane, or against an
+    # existing cluster (KUBEOP_TEST_KUBECONFIG); the operator runs on the sample each time.
+    assert shutil.which("make"), "make is not installed: apt-get install make"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBEOP_TEST_", "PYTEST_"))}
     env["KUBEOP_HELM"] = str(helm_binary)
     if mode == "existing":
         env["KUBEOP_TEST_KUBECONFIG"] = control_plane.kubeconfig_path
-    res = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    args = "-q -p no:cacheprovider" + (" --kubeop-control-plane=full" if mode == "full" else "")
+    cmd = [
+        "make",
+        "test",
+        f"PYTHON={sys.executable}",
+        f"KUBEOP={sys.executable} -m kubeop",
+        f"PYTEST_ARGS={args}",
+    ]
+    res = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     assert "1 passed" in res.stdout, res.stdout[-2000:]

@@ -6,10 +6,9 @@ The files come from :mod:`kubeop.scaffold.helm`; they are written like every sca
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
-from kubeop.cli.output import fail, report, say
+from kubeop.cli.output import fail, fail_if_stale, move_namespace, report, say
 from kubeop.crd import CRDError
 from kubeop.helm import HelmChartError, WatchesError
 from kubeop.scaffold import (
@@ -19,13 +18,11 @@ from kubeop.scaffold import (
     HelmProjectError,
     Planned,
     ScaffoldError,
-    check_namespace,
     copy_chart,
     find_helm_project,
     find_project,
     helm_api_files,
     helm_project_files,
-    pending,
     plan_helm_manifests,
     write_planned,
 )
@@ -120,19 +117,11 @@ def helm_manifests(project: HelmProject, *, check: bool, namespace: str | None =
     """``kubeop manifests`` in a Helm project: the CRDs from the charts' values.schema.json, the
     ClusterRole from the kinds and what the charts render, the samples index, config/default
     (``namespace`` moves the operator there and records it in PROJECT)."""
-    moved = ""
-    if namespace is not None and namespace != project.namespace:
-        check_namespace(namespace)
-        if check:
-            fail("--check writes nothing, so it cannot change the namespace: drop --namespace or --check")
-        moved = f"namespace: {project.namespace} -> {namespace} (recorded in PROJECT)"
-        project = replace(project, namespace=namespace)
+    project, moved = move_namespace(project, namespace, check=check)
     plans = plan_helm_manifests(project)
     kinds = ", ".join(a.kind for a in project.apis) or "no kinds yet"
     if check:
-        stale = [c.path for c in pending(project.root, plans) if c.action in ("created", "updated")]
-        if stale:
-            fail(f"config/ is out of date ({', '.join(stale)}): run kubeop manifests")
+        fail_if_stale(project.root, plans)
         say(f"config/ is up to date ({kinds})")
         return
     if moved:

@@ -9,12 +9,19 @@ from typing import Annotated
 import typer
 
 from kubeop.cli.helm import helm_manifests
-from kubeop.cli.output import Directory, errors_as_messages, fail, project_at, report, say
+from kubeop.cli.output import (
+    Directory,
+    errors_as_messages,
+    fail,
+    fail_if_stale,
+    move_namespace,
+    project_at,
+    report,
+    say,
+)
 from kubeop.scaffold import (
-    check_namespace,
     find_helm_project,
     generated,
-    pending,
     plan_manifests,
     write_planned,
 )
@@ -54,13 +61,7 @@ def manifests(
         if helm is not None:
             return helm_manifests(helm, check=check, namespace=namespace)
         project = project_at(directory)
-        moved = ""
-        if namespace is not None and namespace != project.namespace:
-            check_namespace(namespace)
-            if check:
-                fail("--check writes nothing, so it cannot change the namespace: drop --namespace or --check")
-            moved = f"namespace: {project.namespace} -> {namespace} (recorded in PROJECT)"
-            project = replace(project, namespace=namespace)
+        project, moved = move_namespace(project, namespace, check=check)
         if webhook_certs is not None and webhook_certs != project.webhook_certs:
             check_webhook_certs(webhook_certs)
             if check:
@@ -73,9 +74,7 @@ def manifests(
         found = generated(project)
         plans = plan_manifests(project, found)
         if check:
-            stale = [c.path for c in pending(project.root, plans) if c.action in ("created", "updated")]
-            if stale:
-                fail(f"config/ is out of date ({', '.join(stale)}): run kubeop manifests")
+            fail_if_stale(project.root, plans)
             say(f"config/ is up to date ({len(found.models)} kind{'s' if len(found.models) != 1 else ''})")
             return
         if moved:

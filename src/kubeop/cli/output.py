@@ -7,17 +7,28 @@ below WARNING.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
 
 from kubeop.client import ApiConnectionError, ConfigError
 from kubeop.core.errors import ApiError
 from kubeop.crd import CRDError
-from kubeop.scaffold import Change, HelmProject, Project, ScaffoldError, find_helm_project, find_project
+from kubeop.scaffold import (
+    Change,
+    HelmProject,
+    Planned,
+    Project,
+    ScaffoldError,
+    check_namespace,
+    find_helm_project,
+    find_project,
+    pending,
+)
 
 __all__ = [
     "Context",
@@ -26,6 +37,8 @@ __all__ = [
     "any_project_at",
     "errors_as_messages",
     "fail",
+    "fail_if_stale",
+    "move_namespace",
     "project_at",
     "report",
     "say",
@@ -90,3 +103,26 @@ def report(changes: Iterable[Change]) -> None:
         say(f"{_SHOWN[change.action]} {change.path}{note}")
     if unchanged:
         say(f"({unchanged} file{'s' if unchanged != 1 else ''} already up to date)")
+
+
+AnyProject = TypeVar("AnyProject", Project, HelmProject)
+
+
+def move_namespace(project: AnyProject, namespace: str | None, *, check: bool) -> tuple[AnyProject, str]:
+    """``--namespace`` of manifests/generate: the project with its new deploy namespace (checked as a
+    DNS label; recorded in PROJECT when the caller saves it) and the line that says so ("" when it
+    does not change). ``--check`` writes nothing, so it cannot change the namespace."""
+    if namespace is None or namespace == project.namespace:
+        return project, ""
+    check_namespace(namespace)
+    if check:
+        fail("--check writes nothing, so it cannot change the namespace: drop --namespace or --check")
+    moved = f"namespace: {project.namespace} -> {namespace} (recorded in PROJECT)"
+    return replace(project, namespace=namespace), moved
+
+
+def fail_if_stale(root: Path, plans: Sequence[Planned]) -> None:
+    """``manifests --check``: fail naming the files a run would create or update."""
+    stale = [c.path for c in pending(root, plans) if c.action in ("created", "updated")]
+    if stale:
+        fail(f"config/ is out of date ({', '.join(stale)}): run kubeop manifests")

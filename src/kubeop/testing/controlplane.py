@@ -54,6 +54,21 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be started or used; the message names the cause and the fix."""
 
 
+def crd_documents(crds: Iterable[str | os.PathLike[str] | Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The CRDs ``install_crds`` was given: dicts as they are, files (YAML or JSON, several
+    documents each) read; anything but a CustomResourceDefinition is a ControlPlaneError."""
+    objects: list[Mapping[str, Any]] = []
+    for item in crds:
+        if isinstance(item, Mapping):
+            objects.append(item)
+        else:
+            objects.extend(d for d in yaml.safe_load_all(Path(item).read_text()) if d)
+    for obj in objects:
+        if obj.get("kind") != "CustomResourceDefinition":
+            raise ControlPlaneError(f"install_crds got a {obj.get('kind')!r}, not a CustomResourceDefinition")
+    return objects
+
+
 def _quiet(_: str) -> None:
     pass
 
@@ -723,19 +738,9 @@ class ControlPlane:
         self, crds: Iterable[str | os.PathLike[str] | Mapping[str, Any]], timeout: float = 30.0
     ) -> list[str]:
         """Create or update CRDs (from YAML/JSON files or dicts) and wait until each is Established."""
-        objects: list[Mapping[str, Any]] = []
-        for item in crds:
-            if isinstance(item, Mapping):
-                objects.append(item)
-            else:
-                objects.extend(d for d in yaml.safe_load_all(Path(item).read_text()) if d)
         names = []
         base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-        for obj in objects:
-            if obj.get("kind") != "CustomResourceDefinition":
-                raise ControlPlaneError(
-                    f"install_crds got a {obj.get('kind')!r}, not a CustomResourceDefinition"
-                )
+        for obj in crd_documents(crds):
             name = obj["metadata"]["name"]
             status, body = self.api.raw("POST", base, dict(obj))
             if status == 409:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from kubeop.testing.binaries import BinaryError, locate_binaries
+from kubeop.testing.controlplane import crd_documents
 
 
 class ExistingCluster:
@@ -71,17 +72,8 @@ class ExistingCluster:
         The same contract as :meth:`ControlPlane.install_crds`, through kubectl (server-side apply),
         so any kubeconfig kubectl accepts works (tokens, exec plugins).
         """
-        objects: list[Mapping[str, Any]] = []
-        for item in crds:
-            if isinstance(item, Mapping):
-                objects.append(item)
-            else:
-                objects.extend(d for d in yaml.safe_load_all(Path(item).read_text()) if d)
-        names = []
-        for obj in objects:
-            if obj.get("kind") != "CustomResourceDefinition":
-                raise RuntimeError(f"install_crds got a {obj.get('kind')!r}, not a CustomResourceDefinition")
-            names.append(str(obj["metadata"]["name"]))
+        objects = crd_documents(crds)
+        names = [str(obj["metadata"]["name"]) for obj in objects]
         if not names:
             return names
         self.kubectl(

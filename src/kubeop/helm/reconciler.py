@@ -662,11 +662,9 @@ class HelmReconciler:
 
 
 def _log(ctx: Context) -> logging.LoggerAdapter[logging.Logger]:
-    # Not ctx.log: its "name" extra collides with LogRecord.name (KeyError in makeRecord).
-    req = ctx.request
-    return logging.LoggerAdapter(
-        log, {"controller": ctx.controller, "namespace": req.namespace, "release": req.name}
-    )
+    """The reconcile's log fields (controller, kind, object, reconcile id) on the helm logger,
+    plus the release it is about."""
+    return logging.LoggerAdapter(log, {**ctx.log_fields(), "release": ctx.request.name})
 
 
 def _stale_revisions(history: list[Release]) -> list[Release]:

@@ -37,6 +37,17 @@ log = logging.getLogger("kubeop.leader")
 LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
 
 
+def check_lease_timing(what: str, lease_duration: float, renew_deadline: float, retry_period: float) -> None:
+    """client-go's rule for lease timings, shared by leader election and shard membership:
+    a holder must give up (renew_deadline) before others may take over (lease_duration), and
+    get more than one retry in before it gives up."""
+    if not lease_duration > renew_deadline > retry_period * 1.2:
+        raise ValueError(
+            f"{what} needs lease_duration > renew_deadline > 1.2 * retry_period "
+            f"(got {lease_duration}, {renew_deadline}, {retry_period})"
+        )
+
+
 class LeadershipLost(RuntimeError):
     """The lease could not be renewed within the renew deadline."""
 
@@ -67,11 +78,7 @@ class LeaderElector:
         release_on_cancel: bool = True,
         on_change: Callable[[bool], None] | None = None,
     ) -> None:
-        if not lease_duration > renew_deadline > retry_period * 1.2:
-            raise ValueError(
-                "leader election needs lease_duration > renew_deadline > 1.2 * retry_period "
-                f"(got {lease_duration}, {renew_deadline}, {retry_period})"
-            )
+        check_lease_timing("leader election", lease_duration, renew_deadline, retry_period)
         self.client = client
         self.name = name
         self.namespace = namespace

@@ -34,7 +34,7 @@ from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, SharedInformerFa
 from kubeop.client import Client
 from kubeop.core.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kubeop.manager.handover import Handover, Liveness
-from kubeop.manager.leader import LEASES, LeadershipLost
+from kubeop.manager.leader import LEASES, LeadershipLost, check_lease_timing
 
 __all__ = ["Membership", "ShardLeaseLost", "member_identity"]
 
@@ -82,11 +82,7 @@ class Membership:
         retry_period: float = 2.0,
         on_change: Callable[[], None] | None = None,
     ) -> None:
-        if not lease_duration > renew_deadline > retry_period * 1.2:
-            raise ValueError(
-                "sharding needs lease_duration > renew_deadline > 1.2 * retry_period "
-                f"(got {lease_duration}, {renew_deadline}, {retry_period})"
-            )
+        check_lease_timing("sharding", lease_duration, renew_deadline, retry_period)
         self.client = client
         self.cache = cache
         self.name = name

@@ -12,6 +12,16 @@ line before it (blank lines between are allowed), which the rendered page does n
     ```
 
 Blocks in any other language (yaml, text, console output) are never run.
+
+A block may include code from a file of the repository, as the rendered page does
+(``pymdownx.snippets``, paths from the repository root): the block runs what the page shows::
+
+    ```python
+    --8<-- "examples/crontab/schedule.py:next_run"
+    ```
+
+where the file marks the section with ``# --8<-- [start:next_run]`` and ``# --8<-- [end:next_run]``
+lines (or names lines, ``file.py:10:20``). A missing file or section is an error, as in the build.
 """
 
 from __future__ import annotations
@@ -19,6 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import markdown
 
 __all__ = ["RUNNABLE", "Block", "BlockError", "page_blocks"]
 
@@ -71,8 +83,26 @@ def page_blocks(page: Path, *, root: Path | None = None) -> list[Block]:
             lang = "bash"
         if lang not in RUNNABLE:
             continue
-        blocks.append(Block(shown, start + 1, lang, "\n".join(body) + "\n", _reason(lines, start, shown)))
+        code = _included(body, root or Path.cwd(), f"{shown}:{start + 1}")
+        blocks.append(Block(shown, start + 1, lang, "\n".join(code) + "\n", _reason(lines, start, shown)))
     return blocks
+
+
+def _included(body: list[str], root: Path, where: str) -> list[str]:
+    """The block's lines with its ``--8<--`` includes replaced by what they name, as mkdocs.yml's
+    ``pymdownx.snippets`` renders them."""
+    if not any("8<-" in line for line in body):
+        return body
+    md = markdown.Markdown(
+        extensions=["pymdownx.snippets"],
+        extension_configs={
+            "pymdownx.snippets": {"base_path": [str(root)], "check_paths": True, "dedent_subsections": True}
+        },
+    )
+    try:
+        return list(md.preprocessors["snippet"].run(body))
+    except Exception as exc:  # pymdownx's SnippetMissingError, an unreadable file
+        raise BlockError(f"{where}: an include in this block fails: {exc}") from exc
 
 
 def _reason(lines: list[str], fence: int, shown: Path) -> str | None:

@@ -144,3 +144,16 @@ def test_blocks_parse_strictly(tmp_path: Path) -> None:
     page.write_text("```python\nx = 1\n", encoding="utf-8")
     with pytest.raises(BlockError, match="never closed"):
         page_blocks(page)
+
+
+def test_blocks_run_what_they_include(tmp_path: Path) -> None:
+    (tmp_path / "lib.py").write_text(
+        "import os\n# --8<-- [start:part]\ndef f():\n    return 1\n# --8<-- [end:part]\n", encoding="utf-8"
+    )
+    page = tmp_path / "p.md"
+    page.write_text('```python\n--8<-- "lib.py:part"\nassert f() == 1\n```\n', encoding="utf-8")
+    [block] = page_blocks(page, root=tmp_path)
+    assert block.code == "def f():\n    return 1\nassert f() == 1\n"
+    page.write_text('```python\n--8<-- "lib.py:nowhere"\n```\n', encoding="utf-8")
+    with pytest.raises(BlockError, match=r"p\.md:1: an include in this block fails"):
+        page_blocks(page, root=tmp_path)

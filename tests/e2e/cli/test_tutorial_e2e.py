@@ -1,7 +1,8 @@
-"""The Memcached tutorial, as a new user walks it: ``kubeop init``, ``create api``, a model with a
-size, a controller that owns a Deployment and finalizes with an Event, and the generated project's
-own ``make test`` in each mode its README names: its own minimal control plane, its own full one,
-and an existing cluster (this suite's control plane, through ``KUBEOP_TEST_KUBECONFIG``).
+"""The Memcached tutorial (docs/tutorials/memcached.md), as a new user walks it, with the files the
+page shows (docs/tutorials/memcached/): ``kubeop init``, ``create api``, a model with a size, a
+controller that owns a Deployment and finalizes with an Event, and the generated project's own
+``make test`` in each mode its README names: its own minimal control plane, its own full one, and
+an existing cluster (this suite's control plane, through ``KUBEOP_TEST_KUBECONFIG``).
 
 The project's tests leave a Memcached behind on purpose: the ``operator`` fixture must delete it and
 keep the operator running until its finalizer is done, or the namespace stays Terminating forever.
@@ -19,132 +20,20 @@ from typing import Any
 
 import pytest
 
-from .conftest import DOMAIN, scaffold
+from .conftest import DOMAIN, KUBEOP_SOURCE, scaffold
 
 pytestmark = pytest.mark.controlplane
 
 GROUP = f"cache.{DOMAIN}"
 
-MODEL_FIELD = """    size: Annotated[int, Format("int32")] = Field(
-        default=1, ge=1, le=5, description="How many memcached Pods to run."
-    )
-"""
-
-CONTROLLER = '''"""The Memcached controller: a Deployment of spec.size memcached Pods, and a finalizer that
-records an Event before a Memcached goes."""
-
-from __future__ import annotations
-
-from typing import Any
-
-from kubeop.controller import (
-    Context,
-    Controller,
-    GenerationChanged,
-    Request,
-    Result,
-    set_condition,
-    set_controller_reference,
-)
-from kubeop.core.resource import ApiResource
-from kubeop.crd.rbac import rbac_rule
-
-from memcached_operator.api.v1.memcached import Memcached
-
-DEPLOYMENTS = ApiResource("apps", "v1", "deployments", kind="Deployment")
-FINALIZER = "GROUP/finalizer"
+# The files docs/tutorials/memcached.md shows: the test builds the project the page describes.
+TUTORIAL = KUBEOP_SOURCE / "docs" / "tutorials" / "memcached"
 
 
-@rbac_rule(groups="GROUP", resources="memcacheds", verbs="get;list;watch;update;patch")
-@rbac_rule(groups="GROUP", resources="memcacheds/status", verbs="get;update;patch")
-@rbac_rule(groups="GROUP", resources="memcacheds/finalizers", verbs="update")
-@rbac_rule(groups="apps", resources="deployments", verbs="get;list;watch;create;update;patch;delete")
-@rbac_rule(groups="events.k8s.io", resources="events", verbs="create;patch")
-async def reconcile(req: Request, ctx: Context) -> Result | None:
-    obj = await ctx.client.get(Memcached, req.name, namespace=req.namespace)
-    if obj is None:
-        return None
+def tutorial_file(name: str) -> str:
+    """A file of the tutorial, with the page's group (domain example.com) made this suite's."""
+    return (TUTORIAL / name).read_text().replace("cache.example.com", GROUP)
 
-    async def cleanup(gone: Memcached) -> None:
-        ctx.recorder.event(gone, "Normal", "Finalizing", f"Memcached {req.name} is being deleted")
-
-    if await ctx.client.finalize(obj, FINALIZER, cleanup):
-        return None
-    labels = {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": req.name}
-    deployment: dict[str, Any] = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": req.name, "namespace": req.namespace, "labels": labels},
-        "spec": {
-            "replicas": obj.spec.size,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "memcached", "image": "memcached:1.6"}]},
-            },
-        },
-    }
-    set_controller_reference(obj, deployment)
-    await ctx.client.create_or_update(deployment)
-    generation = obj.metadata.generation
-    current = obj.status.model_dump(exclude_none=True) if obj.status else {}
-    conditions: list[dict[str, Any]] = list(current.get("conditions", []))
-    set_condition(conditions, "Ready", True, "Reconciled", "", observed_generation=generation)
-    await ctx.client.patch_status(obj, {"observedGeneration": generation, "conditions": conditions})
-    return None
-
-
-def controller() -> Controller:
-    return Controller.for_(Memcached, GenerationChanged).owns(DEPLOYMENTS).reconcile(reconcile)
-'''.replace("GROUP", GROUP)
-
-PROJECT_TESTS = '''"""The tutorial's checks: the Deployment follows spec.size; deleting runs the finalizer."""
-
-from __future__ import annotations
-
-from kubeop.client import Client
-
-from memcached_operator.api.v1.memcached import Memcached
-from memcached_operator.controllers.memcached import DEPLOYMENTS, FINALIZER
-
-from .conftest import Operator, load_sample
-
-SAMPLE = "cache_v1_memcached.yaml"
-
-
-async def test_the_deployment_follows_the_size(client: Client, operator: Operator, namespace: str) -> None:
-    created = await client.create(load_sample(Memcached, SAMPLE, namespace))
-
-    async def scaled() -> bool:
-        dep = await client.get_or_none(DEPLOYMENTS, created.metadata.name or "", namespace=namespace)
-        return dep is not None and dep["spec"]["replicas"] == 2
-
-    await operator.eventually(scaled, what="a Deployment of 2 replicas")
-    # Left behind on purpose: the operator fixture deletes it and waits for its finalizer.
-
-
-async def test_deleting_runs_the_finalizer(client: Client, operator: Operator, namespace: str) -> None:
-    created = await client.create(load_sample(Memcached, SAMPLE, namespace))
-    name = created.metadata.name or ""
-
-    async def finalizer_added() -> bool:
-        obj = await client.get(Memcached, name, namespace=namespace)
-        return FINALIZER in (obj.metadata.finalizers or [])
-
-    await operator.eventually(finalizer_added, what="the finalizer")
-    await client.delete(Memcached, name, namespace=namespace)
-
-    async def gone() -> bool:
-        return await client.get_or_none(Memcached, name, namespace=namespace) is None
-
-    await operator.eventually(gone, what="the Memcached to be deleted")
-
-    async def event_recorded() -> bool:
-        events = (await client.list("events.events.k8s.io", namespace=namespace)).items
-        return any(e.get("reason") == "Finalizing" and e["regarding"]["name"] == name for e in events)
-
-    await operator.eventually(event_recorded, what="the Finalizing Event")
-'''
 
 # A finalizer nobody removes: the operator fixture's bound ends the wait, removes it, and errors.
 STUCK_TEST = '''"""A Memcached with a finalizer the operator does not know."""
@@ -181,13 +70,16 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = generated.replace(
         imports, "from kubeop import CamelModel, CustomResource, Format, ListType, PrinterColumn"
     )
-    start = text.index("    # An example field")
-    end = text.index("\n\n", start)
-    model.write_text(text[:start] + MODEL_FIELD.rstrip("\n") + text[end:])
-    (root / "memcached_operator/controllers/memcached.py").write_text(CONTROLLER)
+    start = text.index("class MemcachedSpec(CamelModel):")
+    end = text.index("\n\n\nclass MemcachedStatus", start)
+    spec = tutorial_file("memcached_spec.py")
+    spec = spec[spec.index("class MemcachedSpec(CamelModel):") :].rstrip("\n")
+    model.write_text(text[:start] + spec + text[end:])
+    controller = tutorial_file("memcached_controller.py")
+    (root / "memcached_operator/controllers/memcached.py").write_text(controller)
     sample = root / "config/samples/cache_v1_memcached.yaml"
     sample.write_text(sample.read_text().split("spec:")[0] + "spec:\n  size: 2\n")
-    (root / "tests/test_memcached_tutorial.py").write_text(PROJECT_TESTS)
+    (root / "tests/test_memcached_tutorial.py").write_text(tutorial_file("test_memcached_tutorial.py"))
     return root
 
 

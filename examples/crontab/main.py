@@ -41,6 +41,7 @@ NAME = "crontab-webhooks"
 OPERATOR = "crontab-operator"
 ADDRESS = "127.0.0.1:9443"
 
+# --8<-- [start:manifests]
 webhooks = Webhooks([*crontab_v1beta1.WEBHOOKS, *crontab_v1.WEBHOOKS])
 """Every webhook the operator serves: validation and defaulting of v1beta1, the conversion."""
 
@@ -49,6 +50,9 @@ def manifests(endpoint: Endpoint) -> list[dict[str, Any]]:
     """The CRD (both versions, converted by the webhook) and the webhook configurations."""
     crd = with_conversion(crd_manifest(VERSIONS), conversion, endpoint)
     return [crd, *webhook_configurations(webhooks, NAME, endpoint)]
+
+
+# --8<-- [end:manifests]
 
 
 def rbac() -> dict[str, Any]:

@@ -67,6 +67,7 @@ SLACK = 0.1
 MAX_NAME = 52
 
 
+# --8<-- [start:job]
 def job_manifest(ct: CronTab, scheduled: dt.datetime) -> dict[str, Any]:
     """The Job for the run of ``ct`` scheduled at ``scheduled``."""
     name, ns = ct.metadata.name or "", ct.metadata.namespace or ""
@@ -94,6 +95,9 @@ def job_manifest(ct: CronTab, scheduled: dt.datetime) -> dict[str, Any]:
     }
     set_controller_reference(ct, job)
     return job
+
+
+# --8<-- [end:job]
 
 
 def _scheduled_at(job: Job) -> dt.datetime:
@@ -134,11 +138,13 @@ def schedule_of(ct: CronTab) -> CronSchedule:
         raise InvalidSchedule(f"{field}: {exc}") from None
 
 
+# --8<-- [start:rbac]
 @rbac_rule(groups="stable.example.com", resources="crontabs", verbs="get;list;watch")
 @rbac_rule(groups="stable.example.com", resources="crontabs/status", verbs="get;update;patch")
 @rbac_rule(groups="stable.example.com", resources="crontabs/finalizers", verbs="update")  # blockOwnerDeletion
 @rbac_rule(groups="batch", resources="jobs", verbs="get;list;watch;create;delete")
 class CronTabController:
+    # --8<-- [end:rbac]
     """Reconciles CronTabs into Jobs; see the module docstring."""
 
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
@@ -171,6 +177,7 @@ class CronTabController:
             await self._report(ctx, ct, status, False, "InvalidSchedule", str(exc))
             return None  # a spec change brings it back: nothing to retry until then
 
+        # --8<-- [start:plan]
         last = parse_time(status.last_schedule_time)
         created = parse_time(ct.metadata.creation_timestamp) or now
         todo = plan(
@@ -203,6 +210,8 @@ class CronTabController:
         if not await self._report(ctx, ct, status, ok, reason, message):
             return None  # deleted meanwhile: nothing to come back for
         return Result(requeue_after=_requeue_after(todo, ctx.now()))
+
+    # --8<-- [end:plan]
 
     async def _run(
         self, ctx: Context, ct: CronTab, status: CronTabStatus, jobs: list[Job], scheduled: dt.datetime
@@ -281,7 +290,11 @@ def _requeue_after(todo: Plan, now: dt.datetime) -> float:
     return max((todo.next - now).total_seconds(), 0.0) + SLACK
 
 
+# --8<-- [start:controller]
 def controller() -> Controller:
     """The CronTab controller: CronTabs (spec changes) and the Jobs they own."""
     rec = CronTabController()
     return Controller.for_(CronTab, GenerationChanged).owns(JOBS).named("crontab").reconcile(rec.reconcile)
+
+
+# --8<-- [end:controller]

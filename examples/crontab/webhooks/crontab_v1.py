@@ -6,6 +6,8 @@ from examples.crontab.api.v1.crontab import CronTab
 from examples.crontab.api.v1beta1.crontab import CronTabV1Beta1
 from kubeop.webhook import Conversion
 
+# --8<-- [start:conversion]
 conversion = Conversion.of_models(CronTab, CronTabV1Beta1)
+# --8<-- [end:conversion]
 
 WEBHOOKS = [conversion]

@@ -8,6 +8,7 @@ from examples.crontab.schedule import CronSchedule, InvalidSchedule
 from kubeop.webhook import Allowed, Denied, FieldError, defaulting, validating
 
 
+# --8<-- [start:webhooks]
 @validating(CronTabV1Beta1)
 def validate(new: CronTabV1Beta1, old: CronTabV1Beta1 | None) -> Allowed | None:
     """Reject an invalid cron expression (naming spec.cronSpec) or time zone (spec.timeZone);
@@ -40,3 +41,4 @@ def default(obj: CronTabV1Beta1) -> CronTabV1Beta1:
 
 
 WEBHOOKS = [validate, default]
+# --8<-- [end:webhooks]

@@ -19,6 +19,7 @@ from kubeop.crd import CamelModel, CustomResource, PrinterColumn
 GROUP = "stable.example.com"
 
 
+# --8<-- [start:schedule]
 class Schedule(CamelModel):
     """The five fields of a cron expression, each as written (``*/5``, ``1-5``, ``0,30``)."""
 
@@ -30,6 +31,9 @@ class Schedule(CamelModel):
 
     def expression(self) -> str:
         return " ".join((self.minute, self.hour, self.day_of_month, self.month, self.day_of_week))
+
+
+# --8<-- [end:schedule]
 
 
 class Scheduling(CamelModel):
@@ -52,10 +56,14 @@ class Scheduling(CamelModel):
     )
 
 
+# --8<-- [start:spec]
 class CronTabSpec(Scheduling):
     schedule: Schedule
     image: str
     replicas: int | None = None
+
+
+# --8<-- [end:spec]
 
 
 class JobReference(CamelModel):
@@ -80,6 +88,7 @@ class CronTabStatus(CamelModel):
     observed_generation: int | None = None
 
 
+# --8<-- [start:kind]
 class CronTab(
     CustomResource,
     group=GROUP,
@@ -98,6 +107,9 @@ class CronTab(
 
     spec: CronTabSpec
     status: CronTabStatus | None = None
+
+
+# --8<-- [end:kind]
 
 
 def scheduling_fields(spec: Scheduling) -> dict[str, Any]:

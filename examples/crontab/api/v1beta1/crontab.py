@@ -41,6 +41,7 @@ class CronTabV1Beta1(
     spec: CronTabSpecV1Beta1
     status: CronTabStatus | None = None
 
+    # --8<-- [start:convert]
     def to_hub(self) -> CronTab:
         fields = self.spec.cron_spec.split(" ")
         if len(fields) != 5:
@@ -67,3 +68,6 @@ class CronTabV1Beta1(
             **scheduling_fields(hub.spec),
         )
         return cls(metadata=hub.metadata, spec=spec, status=hub.status)
+
+
+# --8<-- [end:convert]

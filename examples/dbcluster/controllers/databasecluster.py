@@ -78,6 +78,7 @@ def _ordinal(pod: Pod) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
+# --8<-- [start:rbac]
 # What the reconciler reads and writes: `kubeop manifests` turns these into config/rbac/role.yaml.
 @rbac_rule(groups="db.example.com", resources="databaseclusters", verbs="get;list;watch;update;patch")
 @rbac_rule(groups="db.example.com", resources="databaseclusters/status", verbs="get;update;patch")
@@ -87,6 +88,7 @@ def _ordinal(pod: Pod) -> int:
 @rbac_rule(groups="", resources="pods", verbs="get;list;watch;delete")
 @rbac_rule(groups="", resources="secrets", verbs="get;list;watch")
 class DatabaseClusterController:
+    # --8<-- [end:rbac]
     def __init__(self, progress_requeue: float = 5.0) -> None:
         self.progress_requeue = progress_requeue
         # which Secret each object references: a Secret that appears wakes them
@@ -97,13 +99,16 @@ class DatabaseClusterController:
         dbc = await ctx.client.get(DatabaseCluster, req.name, namespace=req.namespace)
         if dbc is None:
             return None
+        # --8<-- [start:finalizer]
         deleting = dbc.metadata.deletion_timestamp is not None
         if not deleting:
             await ctx.client.add_finalizer(dbc, FINALIZER)
+        # --8<-- [end:finalizer]
         status = dbc.status.model_copy(deep=True) if dbc.status else DatabaseClusterStatus()
         gen = dbc.metadata.generation
         status.observed_generation = gen
 
+        # --8<-- [start:invalid]
         problem = await self._check(ctx, dbc)
         if problem is not None and not deleting:
             reason, message = problem
@@ -119,6 +124,7 @@ class DatabaseClusterController:
             status.conditions = conds
             await ctx.client.patch_status(dbc, status_dict(status))
             return None
+        # --8<-- [end:invalid]
 
         ns, name = req.namespace, req.name
         sts: StatefulSet | None = await ctx.client.get(StatefulSet, name, namespace=ns)
@@ -131,6 +137,7 @@ class DatabaseClusterController:
             key=_ordinal,
         )
 
+        # --8<-- [start:step]
         # One step towards the target, only once the previous step is done.
         step = ""
         if sts is None:
@@ -154,6 +161,7 @@ class DatabaseClusterController:
                     ctx.recorder.event(
                         dbc, "Normal", "MemberDecommissioned", f"decommissioning member {name}-{current - 1}"
                     )
+        # --8<-- [end:step]
         hash_ = config_hash(dbc.spec.config)
         if deleting:
             if sts is not None and replicas != (sts.spec.replicas or 0):
@@ -371,6 +379,7 @@ class DatabaseClusterController:
         status.phase = step or ("Degraded" if degraded else "Running")
 
 
+# --8<-- [start:controller] (to the end of the file)
 def controller(progress_requeue: float = 5.0) -> Controller:
     """The DatabaseCluster controller (``progress_requeue``: how often a step in progress is
     looked at again besides the watches)."""

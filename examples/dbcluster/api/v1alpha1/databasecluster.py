@@ -16,6 +16,7 @@ from examples.kube import Condition
 from kubeop import CamelModel, CustomResource, PrinterColumn, crd_manifest
 
 
+# --8<-- [start:spec]
 class DatabaseClusterSpec(CamelModel):
     """The desired state of a DatabaseCluster."""
 
@@ -32,12 +33,16 @@ class DatabaseClusterSpec(CamelModel):
     )
 
 
+# --8<-- [end:spec]
+
+
 class Member(CamelModel):
     name: str
     ready: bool = False
     config_hash: str | None = None
 
 
+# --8<-- [start:status]
 class DatabaseClusterStatus(CamelModel):
     """The observed state of a DatabaseCluster."""
 
@@ -55,6 +60,10 @@ class DatabaseClusterStatus(CamelModel):
     conditions: list[Condition] = Field(default_factory=list)
 
 
+# --8<-- [end:status]
+
+
+# --8<-- [start:kind]
 class DatabaseCluster(
     CustomResource,
     group="db.example.com",
@@ -74,6 +83,9 @@ class DatabaseCluster(
 
     spec: DatabaseClusterSpec = Field(default_factory=DatabaseClusterSpec)
     status: DatabaseClusterStatus | None = None
+
+
+# --8<-- [end:kind]
 
 
 CRD: dict[str, Any] = crd_manifest(DatabaseCluster)

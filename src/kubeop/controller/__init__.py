@@ -1,6 +1,7 @@
 """kubeop.controller: reconcile loops on top of the shared cache and the work queue.
 
-``Controller.for_(Kind).owns(Child).watches(Other, map_fn).reconcile(fn)``; ``Request`` /
+``Controller.for_(Kind).owns(Child).watches(Other, map_fn).reconcile(fn)`` (an immutable
+description, which the manager runs); ``Trigger`` for requests from elsewhere; ``Request`` /
 ``Result`` / ``TerminalError``; predicates; handlers; the reconciler client (cached reads,
 compare-before-write helpers, finalizers); ownership helpers; status conditions; events.
 """
@@ -8,7 +9,7 @@ compare-before-write helpers, finalizers); ownership helpers; status conditions;
 from kubeop.controller.client import ReconcilerClient, contains, merge_desired
 from kubeop.controller.conditions import find_condition, is_true, set_condition
 from kubeop.controller.context import Context
-from kubeop.controller.controller import Controller, ControllerRuntime, Reconciler
+from kubeop.controller.controller import Controller, Reconciler
 from kubeop.controller.events import EventRecorder
 from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_for_owner, enqueue_from_map
 from kubeop.controller.metrics import Metrics
@@ -25,12 +26,12 @@ from kubeop.controller.predicate import (
     or_,
 )
 from kubeop.controller.request import Request, Result, TerminalError, request_for
+from kubeop.controller.trigger import Trigger
 
 __all__ = [
     "AnnotationChanged",
     "Context",
     "Controller",
-    "ControllerRuntime",
     "EventHandler",
     "EventRecorder",
     "GenerationChanged",
@@ -44,6 +45,7 @@ __all__ = [
     "ResourceVersionChanged",
     "Result",
     "TerminalError",
+    "Trigger",
     "and_",
     "contains",
     "enqueue_for_object",

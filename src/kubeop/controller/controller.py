@@ -1,4 +1,4 @@
-"""Controller: watches that feed a work queue of requests, and workers that reconcile them.
+"""Controller: the description of a reconcile loop, which the Manager runs.
 
 Built like a sentence::
 
@@ -6,151 +6,66 @@ Built like a sentence::
 
 ``for_`` watches the primary kind and enqueues each object's own request; ``owns`` watches a
 child kind and enqueues its controller owner of the primary kind; ``watches`` maps any other
-kind to requests with a function. All watches share the manager's informers: one watch per kind
-for the whole process, however many controllers look at it.
+kind to requests with a function; ``triggered_by`` adds requests from outside the watches. All
+watches share the manager's informers: one watch per kind for the whole process, however many
+controllers look at it.
+
+A ``Controller`` is an immutable value, as kube-rs' consuming builder is: every builder method
+returns a new description and leaves its receiver as it was, so a description can be shared,
+reused as the base of others, and run by several managers at once. It holds no queue, task or
+cache: :meth:`Manager.add <kubeop.manager.Manager.add>` registers it and the manager's
+``start`` makes a running controller of it (``kubeop.controller.running``, private), with its
+own queue and workers, for that run only.
 
 Reconcile semantics are controller-runtime's: an exception is a rate-limited requeue (backoff
 5 ms doubling to 1000 s), a :class:`TerminalError` is counted and not retried,
 ``Result(requeue_after=s)`` forgets the backoff and comes back after ``s``, and ``Result()``
 forgets. One departure: a failure because the API server is unreachable or not serving (a
 connection error, 503, 504) is not the object's and is not charged to the rate limiter; such
-requests wait for the server instead (see ``Controller._park``). One key is never reconciled
-by two workers at once, and no reconcile starts before every watched cache has synced.
+requests wait for the server instead. One key is never reconciled by two workers at once, and
+no reconcile starts before every watched cache has synced.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures.thread
-import contextvars
-import inspect
-import logging
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from kubeop.cache import (
-    Backoff,
-    BackoffConfig,
-    DeletedFinalStateUnknown,
-    FuncHandler,
-    HandlerRegistration,
-    SharedInformerFactory,
-    probe_for,
-)
-from kubeop.client import ApiConnectionError, ResourceLike
-from kubeop.controller.context import SYSTEM_CLOCK, Context, SyncClient, _running
-from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_for_owner, enqueue_from_map
+from kubeop.client import ResourceLike
+from kubeop.controller.context import Context
+from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_from_map
 from kubeop.controller.predicate import Predicate
-from kubeop.controller.request import Request, Result, TerminalError, request_for
-from kubeop.core.errors import ServerTimeout, ServiceUnavailable
-from kubeop.core.model import ModelMismatch
+from kubeop.controller.request import Request, Result
+from kubeop.controller.trigger import Trigger
 from kubeop.core.resource import ApiResource
-from kubeop.queue import Clock, QueueShutDown, RateLimiter, RateLimitingQueue
+from kubeop.queue import RateLimiter
 
-if TYPE_CHECKING:
-    from kubeop.controller.client import ReconcilerClient
-    from kubeop.controller.events import EventRecorder
-    from kubeop.controller.metrics import ControllerSeries, Metrics
-    from kubeop.controller.shard import ShardGate
-
-__all__ = ["Controller", "ControllerRuntime", "Reconciler"]
-
-log = logging.getLogger("kubeop.controller")
+__all__ = ["Controller", "Reconciler"]
 
 AsyncReconciler = Callable[[Request, Context], Awaitable[Result | None]]
 SyncReconciler = Callable[[Request, Any], Result | None]
 Reconciler = AsyncReconciler | SyncReconciler
 MapFn = Callable[[Mapping[str, Any]], Iterable[Any]]
+#: A rate limiter, or a function that makes one for each run (a limiter keeps per-request state).
+RateLimiterSource = RateLimiter[Request] | Callable[[], RateLimiter[Request]]
 
 
-@dataclass
-class _Watch:
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """One watched kind of a controller and what its events enqueue."""
+
     what: ResourceLike
     handler: EventHandler | None  # None: enqueue the controller owner of the primary kind
     predicates: tuple[Predicate, ...]
     namespace: str | None = None
     label_selector: str | None = None
     metadata_only: bool = False
-    resource: ApiResource | None = None
 
 
-def _server_unavailable(exc: BaseException) -> bool:
-    """Did the request fail because the API server could not be reached or was not serving?
-
-    Also true when the reconciler wrapped such an error (``raise MyError(...) from exc``).
-    """
-    for _ in range(4):
-        if isinstance(exc, ApiConnectionError | ServiceUnavailable | ServerTimeout):
-            return True
-        cause = exc.__cause__
-        if cause is None:
-            return False
-        exc = cause
-    return False
-
-
-@dataclass(slots=True)
-class _Streak:
-    """A request's run of failed reconciles: logged in full once, then briefly, then its end."""
-
-    error: str
-    attempts: int = 1
-    since: float = field(default_factory=time.monotonic)
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-_FRAMEWORK_FRAMES = (__file__, concurrent.futures.thread.__file__)
-
-
-def _exc_info(exc: BaseException) -> tuple[type[BaseException], BaseException, TracebackType | None]:
-    """``exc`` for a log line, its traceback starting at the reconciler: the worker's own frames
-    (and the thread pool's, for a sync reconciler) are left out."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in _FRAMEWORK_FRAMES:
-        tb = tb.tb_next
-    return type(exc), exc, tb
-
-
-def _seconds(delay: float) -> str:
-    return f"{delay * 1000:.0f} ms" if delay < 1.0 else f"{delay:.3g} s"
-
-
-def _fields(ctx: Context | None, **more: str) -> dict[str, str]:
-    """A reconcile's log fields (for any formatter), plus ``more``; only on lines being logged."""
-    fields = ctx.log_fields() if ctx is not None else {}
-    fields.update(more)
-    return fields
-
-
-#: Retries of requests parked on an unavailable server, when the readiness probe does not end the
-#: wait first: 0.2 s doubling to 30 s (each stretched by up to 2x), from 0.2 s again once the
-#: server is seen back or after 2 minutes without such failures.
-UNAVAILABLE_BACKOFF = BackoffConfig(initial=0.2, cap=30.0)
-
-
-@dataclass
-class ControllerRuntime:
-    """What a running controller borrows from its manager."""
-
-    cache: SharedInformerFactory
-    client: ReconcilerClient
-    recorder: EventRecorder
-    metrics: Metrics | None
-    executor: ThreadPoolExecutor | None = None
-    cache_sync_timeout: float = 120.0
-    clock: Clock | None = None  # None: the real time (the event loop's clock)
-    shards: ShardGate | None = None  # None: this replica reconciles every object
-
-
-def _kind_name(what: ResourceLike) -> str:
+def kind_name(what: ResourceLike) -> str:
+    """The kind a watch names, before discovery resolved it."""
     if isinstance(what, ApiResource):
         return what.kind or what.plural
     if isinstance(what, type):
@@ -161,22 +76,21 @@ def _kind_name(what: ResourceLike) -> str:
     return str(getattr(what, "kind", what))
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Controller:
-    """A controller under construction (builder methods return ``self``) and, once started, running."""
+    """What a controller reconciles, owns and watches, with which predicates, workers and options.
 
-    _for: _Watch
-    _watches: list[_Watch] = field(default_factory=list)
+    Immutable: builder methods return a new description (see the module docstring).
+    """
+
+    _for: Watch
+    _watches: tuple[Watch, ...] = ()
     _filters: tuple[Predicate, ...] = ()
     _workers: int = 1
     _name: str = ""
     _reconciler: Reconciler | None = None
-    _rate_limiter: RateLimiter[Request] | None = None
-    _parked: set[Request] = field(default_factory=set)
-    _unpark_task: asyncio.Task[None] | None = None
-    _unavailable: Backoff = field(default_factory=lambda: Backoff(UNAVAILABLE_BACKOFF))
-    _failing: dict[Request, _Streak] = field(default_factory=dict)
-    _kind: str = ""
+    _rate_limiter: RateLimiterSource | None = None
+    _triggers: tuple[Trigger, ...] = ()
 
     # -- building ------------------------------------------------------------------------------
     @classmethod
@@ -188,12 +102,12 @@ class Controller:
         label_selector: str | None = None,
     ) -> Controller:
         """Reconcile objects of ``kind``; each event enqueues the object's own request."""
-        return cls(_Watch(kind, enqueue_for_object(), predicates, namespace, label_selector))
+        return cls(Watch(kind, enqueue_for_object(), predicates, namespace, label_selector))
 
     def owns(self, kind: ResourceLike, *predicates: Predicate, metadata_only: bool = False) -> Controller:
         """Also watch ``kind`` and enqueue the primary object that controls each child."""
-        self._watches.append(_Watch(kind, None, predicates, self._for.namespace, metadata_only=metadata_only))
-        return self
+        watch = Watch(kind, None, predicates, self._for.namespace, metadata_only=metadata_only)
+        return dataclasses.replace(self, _watches=(*self._watches, watch))
 
     def watches(
         self,
@@ -204,378 +118,44 @@ class Controller:
     ) -> Controller:
         """Also watch ``kind``; ``handler`` (or a map function obj -> requests) says what to enqueue."""
         h = handler if isinstance(handler, EventHandler) else enqueue_from_map(handler)
-        self._watches.append(_Watch(kind, h, predicates, metadata_only=metadata_only))
-        return self
+        watch = Watch(kind, h, predicates, metadata_only=metadata_only)
+        return dataclasses.replace(self, _watches=(*self._watches, watch))
+
+    def triggered_by(self, trigger: Trigger) -> Controller:
+        """Also reconcile the requests sent to ``trigger`` (events from outside the watches)."""
+        return dataclasses.replace(self, _triggers=(*self._triggers, trigger))
 
     def with_predicates(self, *predicates: Predicate) -> Controller:
         """Filters for every watch of this controller (controller-runtime's WithEventFilter)."""
-        self._filters = (*self._filters, *predicates)
-        return self
+        return dataclasses.replace(self, _filters=(*self._filters, *predicates))
 
     def max_concurrent(self, workers: int) -> Controller:
         """Reconcile up to ``workers`` different objects at once (never one object twice)."""
         if workers < 1:
             raise ValueError(f"max_concurrent needs at least 1 worker, got {workers}")
-        self._workers = workers
-        return self
+        return dataclasses.replace(self, _workers=workers)
 
     def named(self, name: str) -> Controller:
         """The controller's name in logs and metrics (default: the primary kind, lower case)."""
-        self._name = name
-        return self
+        return dataclasses.replace(self, _name=name)
 
-    def with_rate_limiter(self, limiter: RateLimiter[Request]) -> Controller:
-        self._rate_limiter = limiter
-        return self
+    def with_rate_limiter(self, limiter: RateLimiterSource) -> Controller:
+        """The queue's rate limiter: a function that makes one for each run (such as
+        :func:`~kubeop.queue.default_controller_rate_limiter`), or one limiter, which every run of
+        this description then shares (with its per-request backoff)."""
+        return dataclasses.replace(self, _rate_limiter=limiter)
 
     def reconcile(self, fn: Reconciler) -> Controller:
         """Set the reconciler: ``async def fn(request, ctx) -> Result | None`` or a plain ``def``,
         which runs in a worker thread with a synchronous ``ctx.client``."""
-        self._reconciler = fn
-        return self
+        return dataclasses.replace(self, _reconciler=fn)
 
+    # -- reading -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self._name or _kind_name(self._for.what).lower()
+        return self._name or kind_name(self._for.what).lower()
 
-    # -- running -------------------------------------------------------------------------------
-    async def start(self, runtime: ControllerRuntime) -> None:
-        """Register the watches, wait for the caches, then start the workers (returns at once
-        after that; :meth:`stop` ends it)."""
-        if self._reconciler is None:
-            raise ValueError(f"controller {self.name!r} has no reconciler: call .reconcile(fn)")
-        self._runtime = runtime
-        self._is_async = inspect.iscoroutinefunction(self._reconciler)
-        self._clock = runtime.clock or SYSTEM_CLOCK
-        self._queue: RateLimitingQueue[Request] = RateLimitingQueue(
-            self._rate_limiter,
-            name=self.name,
-            metrics=runtime.metrics.queue if runtime.metrics else None,
-            clock=runtime.clock,
-        )
-        self._series: ControllerSeries | None = (
-            runtime.metrics.controller(self.name) if runtime.metrics else None
-        )
-        if self._series is not None:
-            self._series.max_concurrent.set(self._workers)
-        client = runtime.client
-        primary = await client.resource(self._for.what)
-        self._for.resource = primary
-        self._kind = primary.kind or _kind_name(self._for.what)
-        self._registrations: list[tuple[Any, HandlerRegistration]] = []
-        for watch in (self._for, *self._watches):
-            res = watch.resource or await client.resource(watch.what)
-            watch.resource = res
-            handler = watch.handler or enqueue_for_owner(primary.group, primary.kind)
-            informer = runtime.cache.informer(
-                res,
-                namespace=watch.namespace,
-                label_selector=watch.label_selector,
-                metadata_only=watch.metadata_only,
-            )
-            if not watch.metadata_only:
-                client.use_informer(res, informer)
-            reg = informer.add_event_handler(
-                self._event_handler(handler, (*watch.predicates, *self._filters))
-            )
-            self._registrations.append((informer, reg))
-        deadline = time.monotonic() + runtime.cache_sync_timeout
-        while not all(reg.has_synced() for _, reg in self._registrations):
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"controller {self.name!r}: caches did not sync within "
-                    f"{runtime.cache_sync_timeout:.0f} s (check RBAC for list/watch on the watched kinds)"
-                )
-            await asyncio.sleep(0.02)
-        self._sync_client = SyncClient(client, asyncio.get_running_loop()) if not self._is_async else None
-        if runtime.shards is not None:
-            runtime.shards.attach(self.name, self._enqueue_owned)
-        self._tasks = [
-            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self._workers)
-        ]
-        log.info("controller started", extra={"controller": self.name, "workers": self._workers})
-
-    def _event_handler(self, handler: EventHandler, predicates: Sequence[Predicate]) -> FuncHandler:
-        add: Callable[[Request], None] = self._queue.add
-        gate = self._runtime.shards
-        if gate is not None:
-            add = self._sharded_add(gate)
-        mapper = handler.map
-        map_old = handler.map_old_on_update
-
-        def on_add(obj: Any, is_in_initial_list: bool = False) -> None:
-            for p in predicates:
-                if not p.create(obj):
-                    return
-            for req in mapper(obj):
-                add(req)
-
-        def on_update(old: Any, new: Any) -> None:
-            for p in predicates:
-                if not p.update(old, new):
-                    return
-            for req in mapper(new):
-                add(req)
-            if map_old:
-                for req in mapper(old):
-                    add(req)
-
-        def on_delete(obj: Any) -> None:
-            if isinstance(obj, DeletedFinalStateUnknown):
-                obj = obj.obj
-                if obj is None:
-                    return
-            for p in predicates:
-                if not p.delete(obj):
-                    return
-            for req in mapper(obj):
-                add(req)
-
-        return FuncHandler(on_add=on_add, on_update=on_update, on_delete=on_delete)
-
-    def _sharded_add(self, gate: ShardGate) -> Callable[[Request], None]:
-        add, admits, name = self._queue.add, gate.admits, self.name
-
-        def add_if_owned(req: Request) -> None:
-            if admits(name, req):
-                add(req)
-
-        return add_if_owned
-
-    def _enqueue_owned(self) -> list[Any]:
-        """Enqueue every cached primary object this replica owns (keys moved here); them."""
-        gate = self._runtime.shards
-        assert gate is not None
-        informer = self._registrations[0][0]
-        owned = []
-        for obj in informer.store.list():
-            req = request_for(obj)
-            if gate.admits(self.name, req):
-                owned.append(obj)
-                self._queue.add(req)
-        return owned
-
-    def enqueue(self, request: Request) -> None:
-        """Ask for a reconcile of ``request`` (e.g. from an external trigger)."""
-        self._queue.add(request)
-
-    async def _worker(self) -> None:
-        queue = self._queue
-        gate = self._runtime.shards
-        name = self.name
-        while True:
-            try:
-                req = await queue.get()
-            except QueueShutDown:
-                return
-            try:
-                if gate is None:
-                    await self._reconcile_one(req)
-                elif await gate.begin(name, req):
-                    try:
-                        await self._reconcile_one(req)
-                    finally:
-                        gate.end(name, req)
-                else:
-                    queue.forget(req)  # another replica's now
-            finally:
-                queue.done(req)
-
-    async def _reconcile_one(self, req: Request) -> None:
-        runtime = self._runtime
-        series = self._series
-        queue = self._queue
-        started = time.perf_counter()
-        if series is not None:
-            series.active.inc()
-        ctx: Context | None = None
-        try:
-            # The reconcile is this task's (or worker thread's) running context only while the
-            # reconciler runs: tasks it starts inherit it, and anything started later must not.
-            if self._is_async:
-                ctx = Context(req, runtime.client, runtime.recorder, self.name, self._clock, self._kind)
-                token = _running.set(ctx)
-                try:
-                    result = await self._reconciler(req, ctx)  # type: ignore[misc]
-                finally:
-                    _running.reset(token)
-            else:
-                ctx = Context(req, self._sync_client, runtime.recorder, self.name, self._clock, self._kind)  # type: ignore[arg-type]
-                scope = contextvars.copy_context()
-                scope.run(_running.set, ctx)
-                loop = asyncio.get_running_loop()
-                call: Callable[..., Result | None] = scope.run
-                result = await loop.run_in_executor(runtime.executor, call, self._reconciler, req, ctx)
-        except asyncio.CancelledError:
-            raise
-        except (TerminalError, ModelMismatch) as exc:
-            queue.forget(req)
-            if series is not None:
-                series.terminal.inc()
-                series.errors.inc()
-                series.results["error"].inc()
-            streak = self._failing.pop(req, None)
-            log.error(
-                "%s: reconcile of %s failed (terminal, not retried%s): %s",
-                self.name,
-                req,
-                f", after {streak.attempts} failed attempts" if streak else "",
-                exc,
-                extra=_fields(ctx, error=_error_text(exc)),
-            )
-        except Exception as exc:
-            if series is not None:
-                series.errors.inc()
-                series.results["error"].inc()
-            if _server_unavailable(exc):
-                self._park(req, ctx, exc)
-            else:
-                delay = queue.rate_limiter.when(req)
-                queue.add_after(req, delay)
-                self._log_failure(req, ctx, exc, delay)
-        else:
-            if result is None or (not result.requeue and not result.requeue_after):
-                queue.forget(req)
-                outcome = "success"
-            elif result.requeue_after:
-                queue.forget(req)
-                queue.add_after(req, result.requeue_after)
-                outcome = "requeue_after"
-            else:
-                queue.add_rate_limited(req)
-                outcome = "requeue"
-            if series is not None:
-                series.results[outcome].inc()
-            if self._failing:
-                streak = self._failing.pop(req, None)
-                if streak is not None:
-                    log.info(
-                        "%s: reconcile of %s recovered after %d failed attempts (%.1f s)",
-                        self.name,
-                        req,
-                        streak.attempts,
-                        time.monotonic() - streak.since,
-                        extra=_fields(ctx),
-                    )
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug(
-                    "%s: reconciled %s in %.1f ms%s",
-                    self.name,
-                    req,
-                    (time.perf_counter() - started) * 1000,
-                    f", requeue after {result.requeue_after:g} s"
-                    if outcome == "requeue_after"
-                    else (", requeue" if outcome == "requeue" else ""),
-                    extra=_fields(ctx),
-                )
-        finally:
-            if series is not None:
-                series.active.dec()
-                series.time.observe(time.perf_counter() - started)
-
-    def _log_failure(self, req: Request, ctx: Context | None, exc: Exception, delay: float) -> None:
-        """The first failure of a streak at ERROR with its traceback; the retries that fail again
-        in one short line, at INFO when the error changed or the next try is a second or more
-        away (the exponential backoff keeps those few), at DEBUG otherwise."""
-        error = _error_text(exc)
-        streak = self._failing.get(req)
-        if streak is None:
-            self._failing[req] = _Streak(error)
-            log.error(
-                "%s: reconcile of %s failed, will retry: %s",
-                self.name,
-                req,
-                error,
-                exc_info=_exc_info(exc),
-                extra=_fields(ctx, error=error),
-            )
-            return
-        streak.attempts += 1
-        level = logging.INFO if (error != streak.error or delay >= 1.0) else logging.DEBUG
-        streak.error = error
-        if log.isEnabledFor(level):
-            log.log(
-                level,
-                "%s: reconcile of %s failed again (attempt %d, next in %s): %s",
-                self.name,
-                req,
-                streak.attempts,
-                _seconds(delay),
-                error,
-                extra=_fields(ctx, error=error),
-            )
-
-    def _park(self, req: Request, ctx: Context | None = None, exc: BaseException | None = None) -> None:
-        """Hold a request that failed because the API server was unreachable or not serving.
-
-        The failure is the server's, not the object's, so it goes through neither the per-item
-        backoff nor the controller's token bucket: an outage fails every pending request again
-        and again, and once charged to the rate limiter those failures pushed the retries of the
-        whole queue seconds to minutes past the server's return (the bucket's debt), including
-        any request that failed once more while the server was warming up. Parked requests are
-        retried together, all at once as soon as the shared readiness probe sees the server go
-        down and come back, otherwise after the controller's own backoff for an unavailable
-        server (0.2 s doubling to 30 s, reset when the server is seen back).
-
-        Logged once per outage (each request at DEBUG): the server's failure is not the object's.
-        """
-        self._parked.add(req)
-        if self._unpark_task is None or self._unpark_task.done():
-            if exc is not None:
-                log.warning(
-                    "%s: the API server is unavailable (%s); failed requests wait for it",
-                    self.name,
-                    _error_text(exc),
-                    extra=_fields(ctx, error=_error_text(exc)),
-                )
-            self._unpark_task = asyncio.create_task(
-                self._unpark(), name=f"{self.name}-unpark", context=contextvars.Context()
-            )
-        elif exc is not None and log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "%s: reconcile of %s waits for the API server: %s",
-                self.name,
-                req,
-                _error_text(exc),
-                extra=_fields(ctx, error=_error_text(exc)),
-            )
-
-    async def _unpark(self) -> None:
-        probe = probe_for(self._runtime.client.api)
-        backoff = self._unavailable
-        while self._parked:
-            back = await probe.wait(backoff.next_delay())
-            if back:
-                backoff.reset()  # requests that fail again while it warms up retry within 0.4 s
-            parked, self._parked = self._parked, set()
-            log.info(
-                "%s: retrying %d requests now",
-                "API server is back" if back else "API server unavailable",
-                len(parked),
-                extra={"controller": self.name},
-            )
-            queue = self._queue
-            for req in parked:
-                queue.add_after(req, 0.0)  # a retry (counted as one), handed out now
-
-    async def stop(self, *, drain: bool = True, timeout: float = 30.0) -> None:
-        """Stop taking work; with ``drain``, let in-flight reconciles finish (up to ``timeout``)."""
-        queue = getattr(self, "_queue", None)
-        if queue is None:
-            return
-        for informer, reg in getattr(self, "_registrations", []):
-            informer.remove_event_handler(reg)
-        if drain:
-            try:
-                await asyncio.wait_for(queue.shut_down_with_drain(), timeout)
-            except TimeoutError:
-                log.warning(
-                    "controller %s: in-flight reconciles still running after %.0f s", self.name, timeout
-                )
-        queue.shut_down()
-        if self._unpark_task is not None:
-            self._unpark_task.cancel()
-        tasks = getattr(self, "_tasks", [])
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    @property
+    def reconciler(self) -> Reconciler | None:
+        """The function set by :meth:`reconcile` (None until then)."""
+        return self._reconciler

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubeop.controller import Context, Controller, Predicate, Request, Result, label_selector, or_
+from kubeop.controller import Context, Controller, Predicate, Request, Result, Trigger, label_selector, or_
 from kubeop.controller.predicate import AnnotationChanged, GenerationChanged
 from kubeop.core import meta as m
 from kubeop.core.gvk import GroupVersionKind
@@ -233,6 +233,7 @@ class HelmReconciler:
         self._ours: dict[Request, int] = {}
         self._failures: dict[Request, _Failure] = {}
         self._controller: Controller | None = None
+        self._trigger = Trigger()  # release storage and dependent resources enqueue through it
         self._dependents: DependentWatches | None = None
         self._resource: ApiResource | None = None
 
@@ -247,7 +248,8 @@ class HelmReconciler:
                 Controller.for_(self.gvk, *self._primary_predicates(), namespace=self.runtime.namespace)
                 .named(self.name)
                 .max_concurrent(self.workers)
-                .with_rate_limiter(helm_rate_limiter())
+                .with_rate_limiter(helm_rate_limiter)
+                .triggered_by(self._trigger)
                 .reconcile(self.reconcile)
             )
         return self._controller
@@ -273,8 +275,7 @@ class HelmReconciler:
         return all(p.create(cr) for p in self._selection)
 
     def _enqueue(self, request: Request) -> None:
-        if self._controller is not None:
-            self._controller.enqueue(request)
+        self._trigger(request)
 
     # -- reconcile ------------------------------------------------------------------------------
 

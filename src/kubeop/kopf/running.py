@@ -91,7 +91,7 @@ async def _watch(manager: Manager, d: _Dispatch) -> None:
 
 def processors(manager: Manager) -> list[Processor]:
     """The kopf processors of a manager built by :func:`build_manager` (their write counters)."""
-    found = (getattr(c._reconciler, "__self__", None) for c in manager.controllers)
+    found = (getattr(c.reconciler, "__self__", None) for c in manager.controllers)
     return [p for p in found if isinstance(p, Processor)]
 
 

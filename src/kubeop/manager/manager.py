@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client, load_config
-from kubeop.controller import Controller, ControllerRuntime, EventRecorder, Metrics, ReconcilerClient
+from kubeop.controller import Controller, EventRecorder, Metrics, ReconcilerClient
+from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.server import Check, ProbeServer, parse_address
@@ -120,7 +121,14 @@ class Manager:
         self._rotating: asyncio.Task[None] | None = None
 
     def add(self, controller: Controller) -> Controller:
-        """Register a controller (before :meth:`start`)."""
+        """Register a controller's description (before :meth:`start`); each start runs it anew."""
+        if not isinstance(controller, Controller):
+            raise TypeError(
+                f"Manager.add takes a Controller, got {type(controller).__name__}: "
+                "build one with Controller.for_(Kind)...reconcile(fn)"
+            )
+        if controller.reconciler is None:
+            raise ValueError(f"controller {controller.name!r} has no reconciler: call .reconcile(fn)")
         if any(c.name == controller.name for c in self.controllers):
             raise ValueError(f"a controller named {controller.name!r} is already registered; use .named(...)")
         self.controllers.append(controller)
@@ -221,7 +229,8 @@ class Manager:
             shards=self.sharder,
         )
         hold_task: asyncio.Task[None] | None = None
-        started: list[Controller] = []
+        running: list[RunningController] = []
+        starts: list[asyncio.Future[None]] = []
         try:
             await self._start_servers()
             if self.leader_election:
@@ -257,12 +266,11 @@ class Manager:
             if self.sharder is not None:
                 hold_task = asyncio.ensure_future(self.sharder.run())
             t0 = time.monotonic()
-            starting: asyncio.Future[Any] = asyncio.ensure_future(
-                asyncio.gather(*(c.start(runtime) for c in self.controllers))
-            )
+            running = [RunningController(c, runtime) for c in self.controllers]
+            starts = [asyncio.ensure_future(r.start()) for r in running]
+            starting: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*starts))
             stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
             await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            started = list(self.controllers)
             if not starting.done():  # asked to stop while caches were still syncing
                 starting.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -289,8 +297,11 @@ class Manager:
             )
             if self.sharder is not None:
                 self.sharder.close()
+            for start in starts:  # those still syncing when another failed, or when asked to stop
+                start.cancel()
+            await asyncio.gather(*starts, return_exceptions=True)
             await asyncio.gather(
-                *(c.stop(drain=not lost, timeout=self.graceful_shutdown_timeout) for c in started),
+                *(r.stop(drain=not lost, timeout=self.graceful_shutdown_timeout) for r in running),
                 return_exceptions=True,
             )
             if self.recorder is not None:

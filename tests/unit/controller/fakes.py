@@ -11,6 +11,8 @@ import orjson
 
 from kubeop.cache import BackoffConfig, SharedInformerFactory, WatcherConfig
 from kubeop.client import Client
+from kubeop.controller import Controller
+from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.core.errors import AlreadyExists
 from kubeop.core.gvk import GroupVersionKind
 from kubeop.core.patch import PatchType
@@ -227,3 +229,10 @@ class ClusterApi:
             for field in ("uid", "resourceVersion", "generation"):
                 body["metadata"].pop(field, None)
             return await other.create(body)
+
+
+async def run(description: Controller, runtime: ControllerRuntime) -> RunningController:
+    """A run of ``description`` as a manager makes it, started (stop it with ``.stop()``)."""
+    running = RunningController(description, runtime)
+    await running.start()
+    return running

@@ -14,7 +14,6 @@ import pytest
 from kubeop.controller import (
     Context,
     Controller,
-    ControllerRuntime,
     EventRecorder,
     Metrics,
     ReconcilerClient,
@@ -22,9 +21,10 @@ from kubeop.controller import (
     Result,
 )
 from kubeop.controller.context import SYSTEM_CLOCK
+from kubeop.controller.running import ControllerRuntime
 from kubeop.queue import FakeClock, LoopClock, RateLimitingQueue, SteppedClock
 
-from .fakes import APPS, ClusterCache, app
+from .fakes import APPS, ClusterCache, app, run
 
 WALL = dt.datetime(2026, 3, 1, 12, 0, 10, tzinfo=dt.UTC)
 
@@ -115,13 +115,13 @@ async def test_manager_clock_reaches_the_queue_and_the_reconciler() -> None:
         clock=clock,
     )
     ctrl = Controller.for_(APPS).reconcile(reconcile)
-    await ctrl.start(runtime)
+    running = await run(ctrl, runtime)
     first = await asyncio.wait_for(seen.get(), 3)
     assert first - WALL < dt.timedelta(seconds=5)
     await asyncio.sleep(0.1)
     assert seen.empty()  # the requeue waits for the hour
     env.cluster.step(3600)
     second = await asyncio.wait_for(seen.get(), 3)
-    await ctrl.stop()
+    await running.stop()
     await env.close()
     assert second - first >= dt.timedelta(seconds=3600)

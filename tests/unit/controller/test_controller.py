@@ -15,7 +15,6 @@ import pytest
 from kubeop.controller import (
     Context,
     Controller,
-    ControllerRuntime,
     EventRecorder,
     GenerationChanged,
     Metrics,
@@ -24,10 +23,11 @@ from kubeop.controller import (
     Result,
     TerminalError,
 )
+from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.core.patch import PatchType
 from kubeop.queue import ItemExponentialFailureRateLimiter
 
-from .fakes import APP_CRD, APPS, CONFIGMAPS, ClusterCache, app
+from .fakes import APP_CRD, APPS, CONFIGMAPS, ClusterCache, app, run
 
 
 @pytest.fixture
@@ -69,10 +69,10 @@ async def test_success_reconciles_each_object_once(env: ClusterCache) -> None:
 
     ctrl = Controller.for_(APPS).reconcile(reconcile)
     rt = _runtime(env)
-    await ctrl.start(rt)
+    running = await run(ctrl, rt)
     await env.add(app("b"))
     await _until(lambda: len(seen) == 2)
-    await ctrl.stop()
+    await running.stop()
     assert sorted(seen, key=str) == [Request("default", "a"), Request("default", "b")]
     assert _count(rt.metrics, "controller_runtime_reconcile_total", controller="app", result="success") == 2
 
@@ -92,16 +92,16 @@ async def test_errors_back_off_exponentially_then_success_forgets(env: ClusterCa
         .reconcile(reconcile)
     )
     rt = _runtime(env)
-    await ctrl.start(rt)
+    running = await run(ctrl, rt)
     await _until(lambda: len(times) == 5)
     await asyncio.sleep(0.05)
-    await ctrl.stop()
+    await running.stop()
     gaps = [b - a for a, b in itertools.pairwise(times)]
     for gap, want in zip(gaps, [0.02, 0.04, 0.08, 0.16], strict=True):
         assert want * 0.9 <= gap < want + 0.05, gaps
     assert len(times) == 5
     assert _count(rt.metrics, "controller_runtime_reconcile_errors_total", controller="app") == 4
-    assert ctrl._queue.num_requeues(Request("default", "a")) == 0
+    assert running._queue.num_requeues(Request("default", "a")) == 0
 
 
 async def test_terminal_error_is_counted_and_not_retried(env: ClusterCache) -> None:
@@ -115,10 +115,10 @@ async def test_terminal_error_is_counted_and_not_retried(env: ClusterCache) -> N
 
     ctrl = Controller.for_(APPS).reconcile(reconcile)
     rt = _runtime(env)
-    await ctrl.start(rt)
+    running = await run(ctrl, rt)
     await _until(lambda: calls == 1)
     await asyncio.sleep(0.1)
-    await ctrl.stop()
+    await running.stop()
     assert calls == 1
     assert _count(rt.metrics, "controller_runtime_terminal_reconcile_errors_total", controller="app") == 1
 
@@ -133,9 +133,9 @@ async def test_requeue_after_comes_back_after_the_delay(env: ClusterCache) -> No
 
     ctrl = Controller.for_(APPS).reconcile(reconcile)
     rt = _runtime(env)
-    await ctrl.start(rt)
+    running = await run(ctrl, rt)
     await _until(lambda: len(times) == 2)
-    await ctrl.stop()
+    await running.stop()
     assert 0.14 <= times[1] - times[0] < 0.5
     assert (
         _count(rt.metrics, "controller_runtime_reconcile_total", controller="app", result="requeue_after")
@@ -161,9 +161,9 @@ async def test_sync_reconciler_runs_in_a_thread_and_its_exceptions_requeue(env: 
         .with_rate_limiter(ItemExponentialFailureRateLimiter(0.01, 1))
         .reconcile(reconcile)
     )
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     await _until(lambda: len(threads) == 2)
-    await ctrl.stop()
+    await running.stop()
     assert all(t != threading.main_thread().name for t in threads)
 
 
@@ -174,7 +174,7 @@ async def test_owned_child_events_enqueue_the_controller_owner(env: ClusterCache
         seen.append(req)
 
     ctrl = Controller.for_(APPS).owns(CONFIGMAPS).reconcile(reconcile)
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     owned = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -205,7 +205,7 @@ async def test_owned_child_events_enqueue_the_controller_owner(env: ClusterCache
     await _until(lambda: len(seen) == 1)
     await env.client.delete(CONFIGMAPS, "child", namespace="ns")
     await _until(lambda: len(seen) == 2)
-    await ctrl.stop()
+    await running.stop()
     assert seen == [Request("ns", "parent"), Request("ns", "parent")]
 
 
@@ -217,7 +217,7 @@ async def test_generation_changed_predicate_skips_status_updates(env: ClusterCac
         seen.append(req)
 
     ctrl = Controller.for_(APPS, GenerationChanged).reconcile(reconcile)
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     await _until(lambda: len(seen) == 1)
     # A status-only write: the server keeps the generation.
     await env.client.patch(
@@ -227,7 +227,7 @@ async def test_generation_changed_predicate_skips_status_updates(env: ClusterCac
     assert len(seen) == 1
     await env.put(app("a", generation=2))  # a spec change: the server bumps the generation
     await _until(lambda: len(seen) == 2)
-    await ctrl.stop()
+    await running.stop()
 
 
 async def test_max_concurrency_never_processes_one_key_twice(env: ClusterCache) -> None:
@@ -246,14 +246,14 @@ async def test_max_concurrency_never_processes_one_key_twice(env: ClusterCache) 
         done += 1
 
     ctrl = Controller.for_(APPS).max_concurrent(4).reconcile(reconcile)
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     for round_ in range(5):
         for i in range(8):
             await env.put({**app(f"o{i}"), "spec": {"x": round_}})
         await asyncio.sleep(0.005)
     await _until(lambda: not active and done >= 8)
     await asyncio.sleep(0.1)
-    await ctrl.stop()
+    await running.stop()
     assert peak == 4
 
 
@@ -267,15 +267,15 @@ async def test_no_reconcile_before_caches_sync() -> None:
     async def reconcile(req: Request, ctx: Context) -> None:
         seen.append(req)
 
-    ctrl = Controller.for_(APPS).reconcile(reconcile)
-    start = asyncio.ensure_future(ctrl.start(_runtime(env)))
+    running = RunningController(Controller.for_(APPS).reconcile(reconcile), _runtime(env))
+    start = asyncio.ensure_future(running.start())
     await asyncio.sleep(0.1)
     assert not start.done() and not seen
     env.cluster.add_crd(APP_CRD)
     await env.add(app("a"))
     await start
     await _until(lambda: len(seen) == 1)
-    await ctrl.stop()
+    await running.stop()
     await env.close()
 
 
@@ -290,7 +290,7 @@ async def test_cache_sync_timeout_names_rbac() -> None:
     rt.cache_sync_timeout = 0.1
     try:
         with pytest.raises(TimeoutError, match="RBAC"):
-            await Controller.for_(APPS).reconcile(reconcile).start(rt)
+            await run(Controller.for_(APPS).reconcile(reconcile), rt)
     finally:
         await env.close()
 
@@ -306,7 +306,7 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
     monkeypatch: pytest.MonkeyPatch, env: ClusterCache
 ) -> None:
     from kubeop.client import ApiConnectionError
-    from kubeop.controller import controller as controller_module
+    from kubeop.controller import running as controller_module
 
     back = asyncio.Event()
 
@@ -330,12 +330,12 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
         .with_rate_limiter(ItemExponentialFailureRateLimiter(30, 60))
         .reconcile(reconcile)
     )
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     await _until(lambda: len(calls) == 1)
     await asyncio.sleep(0.05)
     back.set()
     await _until(lambda: len(calls) == 2, timeout=2)
-    await ctrl.stop(drain=False)
+    await running.stop(drain=False)
     assert calls[1] - calls[0] < 2
 
 
@@ -354,7 +354,7 @@ class _CountingLimiter(ItemExponentialFailureRateLimiter[Request]):
 def _probe(monkeypatch: pytest.MonkeyPatch, back: asyncio.Event | None) -> None:
     """The shared readiness probe: the first wait ends when ``back`` is set (the server went down
     and came back); every later one (or all, without ``back``) sleeps its delay: no transition."""
-    from kubeop.controller import controller as controller_module
+    from kubeop.controller import running as controller_module
 
     released: list[bool] = []
 
@@ -396,12 +396,12 @@ async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_
 
     limiter = _CountingLimiter()
     ctrl = Controller.for_(APPS).with_rate_limiter(limiter).reconcile(reconcile)
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     await _until(lambda: len(calls) == 1)
     await asyncio.sleep(0.05)
     back.set()
     await _until(lambda: len(calls) == 3, timeout=2)
-    await ctrl.stop(drain=False)
+    await running.stop(drain=False)
     assert calls[2] - calls[1] < 0.5  # the controller's own backoff, reset by the return: 0.2-0.4 s
     assert limiter.calls == 0
 
@@ -428,9 +428,9 @@ async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_
 
     limiter = _CountingLimiter()
     ctrl = Controller.for_(APPS).with_rate_limiter(limiter).max_concurrent(2).reconcile(reconcile)
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     await _until(lambda: len(calls["a"]) == 3 and len(calls["b"]) == 3, timeout=3)
-    await ctrl.stop(drain=False)
+    await running.stop(drain=False)
     for times in calls.values():
         first, second = times[1] - times[0], times[2] - times[1]
         assert 0.15 <= first < 0.5 and 0.35 <= second < 1.0, times  # 0.2-0.4 s, then 0.4-0.8 s
@@ -456,9 +456,9 @@ async def test_a_failed_reconcile_says_which_object_in_the_message(
     )
     rt = _runtime(env)
     with caplog.at_level(logging.WARNING, logger="kubeop"):
-        await ctrl.start(rt)
+        running = await run(ctrl, rt)
         await _until(lambda: len([r for r in caplog.records if "reconcile of" in r.getMessage()]) >= 2)
-        await ctrl.stop()
+        await running.stop()
     messages = sorted(r.getMessage() for r in caplog.records if "reconcile of" in r.getMessage())
     assert messages == [
         "app: reconcile of default/a failed, will retry: RuntimeError: boom",

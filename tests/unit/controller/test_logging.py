@@ -17,17 +17,17 @@ import pytest
 from kubeop.controller import (
     Context,
     Controller,
-    ControllerRuntime,
     EventRecorder,
     ReconcilerClient,
     Request,
     TerminalError,
 )
 from kubeop.controller.context import current_reconcile
+from kubeop.controller.running import ControllerRuntime
 from kubeop.manager.logs import JsonFormatter, TextFormatter
 from kubeop.queue import ItemExponentialFailureRateLimiter
 
-from .fakes import APPS, CONFIGMAPS, ClusterCache, app
+from .fakes import APPS, CONFIGMAPS, ClusterCache, app, run
 
 TAG = re.compile(r" controller=app kind=App object=default/a reconcileID=([0-9a-f]{10})$")
 
@@ -102,11 +102,11 @@ async def _run(reconcile: Any, until: Any) -> None:
         .with_rate_limiter(ItemExponentialFailureRateLimiter(0.001, 0.004))
         .reconcile(reconcile)
     )
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     try:
         await _until(until)
     finally:
-        await ctrl.stop()
+        await running.stop()
         await env.close()
 
 
@@ -252,11 +252,11 @@ async def test_an_informer_started_by_a_reconcile_does_not_log_as_that_reconcile
 
 async def _run_with(env: ClusterCache, reconcile: Any, until: Any) -> None:
     ctrl = Controller.for_(APPS).reconcile(reconcile)
-    await ctrl.start(_runtime(env))
+    running = await run(ctrl, _runtime(env))
     try:
         await _until(until)
     finally:
-        await ctrl.stop()
+        await running.stop()
         await env.close()
 
 

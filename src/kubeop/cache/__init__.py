@@ -1,8 +1,9 @@
 """kubeop.cache: watches, caches and informers (client-go's tools/cache, on asyncio).
 
 - :func:`watcher` / :class:`Watcher`: list + watch one collection forever as a stream of
-  ``Init`` / ``InitApply`` / ``InitDone`` / ``Apply`` / ``Delete`` events, recovering from every
-  failure (relist on 410, backoff, stall detection, fast return after an outage).
+  :data:`WatcherEvent` s (``Init`` / ``InitApply`` / ``InitDone`` / ``Apply`` / ``Delete``),
+  recovering from every failure (relist on 410, backoff, stall detection, fast return after an
+  outage).
 - :class:`Reflector`: applies those events to a store, swapping each relist in atomically.
 - :class:`DeltaFIFO`: per-object change lists between a reflector and its consumer.
 - :class:`Indexer`: the keyed, indexed store (``ns/name`` keys, namespace index built in).
@@ -30,12 +31,12 @@ from kubeop.cache.transform import Transform, chain, drop_fields, strip_managed_
 from kubeop.cache.watcher import (
     Apply,
     Delete,
-    Event,
     Init,
     InitApply,
     InitDone,
     VeryShortWatch,
     Watcher,
+    WatcherEvent,
     WatcherStats,
     WatchStalled,
     watcher,
@@ -55,7 +56,6 @@ __all__ = [
     "DeltaFIFO",
     "DeltaType",
     "Deltas",
-    "Event",
     "FIFOClosed",
     "FuncHandler",
     "HandlerRegistration",
@@ -81,6 +81,7 @@ __all__ = [
     "Watcher",
     "WatcherConfig",
     "WatcherError",
+    "WatcherEvent",
     "WatcherStats",
     "chain",
     "drop_fields",

@@ -20,7 +20,7 @@ import logging
 from collections.abc import AsyncIterable, Callable
 from typing import Any, Protocol
 
-from kubeop.cache.watcher import Apply, Delete, Event, Init, InitApply, InitDone, Watcher
+from kubeop.cache.watcher import Apply, Delete, Init, InitApply, InitDone, Watcher, WatcherEvent
 
 __all__ = ["Reflector", "ReflectorStore", "reflector"]
 
@@ -51,7 +51,7 @@ class Reflector:
     def __init__(
         self,
         store: ReflectorStore,
-        events: AsyncIterable[Event],
+        events: AsyncIterable[WatcherEvent],
         *,
         resync_period: float = 0.0,
         should_resync: Callable[[], bool] | None = None,
@@ -122,7 +122,7 @@ class Reflector:
 
 
 async def reflector(
-    store: ReflectorStore, events: AsyncIterable[Event], *, resync_period: float = 0.0
+    store: ReflectorStore, events: AsyncIterable[WatcherEvent], *, resync_period: float = 0.0
 ) -> None:
     """Keep ``store`` in step with ``events`` until cancelled (see :class:`Reflector`)."""
     await Reflector(store, events, resync_period=resync_period).run()

@@ -66,13 +66,13 @@ __all__ = [
     "Config",
     "Delete",
     "Error",
-    "Event",
     "Init",
     "InitApply",
     "InitDone",
     "VeryShortWatch",
     "WatchStalled",
     "Watcher",
+    "WatcherEvent",
     "WatcherStats",
     "watcher",
 ]
@@ -125,7 +125,9 @@ class Delete:
     object: Obj
 
 
-Event = Init | InitApply | InitDone | Apply | Delete
+#: What a :class:`Watcher` yields (``kubeop.cache.WatcherEvent``; not a Kubernetes Event, which is
+#: ``kubeop.kinds.Event``).
+WatcherEvent = Init | InitApply | InitDone | Apply | Delete
 
 
 # -- configuration, errors, statistics ------------------------------------------------------------
@@ -228,10 +230,10 @@ class Watcher:
     def description(self) -> str:
         return self.source.description
 
-    def __aiter__(self) -> AsyncIterator[Event]:
+    def __aiter__(self) -> AsyncIterator[WatcherEvent]:
         return self._events()
 
-    async def _events(self) -> AsyncIterator[Event]:
+    async def _events(self) -> AsyncIterator[WatcherEvent]:
         while True:
             streaming = False
             self._arm_return_guard()
@@ -308,7 +310,7 @@ class Watcher:
             allow_bookmarks=cfg.bookmarks or send_initial_events,
         )
 
-    async def _paged_list(self) -> AsyncIterator[Event]:
+    async def _paged_list(self) -> AsyncIterator[WatcherEvent]:
         # client-go's relistResourceVersion: "" after the version became unavailable (a
         # consistent read), "0" the first time (any version: served from the watch cache), and
         # otherwise "not older than what we saw". Only "" and "0" are paged: a list at a specific
@@ -350,7 +352,7 @@ class Watcher:
         self._failures = 0
         self.stats.lists_completed += 1
 
-    async def _consume(self, stream: AsyncIterator[Any], *, initial: bool) -> AsyncIterator[Event]:
+    async def _consume(self, stream: AsyncIterator[Any], *, initial: bool) -> AsyncIterator[WatcherEvent]:
         """Events of one watch stream; ``initial``: it starts with a streaming list.
 
         This is the hot path of every sync (one pass per object), hence the locals.

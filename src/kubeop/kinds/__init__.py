@@ -4,7 +4,8 @@ Each kind is a pydantic model and a resource handle for every client verb
 (``await ctx.client.get(Deployment, name, namespace=ns)`` returns a Deployment). Attributes
 are snake_case with the API's camelCase names as aliases; fields the models do not know are
 kept, so an object survives a read and a write unchanged. One module per API group version,
-each loaded on first use: an operator that uses no kind pays nothing. The modules:
+each loaded on first use: an operator that uses no kind pays nothing. ``Event`` is
+events.k8s.io/v1's (core/v1's is ``kubeop.kinds.core_v1.Event``). The modules:
 apps_v1, batch_v1, coordination_v1, core_v1, events_v1, meta_v1, networking_v1, policy_v1, rbac_v1,
 storage_v1.
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         Service,
         ServiceAccount,
     )
+    from kubeop.kinds.events_v1 import Event
     from kubeop.kinds.networking_v1 import Ingress, NetworkPolicy
     from kubeop.kinds.policy_v1 import PodDisruptionBudget
     from kubeop.kinds.rbac_v1 import ClusterRole, ClusterRoleBinding, Role, RoleBinding
@@ -44,6 +46,7 @@ _WHERE = {
     "DaemonSet": "apps_v1",
     "Deployment": "apps_v1",
     "Endpoints": "core_v1",
+    "Event": "events_v1",
     "Ingress": "networking_v1",
     "Job": "batch_v1",
     "Lease": "coordination_v1",
@@ -83,6 +86,7 @@ __all__ = [
     "DaemonSet",
     "Deployment",
     "Endpoints",
+    "Event",
     "Ingress",
     "Job",
     "Lease",

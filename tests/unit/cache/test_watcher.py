@@ -13,12 +13,12 @@ from kubeop.cache import (
     Apply,
     BackoffConfig,
     Delete,
-    Event,
     Init,
     InitApply,
     InitDone,
     Watcher,
     WatcherConfig,
+    WatcherEvent,
     strip_managed_fields,
 )
 from kubeop.client import ApiConnectionError
@@ -40,17 +40,17 @@ class Events:
 
     def __init__(self, watcher: Watcher) -> None:
         self.watcher = watcher
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.queue: asyncio.Queue[WatcherEvent] = asyncio.Queue()
         self.task = asyncio.create_task(self._pump())
 
     async def _pump(self) -> None:
         async for event in self.watcher:
             self.queue.put_nowait(event)
 
-    async def next(self, within: float = 2.0) -> Event:
+    async def next(self, within: float = 2.0) -> WatcherEvent:
         return await asyncio.wait_for(self.queue.get(), within)
 
-    async def take(self, n: int, within: float = 2.0) -> list[Event]:
+    async def take(self, n: int, within: float = 2.0) -> list[WatcherEvent]:
         return [await self.next(within) for _ in range(n)]
 
     async def none_within(self, seconds: float) -> None:
@@ -63,7 +63,7 @@ class Events:
             await self.task
 
 
-def names(events: list[Event]) -> list[str]:
+def names(events: list[WatcherEvent]) -> list[str]:
     out = []
     for e in events:
         if isinstance(e, (InitApply, Apply, Delete)):

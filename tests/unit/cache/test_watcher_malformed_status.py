@@ -19,7 +19,16 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from kubeop.cache import BackoffConfig, Event, Init, InitApply, InitDone, ListWatch, Watcher, WatcherConfig
+from kubeop.cache import (
+    BackoffConfig,
+    Init,
+    InitApply,
+    InitDone,
+    ListWatch,
+    Watcher,
+    WatcherConfig,
+    WatcherEvent,
+)
 from kubeop.client import Client, ClientConfig
 from kubeop.core import ApiResource
 from kubeop.core.errors import ApiError
@@ -112,7 +121,7 @@ async def test_the_watcher_survives_malformed_statuses_and_then_syncs(
                 server_probe=False,
             ),
         )
-        events: list[Event] = []
+        events: list[WatcherEvent] = []
 
         async def run() -> None:
             async for event in watcher:

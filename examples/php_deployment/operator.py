@@ -15,15 +15,18 @@ from typing import Any
 
 from kubeop import ApiResource
 from kubeop.helm import HelmOperator, load_watches
+from kubeop.kinds import Deployment, Ingress, Service
 
 HERE = Path(__file__).parent
 WATCHES = HERE / "watches.yaml"
 CHART = HERE / "helm-charts" / "php-deployment"
 
+# The custom resource has no model: the chart's values are its spec (see crd.py).
 PHP_DEPLOYMENTS = ApiResource("web.example.com", "v1", "phpdeployments", kind="PhpDeployment")
-DEPLOYMENTS = ApiResource("apps", "v1", "deployments", kind="Deployment")
-SERVICES = ApiResource("", "v1", "services", kind="Service")
-INGRESSES = ApiResource("networking.k8s.io", "v1", "ingresses", kind="Ingress")
+# What the chart renders, as kubeop.kinds models (handles for reads in the tests and tools).
+DEPLOYMENTS = Deployment.resource
+SERVICES = Service.resource
+INGRESSES = Ingress.resource
 
 
 def operator(**options: Any) -> HelmOperator:

@@ -18,8 +18,18 @@ import asyncio
 import shutil
 from pathlib import Path
 
-from examples.kube import PVCS, PVS, PersistentVolume, PersistentVolumeClaim, StorageClass
 from kubeop import Context, Controller, Request, TerminalError
+from kubeop.kinds import PersistentVolume, PersistentVolumeClaim, StorageClass
+from kubeop.kinds.core_v1 import (
+    HostPathVolumeSource,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    ObjectReference,
+    PersistentVolumeSpec,
+    VolumeNodeAffinity,
+)
+from kubeop.kinds.meta_v1 import ObjectMeta
 
 PROVISIONER = "kubeop.dev/hostpath"
 PROVISIONER_ANNOTATIONS = (
@@ -37,15 +47,18 @@ def _ours(pvc: PersistentVolumeClaim) -> bool:
 
 async def reconcile_claim(req: Request, ctx: Context) -> None:
     pvc = await ctx.client.get(PersistentVolumeClaim, req.name, namespace=req.namespace)
-    if pvc is None or not _ours(pvc) or pvc.spec.volume_name or pvc.metadata.deletion_timestamp:
+    if pvc is None or not _ours(pvc) or pvc.metadata.deletion_timestamp:
         return
-    if pvc.status.phase not in (None, "Pending"):
+    spec = pvc.spec
+    if spec is None or spec.volume_name:
         return
-    sc = await ctx.client.get(StorageClass, pvc.spec.storage_class_name or "")
+    if pvc.status is not None and pvc.status.phase not in (None, "Pending"):
+        return
+    sc = await ctx.client.get(StorageClass, spec.storage_class_name or "")
     if sc is None or sc.provisioner != PROVISIONER:
         return
-    base = sc.parameters.get("path")
-    size = pvc.spec.resources.requests.get("storage")
+    base = (sc.parameters or {}).get("path")
+    size = ((spec.resources.requests if spec.resources else None) or {}).get("storage")
     if not base or not size:
         what = "its StorageClass has no 'path' parameter" if not base else "it requests no storage"
         ctx.recorder.event(pvc, "Warning", "ProvisioningFailed", f"cannot provision: {what}")
@@ -53,30 +66,31 @@ async def reconcile_claim(req: Request, ctx: Context) -> None:
     name = f"pvc-{pvc.metadata.uid}"
     path = Path(base) / name
     await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
-    pv: dict[str, object] = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name, "annotations": {PROVISIONED_BY: PROVISIONER}},
-        "spec": {
-            "capacity": {"storage": size},
-            "accessModes": pvc.spec.access_modes or ["ReadWriteOnce"],
-            "volumeMode": pvc.spec.volume_mode or "Filesystem",
-            "storageClassName": sc.metadata.name,
-            "persistentVolumeReclaimPolicy": sc.reclaim_policy or "Delete",
-            "hostPath": {"path": str(path), "type": "DirectoryOrCreate"},
-            "claimRef": {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "namespace": pvc.metadata.namespace,
-                "name": pvc.metadata.name,
-                "uid": pvc.metadata.uid,
-            },
-        },
-    }
     node = (pvc.metadata.annotations or {}).get(SELECTED_NODE)
+    affinity = None
     if node:
-        term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
-        pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}  # type: ignore[index]
+        on_node = NodeSelectorRequirement(key="kubernetes.io/hostname", operator="In", values=[node])
+        term = NodeSelectorTerm(match_expressions=[on_node])
+        affinity = VolumeNodeAffinity(required=NodeSelector(node_selector_terms=[term]))
+    pv = PersistentVolume(
+        metadata=ObjectMeta(name=name, annotations={PROVISIONED_BY: PROVISIONER}),
+        spec=PersistentVolumeSpec(
+            capacity={"storage": size},
+            access_modes=spec.access_modes or ["ReadWriteOnce"],
+            volume_mode=spec.volume_mode or "Filesystem",
+            storage_class_name=sc.metadata.name,
+            persistent_volume_reclaim_policy=sc.reclaim_policy or "Delete",
+            host_path=HostPathVolumeSource(path=str(path), type="DirectoryOrCreate"),
+            claim_ref=ObjectReference(
+                api_version="v1",
+                kind="PersistentVolumeClaim",
+                namespace=pvc.metadata.namespace,
+                name=pvc.metadata.name,
+                uid=pvc.metadata.uid,
+            ),
+            node_affinity=affinity,
+        ),
+    )
     action, _ = await ctx.client.create_or_update(pv)
     if action == "created":
         ctx.log.info("provisioned %s (%s) for %s/%s", name, size, req.namespace, req.name)
@@ -87,16 +101,17 @@ async def reconcile_volume(req: Request, ctx: Context) -> None:
     pv = await ctx.client.get(PersistentVolume, req.name)
     if pv is None or (pv.metadata.annotations or {}).get(PROVISIONED_BY) != PROVISIONER:
         return
-    if pv.status.phase != "Released" or pv.spec.persistent_volume_reclaim_policy != "Delete":
+    phase = pv.status.phase if pv.status else None
+    if phase != "Released" or pv.spec is None or pv.spec.persistent_volume_reclaim_policy != "Delete":
         return
     if pv.spec.host_path is not None and Path(pv.spec.host_path.path).name == pv.metadata.name:
         await asyncio.to_thread(shutil.rmtree, pv.spec.host_path.path, True)
-    if await ctx.client.delete(PVS, req.name):
+    if await ctx.client.delete(PersistentVolume, req.name):
         ctx.log.info("deleted released volume %s", req.name)
 
 
 def controllers() -> list[Controller]:
     return [
-        Controller.for_(PVCS).named("hostpath-claims").reconcile(reconcile_claim),
-        Controller.for_(PVS).named("hostpath-volumes").reconcile(reconcile_volume),
+        Controller.for_(PersistentVolumeClaim).named("hostpath-claims").reconcile(reconcile_claim),
+        Controller.for_(PersistentVolume).named("hostpath-volumes").reconcile(reconcile_volume),
     ]

@@ -288,6 +288,40 @@ class StorageClass(_Kind):
     reclaim_policy: str | None = None
 
 
+# -- what the examples ask of built-in objects (kubeop.kinds models) -------------------------------
+def _true(conditions: Any, type_: str) -> bool:
+    return any(c.type == type_ and c.status == "True" for c in conditions or ())
+
+
+def pod_running(pod: Any) -> bool:
+    """Running and not on its way out."""
+    phase = pod.status.phase if pod.status is not None else None
+    return phase == "Running" and pod.metadata.deletion_timestamp is None
+
+
+def pod_ready(pod: Any) -> bool:
+    return pod_running(pod) and _true(pod.status.conditions, "Ready")
+
+
+def pod_revision(pod: Any) -> str | None:
+    """The StatefulSet revision a pod runs (its ``controller-revision-hash`` label)."""
+    return (pod.metadata.labels or {}).get("controller-revision-hash")  # type: ignore[no-any-return]
+
+
+def job_succeeded(job: Any) -> bool:
+    """Finished with success (condition Complete)."""
+    return job.status is not None and _true(job.status.conditions, "Complete")
+
+
+def job_failed(job: Any) -> bool:
+    """Finished with a failure (condition Failed)."""
+    return job.status is not None and _true(job.status.conditions, "Failed")
+
+
+def job_finished(job: Any) -> bool:
+    return job_succeeded(job) or job_failed(job)
+
+
 def owner_labels(app: str, instance: str, manager: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": app,

@@ -28,15 +28,15 @@ and TooManyMissedTimes, is also a Warning Event, once per change of the conditio
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from examples.crontab.api.v1.crontab import CronTab, CronTabStatus, JobReference
 from examples.crontab.cron import cron_problem
 from examples.crontab.schedule import MACROS, CronSchedule, InvalidSchedule, Plan, job_name, plan
 from examples.kube import (
-    JOBS,
-    Job,
     condition,
+    job_failed,
+    job_finished,
+    job_succeeded,
     owner_labels,
     parse_time,
     rfc3339,
@@ -53,6 +53,10 @@ from kubeop.controller import (
 )
 from kubeop.core.errors import AlreadyExists, NotFound
 from kubeop.crd import rbac_rule
+from kubeop.kinds import Job
+from kubeop.kinds.batch_v1 import JobSpec
+from kubeop.kinds.core_v1 import Container, PodSpec, PodTemplateSpec
+from kubeop.kinds.meta_v1 import ObjectMeta
 
 __all__ = ["SCHEDULED_AT", "CronTabController", "controller", "job_manifest"]
 
@@ -68,31 +72,29 @@ MAX_NAME = 52
 
 
 # --8<-- [start:job]
-def job_manifest(ct: CronTab, scheduled: dt.datetime) -> dict[str, Any]:
+def job_manifest(ct: CronTab, scheduled: dt.datetime) -> Job:
     """The Job for the run of ``ct`` scheduled at ``scheduled``."""
     name, ns = ct.metadata.name or "", ct.metadata.namespace or ""
     replicas = 1 if ct.spec.replicas is None else ct.spec.replicas
-    job: dict[str, Any] = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(name, scheduled),
-            "namespace": ns,
-            "labels": owner_labels("crontab", name, MANAGER),
-            "annotations": {SCHEDULED_AT: rfc3339(scheduled)},
-        },
-        "spec": {
-            "parallelism": replicas,
-            "completions": replicas,
-            "template": {
-                "metadata": {"labels": owner_labels("crontab", name, MANAGER)},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "crontab", "image": ct.spec.image}],
-                },
-            },
-        },
-    }
+    job = Job(
+        metadata=ObjectMeta(
+            name=job_name(name, scheduled),
+            namespace=ns,
+            labels=owner_labels("crontab", name, MANAGER),
+            annotations={SCHEDULED_AT: rfc3339(scheduled)},
+        ),
+        spec=JobSpec(
+            parallelism=replicas,
+            completions=replicas,
+            template=PodTemplateSpec(
+                metadata=ObjectMeta(labels=owner_labels("crontab", name, MANAGER)),
+                spec=PodSpec(
+                    restart_policy="Never",
+                    containers=[Container(name="crontab", image=ct.spec.image)],
+                ),
+            ),
+        ),
+    )
     set_controller_reference(ct, job)
     return job
 
@@ -119,8 +121,8 @@ def expired(jobs: list[Job], successful_limit: int, failed_limit: int) -> list[J
     """The finished Jobs to delete: all but the newest ``successful_limit`` successful and
     ``failed_limit`` failed ones (newest by scheduled time)."""
     newest = sorted(jobs, key=_scheduled_at, reverse=True)
-    succeeded = [j for j in newest if j.succeeded]
-    failed = [j for j in newest if j.failed]
+    succeeded = [j for j in newest if job_succeeded(j)]
+    failed = [j for j in newest if job_failed(j)]
     return succeeded[successful_limit:] + failed[failed_limit:]
 
 
@@ -231,7 +233,7 @@ class CronTabController:
             else:
                 ctx.log.debug("created job %s for %s", name, rfc3339(scheduled))
                 ctx.recorder.event(ct, "Normal", "SuccessfulCreate", f"Created job {name}")
-            if not job.finished and all(r.name != name for r in status.active):
+            if not job_finished(job) and all(r.name != name for r in status.active):
                 status.active.append(_ref(job))
         status.last_schedule_time = rfc3339(scheduled)
         return None
@@ -247,16 +249,16 @@ class CronTabController:
         ):
             name = job.metadata.name or ""
             if await ctx.client.delete(
-                JOBS, name, namespace=ct.metadata.namespace, propagation_policy="Background"
+                Job, name, namespace=ct.metadata.namespace, propagation_policy="Background"
             ):
                 ctx.log.info("deleted finished job %s (history limit)", name)
                 ctx.recorder.event(ct, "Normal", "SuccessfulDelete", f"Deleted job {name}")
             jobs.remove(job)
 
     def _observe(self, status: CronTabStatus, jobs: list[Job]) -> None:
-        running = sorted((j for j in jobs if not j.finished), key=_scheduled_at)
+        running = sorted((j for j in jobs if not job_finished(j)), key=_scheduled_at)
         status.active = [_ref(j) for j in running]
-        completions = [parse_time(j.status.completion_time) for j in jobs if j.succeeded]
+        completions = [parse_time(j.status.completion_time) for j in jobs if j.status and job_succeeded(j)]
         times = [t for t in [*completions, parse_time(status.last_successful_time)] if t is not None]
         if times:
             status.last_successful_time = rfc3339(max(times))
@@ -283,7 +285,7 @@ class CronTabController:
 
 def _owned_by(job: Job, ct: CronTab) -> bool:
     refs = job.metadata.owner_references or []
-    return any(r.get("uid") == ct.metadata.uid and r.get("controller") for r in refs)
+    return any(r.uid == ct.metadata.uid and r.controller for r in refs)
 
 
 def _requeue_after(todo: Plan, now: dt.datetime) -> float:
@@ -294,7 +296,7 @@ def _requeue_after(todo: Plan, now: dt.datetime) -> float:
 def controller() -> Controller:
     """The CronTab controller: CronTabs (spec changes) and the Jobs they own."""
     rec = CronTabController()
-    return Controller.for_(CronTab, GenerationChanged).owns(JOBS).named("crontab").reconcile(rec.reconcile)
+    return Controller.for_(CronTab, GenerationChanged).owns(Job).named("crontab").reconcile(rec.reconcile)
 
 
 # --8<-- [end:controller]

@@ -15,6 +15,8 @@ from examples.kube import Job
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubeop.core.model import to_dict
+
 T0 = dt.datetime(2026, 1, 1, 0, 2, 30, tzinfo=dt.UTC)  # a Thursday
 MIN = dt.timedelta(minutes=1)
 
@@ -213,7 +215,7 @@ def test_history_keeps_the_newest_of_each_outcome() -> None:
 
 def test_the_job_is_owned_named_and_sized_from_the_crontab() -> None:
     when = at("2026-01-01T00:05:00")
-    manifest = job_manifest(crontab(replicas=3), when)
+    manifest = to_dict(job_manifest(crontab(replicas=3), when))  # the Job model as the client sends it
     assert manifest["metadata"]["name"] == "ct-29453765"
     assert manifest["metadata"]["annotations"][SCHEDULED_AT] == "2026-01-01T00:05:00Z"
     (owner,) = manifest["metadata"]["ownerReferences"]
@@ -221,7 +223,7 @@ def test_the_job_is_owned_named_and_sized_from_the_crontab() -> None:
     assert manifest["spec"]["parallelism"] == manifest["spec"]["completions"] == 3
     pod = manifest["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["containers"][0]["image"] == "busybox"
-    assert job_manifest(crontab(), when)["spec"]["completions"] == 1  # replicas unset: one pod
+    assert to_dict(job_manifest(crontab(), when))["spec"]["completions"] == 1  # replicas unset: one pod
 
 
 def test_the_cluster_role_covers_what_the_controller_does() -> None:

@@ -27,23 +27,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from examples.dbcluster.api.v1alpha1.databasecluster import DatabaseCluster, DatabaseClusterStatus, Member
 from examples.kube import (
-    CONFIGMAPS,
-    PODS,
-    SECRETS,
-    SERVICES,
-    STATEFULSETS,
     Condition,
-    Pod,
     References,
-    Secret,
-    StatefulSet,
     instance_owner,
     owner_labels,
     parse_quantity,
+    pod_ready,
     set_conditions,
     status_dict,
 )
@@ -56,6 +48,30 @@ from kubeop import (
     rbac_rule,
     set_controller_reference,
 )
+from kubeop.kinds import ConfigMap, Pod, Secret, Service, StatefulSet
+from kubeop.kinds.apps_v1 import (
+    StatefulSetPersistentVolumeClaimRetentionPolicy,
+    StatefulSetSpec,
+    StatefulSetStatus,
+    StatefulSetUpdateStrategy,
+)
+from kubeop.kinds.core_v1 import (
+    ConfigMapVolumeSource,
+    Container,
+    ContainerPort,
+    EnvFromSource,
+    PersistentVolumeClaim,
+    PersistentVolumeClaimSpec,
+    PodSpec,
+    PodTemplateSpec,
+    SecretEnvSource,
+    ServicePort,
+    ServiceSpec,
+    Volume,
+    VolumeMount,
+    VolumeResourceRequirements,
+)
+from kubeop.kinds.meta_v1 import LabelSelector, ObjectMeta
 
 MANAGER = "dbcluster-operator"
 FINALIZER = "db.example.com/decommission"
@@ -70,6 +86,10 @@ def config_hash(config: Mapping[str, str]) -> str:
 
 def render_config(config: Mapping[str, str]) -> str:
     return "".join(f"{k} = {v}\n" for k, v in sorted(config.items()))
+
+
+def _sts_status(sts: StatefulSet) -> StatefulSetStatus:
+    return sts.status or StatefulSetStatus(replicas=0)
 
 
 def _ordinal(pod: Pod) -> int:
@@ -144,14 +164,13 @@ class DatabaseClusterController:
             replicas = min(target, 1)
             step = "Creating"
         else:
-            current = sts.spec.replicas or 0
-            done = (
-                sts.status.observed_generation == sts.metadata.generation and sts.status.replicas == current
-            )
+            current = (sts.spec.replicas if sts.spec else None) or 0
+            st = _sts_status(sts)
+            done = st.observed_generation == sts.metadata.generation and st.replicas == current
             replicas = current
             if current < target:
                 step = "ScalingUp"
-                if done and sts.status.ready_replicas == current:
+                if done and (st.ready_replicas or 0) == current:
                     replicas = current + 1
                     ctx.recorder.event(dbc, "Normal", "MemberAdded", f"adding member {name}-{current}")
             elif current > target:
@@ -164,20 +183,21 @@ class DatabaseClusterController:
         # --8<-- [end:step]
         hash_ = config_hash(dbc.spec.config)
         if deleting:
-            if sts is not None and replicas != (sts.spec.replicas or 0):
-                await ctx.client.patch(STATEFULSETS, name, {"spec": {"replicas": replicas}}, namespace=ns)
+            if sts is not None and replicas != ((sts.spec.replicas if sts.spec else None) or 0):
+                await ctx.client.patch(StatefulSet, name, {"spec": {"replicas": replicas}}, namespace=ns)
         else:
             sts = await self._children(ctx, dbc, replicas, hash_, create_volumes=sts is None)
 
         # Self-healing: a failed member is deleted, and its StatefulSet makes it again.
         for pod in pods:
-            if pod.status.phase == "Failed" and pod.metadata.deletion_timestamp is None:
-                await ctx.client.delete(PODS, pod.metadata.name or "", namespace=ns)
+            phase = pod.status.phase if pod.status else None
+            if phase == "Failed" and pod.metadata.deletion_timestamp is None:
+                await ctx.client.delete(Pod, pod.metadata.name or "", namespace=ns)
                 ctx.recorder.event(
                     dbc, "Warning", "MemberReplaced", f"member {pod.metadata.name} failed: replacing it"
                 )
 
-        if deleting and replicas == 0 and not pods and (sts is None or sts.status.replicas == 0):
+        if deleting and replicas == 0 and not pods and (sts is None or _sts_status(sts).replicas == 0):
             ctx.log.info("every member decommissioned")
             await ctx.client.remove_finalizer(dbc, FINALIZER)
             return None
@@ -208,80 +228,79 @@ class DatabaseClusterController:
     ) -> StatefulSet | None:
         ns, name = dbc.metadata.namespace or "", dbc.metadata.name or ""
         labels = owner_labels("dbcluster", name, MANAGER)
-        port = {"name": "sql", "port": PORT, "targetPort": PORT}
+        port = ServicePort(name="sql", port=PORT, target_port=PORT)
 
-        def service(svc_name: str, role: str, **spec: Any) -> dict[str, Any]:
-            return {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": svc_name, "namespace": ns, "labels": {**labels, ROLE: role}},
-                "spec": {"selector": labels, "ports": [port], **spec},
-            }
+        def service(svc_name: str, role: str, spec: ServiceSpec) -> Service:
+            return Service(
+                metadata=ObjectMeta(name=svc_name, namespace=ns, labels={**labels, ROLE: role}), spec=spec
+            )
 
-        configmap = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": f"{name}-config", "namespace": ns, "labels": labels},
-            "data": {"cluster.conf": render_config(dbc.spec.config), "config-hash": hash_},
-        }
-        container: dict[str, Any] = {
-            "name": "db",
-            "image": dbc.spec.image,
-            "args": ["start", "--join", f"{name}-0.{name}-peers", "--config", "/etc/db/cluster.conf"],
-            "ports": [{"name": "sql", "containerPort": PORT}],
-            "volumeMounts": [
-                {"name": "data", "mountPath": "/var/lib/db"},
-                {"name": "config", "mountPath": "/etc/db"},
+        configmap = ConfigMap(
+            metadata=ObjectMeta(name=f"{name}-config", namespace=ns, labels=labels),
+            data={"cluster.conf": render_config(dbc.spec.config), "config-hash": hash_},
+        )
+        container = Container(
+            name="db",
+            image=dbc.spec.image,
+            args=["start", "--join", f"{name}-0.{name}-peers", "--config", "/etc/db/cluster.conf"],
+            ports=[ContainerPort(name="sql", container_port=PORT)],
+            volume_mounts=[
+                VolumeMount(name="data", mount_path="/var/lib/db"),
+                VolumeMount(name="config", mount_path="/etc/db"),
             ],
-        }
+        )
         if dbc.spec.credentials_secret:
-            container["envFrom"] = [{"secretRef": {"name": dbc.spec.credentials_secret}}]
-        spec: dict[str, Any] = {
-            "replicas": replicas,
-            "serviceName": f"{name}-peers",
-            "podManagementPolicy": "OrderedReady",
-            "updateStrategy": {"type": "RollingUpdate"},
-            "selector": {"matchLabels": labels},
-            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Delete"},
-            "template": {
-                "metadata": {"labels": labels, "annotations": {CONFIG_HASH: hash_}},
-                "spec": {
-                    "containers": [container],
-                    "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}],
-                },
-            },
-        }
+            container.env_from = [EnvFromSource(secret_ref=SecretEnvSource(name=dbc.spec.credentials_secret))]
+        spec = StatefulSetSpec(
+            replicas=replicas,
+            service_name=f"{name}-peers",
+            pod_management_policy="OrderedReady",
+            update_strategy=StatefulSetUpdateStrategy(type="RollingUpdate"),
+            selector=LabelSelector(match_labels=labels),
+            persistent_volume_claim_retention_policy=StatefulSetPersistentVolumeClaimRetentionPolicy(
+                when_deleted="Delete", when_scaled="Delete"
+            ),
+            template=PodTemplateSpec(
+                metadata=ObjectMeta(labels=labels, annotations={CONFIG_HASH: hash_}),
+                spec=PodSpec(
+                    containers=[container],
+                    volumes=[Volume(name="config", config_map=ConfigMapVolumeSource(name=f"{name}-config"))],
+                ),
+            ),
+        )
         if create_volumes:  # volumeClaimTemplates cannot change once the StatefulSet exists
-            spec["volumeClaimTemplates"] = [
-                {
-                    "metadata": {"name": "data", "labels": labels},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "resources": {"requests": {"storage": dbc.spec.storage}},
-                    },
-                }
+            spec.volume_claim_templates = [
+                PersistentVolumeClaim(
+                    metadata=ObjectMeta(name="data", labels=labels),
+                    spec=PersistentVolumeClaimSpec(
+                        access_modes=["ReadWriteOnce"],
+                        resources=VolumeResourceRequirements(requests={"storage": dbc.spec.storage}),
+                    ),
+                )
             ]
-        sts = {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "spec": spec,
-        }
-        children = [
+        sts = StatefulSet(metadata=ObjectMeta(name=name, namespace=ns, labels=labels), spec=spec)
+        children: list[ConfigMap | Service | StatefulSet] = [
             configmap,  # first: the members a rollout starts read the new configuration
-            service(name, "client"),
-            service(f"{name}-peers", "peer", clusterIP="None", publishNotReadyAddresses=True),
-            {
-                **service(f"{name}-primary", "primary"),
-                "spec": {"selector": {**labels, "apps.kubernetes.io/pod-index": "0"}, "ports": [port]},
-            },
+            service(name, "client", ServiceSpec(selector=labels, ports=[port])),
+            service(
+                f"{name}-peers",
+                "peer",
+                ServiceSpec(
+                    selector=labels, ports=[port], cluster_ip="None", publish_not_ready_addresses=True
+                ),
+            ),
+            service(
+                f"{name}-primary",
+                "primary",
+                ServiceSpec(selector={**labels, "apps.kubernetes.io/pod-index": "0"}, ports=[port]),
+            ),
             sts,
         ]
         for child in children:
             set_controller_reference(dbc, child)
             action, _ = await ctx.client.create_or_update(child)
             if action != "unchanged":
-                kind, child_name = child["kind"], child["metadata"]["name"]
+                kind, child_name = child.kind, child.metadata.name
                 ctx.log.info("%s %s %s", kind, child_name, action)
                 if kind != "StatefulSet" or action == "created":
                     ctx.recorder.event(
@@ -303,14 +322,14 @@ class DatabaseClusterController:
     ) -> None:
         gen = dbc.metadata.generation
         live = [p for p in pods if p.metadata.deletion_timestamp is None]
-        ready = [p for p in live if p.ready]
+        ready = [p for p in live if pod_ready(p)]
         status.members = replicas
         status.ready_members = len(ready)
         status.config_hash = hash_
         status.member_status = [
             Member(
                 name=p.metadata.name or "",
-                ready=p.ready,
+                ready=pod_ready(p),
                 config_hash=(p.metadata.annotations or {}).get(CONFIG_HASH),
             )
             for p in live
@@ -318,7 +337,7 @@ class DatabaseClusterController:
         status.updated_members = sum(1 for m in status.member_status if m.ready and m.config_hash == hash_)
         rolling = sts is not None and (
             any(m.config_hash != hash_ for m in status.member_status)
-            or sts.status.update_revision != sts.status.current_revision
+            or _sts_status(sts).update_revision != _sts_status(sts).current_revision
         )
         if not step and rolling:
             step = "RollingConfig"
@@ -386,11 +405,11 @@ def controller(progress_requeue: float = 5.0) -> Controller:
     rec = DatabaseClusterController(progress_requeue)
     return (
         Controller.for_(DatabaseCluster, GenerationChanged)
-        .owns(STATEFULSETS)
-        .owns(SERVICES)
-        .owns(CONFIGMAPS)
-        .watches(PODS, instance_owner(MANAGER))
-        .watches(SECRETS, rec.secret_refs.referrers)
+        .owns(StatefulSet)
+        .owns(Service)
+        .owns(ConfigMap)
+        .watches(Pod, instance_owner(MANAGER))
+        .watches(Secret, rec.secret_refs.referrers)
         .named("databasecluster")
         .reconcile(rec.reconcile)
     )

@@ -1,10 +1,10 @@
-"""What the examples share: typed views of the built-in kinds they read, the status Condition
-model, and Kubernetes quantities.
+"""What the examples share: the built-in kinds they use (:mod:`kubeop.kinds` models) and what
+they ask of them (``pod_ready``, ``job_finished``...), the status Condition model, label and
+reference bookkeeping for watches, and Kubernetes quantities.
 
-kubeop ships no models for built-in kinds, so the examples declare the few fields they read
-(pydantic models with ``api_version``/``kind``/``resource`` class attributes are typed models
-for every client verb). Sub-models ignore fields they do not declare; metadata keeps them all.
-Objects the operators *write* are built as plain dicts (the manifests read best that way).
+The built-in kinds are kubeop.kinds' generated models: read with ``ctx.client.get(Pod, ...)``,
+built with attributes (``StatefulSet(metadata=ObjectMeta(...), spec=StatefulSetSpec(...))``) and
+written as they are. ``PODS``, ``JOBS``... are their resource handles, for the tests' dict reads.
 """
 
 from __future__ import annotations
@@ -14,21 +14,60 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from kubeop import CamelModel, Request, set_condition
+from kubeop.kinds import (
+    ConfigMap,
+    Job,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    Secret,
+    Service,
+    StatefulSet,
+    StorageClass,
+)
 
-from kubeop import ApiResource, CamelModel, ObjectMeta, Request, set_condition
+__all__ = [
+    "CONFIGMAPS",
+    "JOBS",
+    "PODS",
+    "PVCS",
+    "PVS",
+    "SECRETS",
+    "SERVICES",
+    "STATEFULSETS",
+    "STORAGECLASSES",
+    "Condition",
+    "Job",
+    "Pod",
+    "References",
+    "condition",
+    "instance_owner",
+    "job_failed",
+    "job_finished",
+    "job_succeeded",
+    "now",
+    "owner_labels",
+    "parse_quantity",
+    "parse_time",
+    "pod_ready",
+    "pod_running",
+    "rfc3339",
+    "set_conditions",
+    "status_dict",
+]
 
-PODS = ApiResource("", "v1", "pods", kind="Pod")
-SECRETS = ApiResource("", "v1", "secrets", kind="Secret")
-SERVICES = ApiResource("", "v1", "services", kind="Service")
-CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
-PVCS = ApiResource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
-PVS = ApiResource("", "v1", "persistentvolumes", namespaced=False, kind="PersistentVolume")
-STATEFULSETS = ApiResource("apps", "v1", "statefulsets", kind="StatefulSet")
-JOBS = ApiResource("batch", "v1", "jobs", kind="Job")
-STORAGECLASSES = ApiResource("storage.k8s.io", "v1", "storageclasses", namespaced=False, kind="StorageClass")
+PODS = Pod.resource
+SECRETS = Secret.resource
+SERVICES = Service.resource
+CONFIGMAPS = ConfigMap.resource
+PVCS = PersistentVolumeClaim.resource
+PVS = PersistentVolume.resource
+STATEFULSETS = StatefulSet.resource
+JOBS = Job.resource
+STORAGECLASSES = StorageClass.resource
 
 
 def now() -> dt.datetime:
@@ -112,213 +151,32 @@ def parse_quantity(value: str) -> Decimal:
     return base * _SUFFIX[suffix]
 
 
-# -- typed views of built-in kinds --------------------------------------------------------------------
-class _Kind(CamelModel):
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-
-
-class PodCondition(CamelModel):
-    type: str
-    status: str
-
-
-class PodSpec(CamelModel):
-    node_name: str | None = None
-
-
-class PodStatus(CamelModel):
-    phase: str | None = None
-    conditions: list[PodCondition] = Field(default_factory=list)
-
-
-class Pod(_Kind):
-    api_version: ClassVar[str] = "v1"
-    kind: ClassVar[str] = "Pod"
-    resource: ClassVar[ApiResource] = PODS
-
-    spec: PodSpec = Field(default_factory=PodSpec)
-    status: PodStatus = Field(default_factory=PodStatus)
-
-    @property
-    def running(self) -> bool:
-        """Running and not on its way out."""
-        return self.status.phase == "Running" and self.metadata.deletion_timestamp is None
-
-    @property
-    def ready(self) -> bool:
-        return self.running and any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
-
-    @property
-    def revision(self) -> str | None:
-        return (self.metadata.labels or {}).get("controller-revision-hash")
-
-
-class StatefulSetSpec(CamelModel):
-    replicas: int | None = None
-
-
-class StatefulSetStatus(CamelModel):
-    observed_generation: int | None = None
-    replicas: int = 0
-    ready_replicas: int = 0
-    current_replicas: int = 0
-    updated_replicas: int = 0
-    current_revision: str | None = None
-    update_revision: str | None = None
-
-
-class StatefulSet(_Kind):
-    api_version: ClassVar[str] = "apps/v1"
-    kind: ClassVar[str] = "StatefulSet"
-    resource: ClassVar[ApiResource] = STATEFULSETS
-
-    spec: StatefulSetSpec = Field(default_factory=StatefulSetSpec)
-    status: StatefulSetStatus = Field(default_factory=StatefulSetStatus)
-
-
-class JobCondition(CamelModel):
-    type: str
-    status: str
-
-
-class JobSpec(CamelModel):
-    parallelism: int | None = None
-    completions: int | None = None
-    suspend: bool | None = None
-
-
-class JobStatus(CamelModel):
-    start_time: str | None = None
-    completion_time: str | None = None
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    conditions: list[JobCondition] = Field(default_factory=list)
-
-
-class Job(_Kind):
-    api_version: ClassVar[str] = "batch/v1"
-    kind: ClassVar[str] = "Job"
-    resource: ClassVar[ApiResource] = JOBS
-
-    spec: JobSpec = Field(default_factory=JobSpec)
-    status: JobStatus = Field(default_factory=JobStatus)
-
-    def _condition(self, type_: str) -> bool:
-        return any(c.type == type_ and c.status == "True" for c in self.status.conditions)
-
-    @property
-    def succeeded(self) -> bool:
-        """Finished with success (condition Complete)."""
-        return self._condition("Complete")
-
-    @property
-    def failed(self) -> bool:
-        """Finished with a failure (condition Failed)."""
-        return self._condition("Failed")
-
-    @property
-    def finished(self) -> bool:
-        return self.succeeded or self.failed
-
-
-class Secret(_Kind):
-    api_version: ClassVar[str] = "v1"
-    kind: ClassVar[str] = "Secret"
-    resource: ClassVar[ApiResource] = SECRETS
-
-    data: dict[str, str] = Field(default_factory=dict)
-
-
-class ResourceRequests(CamelModel):
-    requests: dict[str, str] = Field(default_factory=dict)
-
-
-class PVCSpec(CamelModel):
-    access_modes: list[str] = Field(default_factory=list)
-    resources: ResourceRequests = Field(default_factory=ResourceRequests)
-    storage_class_name: str | None = None
-    volume_name: str | None = None
-    volume_mode: str | None = None
-
-
-class PVCStatus(CamelModel):
-    phase: str | None = None
-
-
-class PersistentVolumeClaim(_Kind):
-    api_version: ClassVar[str] = "v1"
-    kind: ClassVar[str] = "PersistentVolumeClaim"
-    resource: ClassVar[ApiResource] = PVCS
-
-    spec: PVCSpec = Field(default_factory=PVCSpec)
-    status: PVCStatus = Field(default_factory=PVCStatus)
-
-
-class HostPath(CamelModel):
-    path: str
-
-
-class PVSpec(CamelModel):
-    host_path: HostPath | None = None
-    persistent_volume_reclaim_policy: str | None = None
-    storage_class_name: str | None = None
-
-
-class PVStatus(CamelModel):
-    phase: str | None = None
-
-
-class PersistentVolume(_Kind):
-    api_version: ClassVar[str] = "v1"
-    kind: ClassVar[str] = "PersistentVolume"
-    resource: ClassVar[ApiResource] = PVS
-
-    spec: PVSpec = Field(default_factory=PVSpec)
-    status: PVStatus = Field(default_factory=PVStatus)
-
-
-class StorageClass(_Kind):
-    api_version: ClassVar[str] = "storage.k8s.io/v1"
-    kind: ClassVar[str] = "StorageClass"
-    resource: ClassVar[ApiResource] = STORAGECLASSES
-
-    provisioner: str
-    parameters: dict[str, str] = Field(default_factory=dict)
-    reclaim_policy: str | None = None
-
-
 # -- what the examples ask of built-in objects (kubeop.kinds models) -------------------------------
 def _true(conditions: Any, type_: str) -> bool:
     return any(c.type == type_ and c.status == "True" for c in conditions or ())
 
 
-def pod_running(pod: Any) -> bool:
+def pod_running(pod: Pod) -> bool:
     """Running and not on its way out."""
     phase = pod.status.phase if pod.status is not None else None
     return phase == "Running" and pod.metadata.deletion_timestamp is None
 
 
-def pod_ready(pod: Any) -> bool:
-    return pod_running(pod) and _true(pod.status.conditions, "Ready")
+def pod_ready(pod: Pod) -> bool:
+    return pod_running(pod) and pod.status is not None and _true(pod.status.conditions, "Ready")
 
 
-def pod_revision(pod: Any) -> str | None:
-    """The StatefulSet revision a pod runs (its ``controller-revision-hash`` label)."""
-    return (pod.metadata.labels or {}).get("controller-revision-hash")  # type: ignore[no-any-return]
-
-
-def job_succeeded(job: Any) -> bool:
+def job_succeeded(job: Job) -> bool:
     """Finished with success (condition Complete)."""
     return job.status is not None and _true(job.status.conditions, "Complete")
 
 
-def job_failed(job: Any) -> bool:
+def job_failed(job: Job) -> bool:
     """Finished with a failure (condition Failed)."""
     return job.status is not None and _true(job.status.conditions, "Failed")
 
 
-def job_finished(job: Any) -> bool:
+def job_finished(job: Job) -> bool:
     return job_succeeded(job) or job_failed(job)
 
 

@@ -29,22 +29,15 @@ import base64
 import datetime as dt
 import secrets
 import smtplib
-from typing import Any
 
 from examples.kube import (
-    PODS,
-    SECRETS,
-    SERVICES,
-    STATEFULSETS,
-    Pod,
     References,
-    Secret,
-    StatefulSet,
     instance_owner,
     now,
     owner_labels,
     parse_quantity,
     parse_time,
+    pod_running,
     rfc3339,
     set_conditions,
     status_dict,
@@ -61,6 +54,24 @@ from kubeop import (
     rbac_rule,
     set_controller_reference,
 )
+from kubeop.kinds import Pod, Secret, Service, StatefulSet
+from kubeop.kinds.apps_v1 import StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec
+from kubeop.kinds.core_v1 import (
+    Container,
+    ContainerPort,
+    EnvVar,
+    EnvVarSource,
+    PersistentVolumeClaim,
+    PersistentVolumeClaimSpec,
+    PodSpec,
+    PodTemplateSpec,
+    SecretKeySelector,
+    ServicePort,
+    ServiceSpec,
+    VolumeMount,
+    VolumeResourceRequirements,
+)
+from kubeop.kinds.meta_v1 import LabelSelector, ObjectMeta
 
 MANAGER = "mysql-operator"
 FINALIZER = "db.example.com/stop-and-notify"
@@ -112,9 +123,12 @@ class MySQLController:
             Pod, namespace=req.namespace, labels=owner_labels("mysql", req.name, MANAGER)
         )
         status.root_password_secret = secret_name or status.root_password_secret
-        status.ready_replicas = sts.status.ready_replicas if sts is not None else 0
+        sts_status = sts.status if sts is not None else None
+        status.ready_replicas = (sts_status.ready_replicas or 0) if sts_status is not None else 0
         want = 0 if deleting else db.spec.replicas
-        ready = status.ready_replicas >= want and (sts is None or sts.status.replicas == want)
+        ready = status.ready_replicas >= want and (
+            sts is None or (sts_status.replicas if sts_status is not None else 0) == want
+        )
         status.phase = "Stopping" if deleting else ("Running" if ready else "Pending")
         status.observed_generation = gen
         status.conditions = set_conditions(
@@ -167,23 +181,19 @@ class MySQLController:
                     "SecretNotFound",
                     f"Secret {ref.name!r} (spec.rootPasswordSecret) does not exist",
                 )
-            if ref.key not in secret.data:
+            if ref.key not in (secret.data or {}):
                 return None, ("SecretKeyNotFound", f"Secret {ref.name!r} has no key {ref.key!r}")
             return ref.name, None
         generated = f"{name}-root-password"
         if await ctx.client.get(Secret, generated, namespace=ns) is None:
             password = base64.b64encode(secrets.token_urlsafe(24).encode()).decode()
-            secret_obj: dict[str, Any] = {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {
-                    "name": generated,
-                    "namespace": ns,
-                    "labels": owner_labels("mysql", name, MANAGER),
-                },
-                "type": "Opaque",
-                "data": {"password": password},
-            }
+            secret_obj = Secret(
+                metadata=ObjectMeta(
+                    name=generated, namespace=ns, labels=owner_labels("mysql", name, MANAGER)
+                ),
+                type="Opaque",
+                data={"password": password},
+            )
             set_controller_reference(db, secret_obj)
             await ctx.client.create(
                 secret_obj
@@ -198,74 +208,63 @@ class MySQLController:
         labels = owner_labels("mysql", name, MANAGER)
         current: StatefulSet | None = await ctx.client.get(StatefulSet, name, namespace=ns)
         if secret_name is None:  # being deleted with a spec that never worked: scale what exists
-            if current is not None and current.spec.replicas != 0:
-                await ctx.client.patch(STATEFULSETS, name, {"spec": {"replicas": 0}}, namespace=ns)
+            if current is not None and (current.spec.replicas if current.spec else None) != 0:
+                await ctx.client.patch(StatefulSet, name, {"spec": {"replicas": 0}}, namespace=ns)
             return current
-        port = {"name": "mysql", "port": 3306, "targetPort": 3306}
-        headless = {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": f"{name}-headless", "namespace": ns, "labels": labels},
-            "spec": {
-                "clusterIP": "None",
-                "publishNotReadyAddresses": True,
-                "selector": labels,
-                "ports": [port],
-            },
-        }
-        client_svc = {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "spec": {"type": "ClusterIP", "selector": labels, "ports": [port]},
-        }
-        container = {
-            "name": "mysql",
-            "image": f"mysql:{db.spec.version}",
-            "ports": [{"name": "mysql", "containerPort": 3306}],
-            "env": [
-                {
-                    "name": "MYSQL_ROOT_PASSWORD",
-                    "valueFrom": {
-                        "secretKeyRef": {
-                            "name": secret_name,
-                            "key": db.spec.root_password_secret.key
-                            if db.spec.root_password_secret
-                            else "password",
-                        }
-                    },
-                }
+        port = ServicePort(name="mysql", port=3306, target_port=3306)
+        headless = Service(
+            metadata=ObjectMeta(name=f"{name}-headless", namespace=ns, labels=labels),
+            spec=ServiceSpec(
+                cluster_ip="None", publish_not_ready_addresses=True, selector=labels, ports=[port]
+            ),
+        )
+        client_svc = Service(
+            metadata=ObjectMeta(name=name, namespace=ns, labels=labels),
+            spec=ServiceSpec(type="ClusterIP", selector=labels, ports=[port]),
+        )
+        password_key = db.spec.root_password_secret.key if db.spec.root_password_secret else "password"
+        container = Container(
+            name="mysql",
+            image=f"mysql:{db.spec.version}",
+            ports=[ContainerPort(name="mysql", container_port=3306)],
+            env=[
+                EnvVar(
+                    name="MYSQL_ROOT_PASSWORD",
+                    value_from=EnvVarSource(
+                        secret_key_ref=SecretKeySelector(name=secret_name, key=password_key)
+                    ),
+                )
             ],
-            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
-        }
-        spec: dict[str, Any] = {
-            "replicas": db.spec.replicas if replicas is None else replicas,
-            "serviceName": f"{name}-headless",
-            "selector": {"matchLabels": labels},
-            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-        }
-        template = {
-            "metadata": {"name": "data", "labels": labels},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": db.spec.storage}},
-            },
-        }
-        if current is None:
-            spec["volumeClaimTemplates"] = [template]
-        sts = {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "spec": spec,
-        }
-        children: list[dict[str, Any]] = [headless, client_svc, sts]
+            volume_mounts=[VolumeMount(name="data", mount_path="/var/lib/mysql")],
+        )
+        spec = StatefulSetSpec(
+            replicas=db.spec.replicas if replicas is None else replicas,
+            service_name=f"{name}-headless",
+            selector=LabelSelector(match_labels=labels),
+            persistent_volume_claim_retention_policy=StatefulSetPersistentVolumeClaimRetentionPolicy(
+                when_deleted="Delete", when_scaled="Retain"
+            ),
+            template=PodTemplateSpec(
+                metadata=ObjectMeta(labels=labels), spec=PodSpec(containers=[container])
+            ),
+        )
+        if current is None:  # volumeClaimTemplates cannot change once the StatefulSet exists
+            spec.volume_claim_templates = [
+                PersistentVolumeClaim(
+                    metadata=ObjectMeta(name="data", labels=labels),
+                    spec=PersistentVolumeClaimSpec(
+                        access_modes=["ReadWriteOnce"],
+                        resources=VolumeResourceRequirements(requests={"storage": db.spec.storage}),
+                    ),
+                )
+            ]
+        sts = StatefulSet(metadata=ObjectMeta(name=name, namespace=ns, labels=labels), spec=spec)
+        children: list[Service | StatefulSet] = [headless, client_svc, sts]
         for child in children:
             set_controller_reference(db, child)
             action, _ = await ctx.client.create_or_update(child)
             if action != "unchanged":
-                kind, child_name = child["kind"], child["metadata"]["name"]
+                kind, child_name = child.kind, child.metadata.name
                 ctx.log.info("%s %s %s", kind, child_name, action)
                 ctx.recorder.event(
                     db, "Normal", f"{kind}{action.capitalize()}", f"{kind} {child_name} {action}"
@@ -276,7 +275,7 @@ class MySQLController:
     def _notice(self, db: MySQL, status: MySQLStatus, pods: list[Pod]) -> bool:
         """Move started and stopped pods into the outbox; True when anything was noticed."""
         when = rfc3339(now())
-        running = {p.metadata.uid: p for p in pods if p.running and p.metadata.uid}
+        running = {p.metadata.uid: p for p in pods if pod_running(p) and p.metadata.uid}
         tracked = {t.uid: t for t in status.pods}
         mail = bool(db.spec.notify) and self.mailer is not None
         changed = False
@@ -293,7 +292,7 @@ class MySQLController:
         for uid, pod in running.items():
             if uid not in tracked:
                 status.pods.append(
-                    TrackedPod(name=pod.metadata.name or "", uid=uid, node=pod.spec.node_name, since=when)
+                    TrackedPod(name=pod.metadata.name or "", uid=uid, node=_node(pod), since=when)
                 )
                 if mail:
                     status.outbox.append(
@@ -301,7 +300,7 @@ class MySQLController:
                             id=f"{uid}/started",
                             event="Started",
                             pod=pod.metadata.name or "",
-                            node=pod.spec.node_name,
+                            node=_node(pod),
                             time=when,
                         )
                     )
@@ -381,6 +380,10 @@ class MySQLController:
         return new_rv
 
 
+def _node(pod: Pod) -> str | None:
+    return pod.spec.node_name if pod.spec is not None else None
+
+
 def _message_id(db: MySQL, note: Notification) -> str:
     return f"<{note.id.replace('/', '.')}.{db.metadata.uid}@{MANAGER}>"
 
@@ -406,11 +409,11 @@ def controller(mailer: Mailer | None = None) -> Controller:
     rec = MySQLController(mailer)
     return (
         Controller.for_(MySQL, GenerationChanged)
-        .owns(STATEFULSETS)
-        .owns(SERVICES)
-        .owns(SECRETS)
-        .watches(PODS, instance_owner(MANAGER))
-        .watches(SECRETS, rec.secret_refs.referrers)
+        .owns(StatefulSet)
+        .owns(Service)
+        .owns(Secret)
+        .watches(Pod, instance_owner(MANAGER))
+        .watches(Secret, rec.secret_refs.referrers)
         .named("mysql")
         .reconcile(rec.reconcile)
     )

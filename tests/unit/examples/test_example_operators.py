@@ -67,7 +67,8 @@ def _pod(name: str, uid: str, phase: str = "Running", deleting: bool = False) ->
     md: dict[str, Any] = {"name": name, "uid": uid}
     if deleting:
         md["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return Pod.model_validate({"metadata": md, "spec": {"nodeName": "n1"}, "status": {"phase": phase}})
+    spec = {"nodeName": "n1", "containers": [{"name": "mysql"}]}  # kubeop.kinds.Pod requires containers
+    return Pod.model_validate({"metadata": md, "spec": spec, "status": {"phase": phase}})
 
 
 def test_each_transition_is_recorded_once() -> None:

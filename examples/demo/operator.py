@@ -38,6 +38,7 @@ def desired_pod(demo: Demo) -> Pod:
     return pod
 
 
+# --8<-- [start:reconcile]
 async def reconcile(req: Request, ctx: Context) -> None:
     demo = await ctx.client.get(Demo, req.name, namespace=req.namespace)
     if demo is None:
@@ -56,3 +57,6 @@ async def reconcile(req: Request, ctx: Context) -> None:
 
 def controller() -> Controller:
     return Controller.for_(Demo).owns(Pod).named("demo").reconcile(reconcile)
+
+
+# --8<-- [end:reconcile]

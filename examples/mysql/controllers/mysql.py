@@ -404,6 +404,7 @@ def _mail(db: MySQL, note: Notification) -> Mail:
     )
 
 
+# --8<-- [start:controller]
 def controller(mailer: Mailer | None = None) -> Controller:
     """The MySQL controller; ``mailer`` says where mails go (None: no mail is sent)."""
     rec = MySQLController(mailer)
@@ -417,3 +418,6 @@ def controller(mailer: Mailer | None = None) -> Controller:
         .named("mysql")
         .reconcile(rec.reconcile)
     )
+
+
+# --8<-- [end:controller]

@@ -440,6 +440,8 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "LeadershipLost",
         "Manager",
         "ProbeServer",
+        "ShardLeaseLost",
+        "Sharding",
         "configure_logging",
     ],
     "kubeop.queue": [

@@ -183,10 +183,13 @@ class RunningController:
         owner = enqueue_for_owner(primary.group, primary.kind)
         for watch in (description._for, *description._watches):
             res = primary if watch is description._for else await client.resource(watch.what)
+            selector = watch.label_selector
+            if runtime.shards is not None and watch is description._for:  # label mode: this shard only
+                selector = runtime.shards.label_selector(self.name, res, watch.namespace, selector)
             informer = runtime.cache.informer(
                 res,
                 namespace=watch.namespace,
-                label_selector=watch.label_selector,
+                label_selector=selector,
                 metadata_only=watch.metadata_only,
             )
             if not watch.metadata_only:
@@ -203,7 +206,7 @@ class RunningController:
         add = self._queue.add if runtime.shards is None else self._sharded_add(runtime.shards)
         self._disconnects = [trigger.connect(add) for trigger in description._triggers]
         if runtime.shards is not None:
-            runtime.shards.attach(self.name, self._enqueue_owned)
+            runtime.shards.attach(self.name, self._enqueue_owned, self._queue.__len__)
         self._tasks = [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self._workers)
         ]

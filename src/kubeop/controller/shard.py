@@ -14,11 +14,23 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kubeop.controller.request import Request
+from kubeop.core.resource import ApiResource
 
 __all__ = ["ShardGate"]
 
 
 class ShardGate(Protocol):
+    def label_selector(
+        self,
+        controller: str,
+        resource: ApiResource,
+        namespace: str | None,
+        selector: str | None,
+    ) -> str | None:
+        """The selector of the controller's informer of its primary kind, given its own
+        (``Sharding(labels=True)``: narrowed to this replica's shard label)."""
+        ...
+
     def admits(self, controller: str, request: Request) -> bool:
         """Is ``request`` this replica's (under the newest membership, settled or not)?"""
         ...
@@ -30,7 +42,12 @@ class ShardGate(Protocol):
 
     def end(self, controller: str, request: Request) -> None: ...
 
-    def attach(self, controller: str, enqueue_owned: Callable[[], Sequence[Any]]) -> None:
+    def attach(
+        self,
+        controller: str,
+        enqueue_owned: Callable[[], Sequence[Any]],
+        depth: Callable[[], int] | None = None,
+    ) -> None:
         """``enqueue_owned()`` enqueues every cached primary object this replica owns now and
-        returns them."""
+        returns them; ``depth()``: the controller's queue length (a metric)."""
         ...

@@ -3,6 +3,16 @@
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.manager import Manager
+from kubeop.manager.membership import ShardLeaseLost
 from kubeop.manager.server import ProbeServer
+from kubeop.manager.sharding import Sharding
 
-__all__ = ["LeaderElector", "LeadershipLost", "Manager", "ProbeServer", "configure_logging"]
+__all__ = [
+    "LeaderElector",
+    "LeadershipLost",
+    "Manager",
+    "ProbeServer",
+    "ShardLeaseLost",
+    "Sharding",
+    "configure_logging",
+]

@@ -244,8 +244,11 @@ class Membership:
         log.info("joined shard ring %s/%s as %s", self.namespace, self.ring_name, self.identity)
         last_renew = time.monotonic()
         while True:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that
+            # arrives as the event is set (the manager's stop then waits for this loop forever)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.retry_period / 4)
+                async with asyncio.timeout(self.retry_period / 4):
+                    await self._wake.wait()
             self._wake.clear()
             now = time.monotonic()
             if not self.handover.holds():

@@ -20,10 +20,19 @@ Visible state: the ``kubeop_shard_*`` metrics (members, ring generation, objects
 controller, handovers), a log line per ring generation, the ring Lease ``<name>-shards``
 (``kubectl get lease <name>-shards -o yaml`` lists the members), and on each object that moved
 to a replica a ``ShardAcquired`` Event naming the replica and the ring generation
-(``kubectl describe`` shows it). An Event rather than a label: a label is one more write to the
-object itself per move and per new object, which bumps its resourceVersion, wakes every watcher
-of the kind (this operator's other replicas included) and races users' own writes; an Event is a
-separate object, written only when a key moves (``Sharding(events=False)``: none).
+(``kubectl describe`` shows it; ``Sharding(events=False)``: none).
+
+Two modes. By default (*predicate mode*) every replica watches and caches every object of the
+sharded kinds and drops, at its event handlers, the events of keys it does not own: no writes
+to the objects, but each replica decodes every event and holds every object.
+``Sharding(labels=True)`` (*label mode*, :mod:`kubeop.manager.labeller`): the ring's leader
+labels every primary object ``shard.kubeop.io/<ring>=<member>`` and each replica's informer of
+a sharded controller's primary kind selects its own label, so that it lists, watches and caches
+only its shard. It costs a write per new object and per moved object; the label is the visible
+shard (no ShardAcquired Events). Only the primary kind is label-selected: the kinds a controller
+owns or watches stay cached whole (their events map to the owner's key and are filtered as in
+predicate mode), since labelling them would take a write per child per move as well and the
+reconciler's cooperation for new children.
 """
 
 from __future__ import annotations
@@ -31,15 +40,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from kubeop.cache import SharedInformerFactory
+from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, Indexer, SharedInformerFactory
 from kubeop.client import Client
 from kubeop.controller import EventRecorder, Request, request_for
+from kubeop.core.request import label_selector_text
+from kubeop.core.resource import ApiResource
+from kubeop.manager.labeller import ShardLabeller
 from kubeop.manager.membership import Membership, ShardLeaseLost
 from kubeop.manager.rendezvous import owner
 
@@ -59,7 +72,8 @@ class Sharding:
     host name and random digits; must be usable in a Lease name); ``unsharded``: names of the
     controllers that one replica reconciles whole; ``key``: ``key(controller, request)`` the
     string hashed to pick the owner (default ``namespace/name``: objects sharing a key function's
-    value always share a replica).
+    value always share a replica); ``events``: a ShardAcquired Event on each object that moved
+    to this replica (predicate mode); ``labels``: label mode (see the module docstring).
     """
 
     name: str | None = None
@@ -68,6 +82,7 @@ class Sharding:
     unsharded: Collection[str] = field(default_factory=frozenset)
     key: KeyFn | None = None
     events: bool = True
+    labels: bool = False
 
 
 class _Series:
@@ -93,6 +108,29 @@ class _Series:
             ["controller"],
             registry=registry,
         )
+        self.queue_depth = Gauge(
+            "kubeop_shard_queue_depth",
+            "Requests waiting in this replica's queue, per controller",
+            ["controller"],
+            registry=registry,
+        )
+        self.label_writes = Counter(
+            "kubeop_shard_label_writes",
+            "Shard labels this replica wrote as the ring's labeller (label mode)",
+            ["ring"],
+            registry=registry,
+        ).labels(ring)
+
+
+@dataclass
+class _Shard:
+    """A sharded controller's label-selected primary cache (label mode)."""
+
+    store: Indexer
+    gone: set[str]  # keys deleted while this replica owned them: reconciled once more
+
+
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 class Sharder:
@@ -132,7 +170,25 @@ class Sharder:
         self._unsharded = frozenset(options.unsharded)
         self._key_fn = options.key
         self._attached: dict[str, Callable[[], Sequence[Any]]] = {}
-        self._recorder = recorder if options.events else None
+        self._recorder = recorder if options.events and not options.labels else None
+        self._cache = cache
+        self._shards: dict[str, _Shard] = {}
+        self.labeller: ShardLabeller | None = None
+        if options.labels:
+            if not _LABEL_VALUE.match(self.membership.identity):
+                raise ValueError(
+                    f"Sharding(labels=True): the identity {self.membership.identity!r} is not a valid "
+                    "label value (at most 63 letters, digits, '-', '_' or '.', starting and ending "
+                    "with a letter or digit): pass Sharding(identity=...) or leave it unset"
+                )
+            self.labeller = ShardLabeller(
+                client,
+                cache,
+                self.membership,
+                self.key,
+                field_manager=f"{self.membership.name}-labeller",
+                on_patch=self._patched,
+            )
         # per controller, the members of the last generation whose keys it enqueued: a replica
         # that settled before its caches synced has enqueued (and announced) nothing yet
         self._worked_under: dict[str, tuple[str, ...]] = {}
@@ -156,6 +212,51 @@ class Sharder:
     def admits(self, controller: str, request: Request) -> bool:
         return self.handover.owns(self.key(controller, request))
 
+    def label_selector(
+        self,
+        controller: str,
+        resource: ApiResource,
+        namespace: str | None,
+        selector: str | None,
+    ) -> str | None:
+        labeller = self.labeller
+        if labeller is None or controller in self._unsharded:
+            return selector
+        text = label_selector_text(selector)
+        own = f"{labeller.label}={self.identity}"
+        combined = f"{text},{own}" if text else own
+        informer = self._cache.informer(resource, namespace=namespace, label_selector=combined)
+        shard = self._shards[controller] = _Shard(informer.store, set())
+        owns, key = self.handover.owns, self.key
+
+        def deleted(obj: Any) -> None:
+            # Deleted, or its label moved to another replica: only a deletion of a key this
+            # replica owns is reconciled (it is no longer in the cache, and that is fine).
+            if isinstance(obj, DeletedFinalStateUnknown):
+                obj = obj.obj
+                if obj is None:
+                    return
+            req = request_for(obj)
+            if owns(key(controller, req)):
+                shard.gone.add(f"{req.namespace}/{req.name}" if req.namespace else req.name)
+
+        informer.add_event_handler(FuncHandler(on_delete=deleted))
+        labeller.add_kind(controller, resource, namespace, text)
+        return combined
+
+    def _present(self, controller: str, request: Request) -> bool:
+        """Label mode: is the object in this replica's cache (or was it deleted here)? A key
+        owned under the ring whose label has not moved here yet is not reconciled: the object's
+        arrival (the labeller's write) enqueues it."""
+        shard = self._shards.get(controller)
+        if shard is None:
+            return True
+        k = f"{request.namespace}/{request.name}" if request.namespace else request.name
+        if k in shard.gone:
+            shard.gone.discard(k)
+            return True
+        return k in shard.store
+
     async def begin(self, controller: str, request: Request) -> bool:
         key = self.key(controller, request)
         handover = self.handover
@@ -164,9 +265,13 @@ class Sharder:
             if self._closing or not handover.owns(key):
                 return False
             if handover.try_begin(key):
-                return True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), 0.5)
+                if self._present(controller, request):
+                    return True
+                self.end(controller, request)
+                return False
+            with contextlib.suppress(TimeoutError):  # not wait_for: see Membership.run
+                async with asyncio.timeout(0.5):
+                    await changed.wait()
 
     def end(self, controller: str, request: Request) -> None:
         handover = self.handover
@@ -174,8 +279,21 @@ class Sharder:
         if handover.generation > handover.acked:
             self.membership.wake()  # maybe drained now: acknowledge
 
-    def attach(self, controller: str, enqueue_owned: Callable[[], Sequence[Any]]) -> None:
+    def attach(
+        self,
+        controller: str,
+        enqueue_owned: Callable[[], Sequence[Any]],
+        depth: Callable[[], int] | None = None,
+    ) -> None:
         self._attached[controller] = enqueue_owned
+        series = self._series
+        if series is not None:
+            if depth is not None:
+                series.queue_depth.labels(controller).set_function(depth)
+            shard = self._shards.get(controller)
+            if shard is not None:  # label mode: the cache holds exactly the owned objects
+                store = shard.store
+                series.owned.labels(controller).set_function(lambda: len(store))
         if self.handover.settled() and self._enqueued_for == self.handover.generation:
             self._enqueue(controller, enqueue_owned)
 
@@ -240,8 +358,20 @@ class Sharder:
             extra={"owned": dict(self.owned)},
         )
 
+    def _patched(self) -> None:
+        if self._series is not None:
+            self._series.label_writes.inc()
+
     async def run(self) -> None:
-        await self.membership.run()
+        labeller = self.labeller
+        labelling = asyncio.ensure_future(labeller.run()) if labeller is not None else None
+        try:
+            await self.membership.run()
+        finally:
+            if labelling is not None:
+                labelling.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await labelling
 
     async def leave(self) -> None:
         await self.membership.leave()

@@ -14,8 +14,7 @@ import pytest
 from kubeop.client import Client
 from kubeop.controller import Context, Controller, Request
 from kubeop.core.resource import ApiResource
-from kubeop.manager import Manager
-from kubeop.manager.sharding import Sharding
+from kubeop.manager import Manager, Sharding
 from kubeop.testing import FakeCluster
 
 CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
@@ -54,7 +53,7 @@ class Fleet:
             lease_duration=3.0,
             renew_deadline=2.0,
             retry_period=0.5,
-            sharding=Sharding(identity=name, unsharded=self.sharding.unsharded),
+            sharding=Sharding(identity=name, unsharded=self.sharding.unsharded, labels=self.sharding.labels),
         )
 
         async def reconcile(req: Request, ctx: Context) -> None:
@@ -151,6 +150,67 @@ async def test_replicas_share_objects_and_take_over_on_a_graceful_leave() -> Non
     finally:
         await fleet.close()
         await api.close()
+
+
+async def test_label_mode_caches_only_the_own_shard_and_moves_labels_with_the_keys() -> None:
+    cluster = FakeCluster()
+    fleet = Fleet(cluster, Sharding(labels=True))
+    api = cluster.client()
+    n = 60
+    label = "shard.kubeop.io/shared"
+
+    async def labels() -> dict[str, str]:
+        cms = await api.list(CONFIGMAPS, namespace="default")
+        return {cm["metadata"]["name"]: (cm["metadata"].get("labels") or {}).get(label, "") for cm in cms}
+
+    def cached(name: str) -> set[str]:
+        sharder = fleet.replicas[name][0].sharder
+        assert sharder is not None
+        return {cm["metadata"]["name"] for cm in sharder._shards["configmap"].store.list()}
+
+    try:
+        for name in ("a", "b", "c"):
+            fleet.start(name)
+        await eventually(lambda: fleet.settled(3))
+        await write_all(api, n, "1", create=True)
+        await eventually(lambda: len([v for v in fleet.seen.values() if v.endswith(":1")]) == n)
+        assert set(fleet.by) == {"a", "b", "c"}, fleet.by
+        shard = await labels()
+        # Every object is labelled with the replica that reconciled it, and that replica's cache
+        # holds exactly the objects labelled with its name.
+        assert {k.split("/")[1]: v.split(":")[0] for k, v in fleet.seen.items()} == shard
+        for name in ("a", "b", "c"):
+            assert cached(name) == {k for k, v in shard.items() if v == name}
+
+        await fleet.stop("a")
+        fleet.by.clear()
+        await write_all(api, n, "2")
+        await eventually(lambda: len([v for v in fleet.seen.values() if v.endswith(":2")]) == n)
+        assert set(fleet.by) == {"b", "c"}, fleet.by
+        moved = await labels()
+        assert set(moved.values()) == {"b", "c"}
+        assert all(moved[k] == v for k, v in shard.items() if v != "a"), "only a's objects move"
+        await eventually(lambda: cached("b") | cached("c") == set(moved) and not cached("b") & cached("c"))
+        assert not fleet.overlaps, fleet.overlaps
+    finally:
+        await fleet.close()
+        await api.close()
+
+
+def test_label_mode_needs_an_identity_usable_as_a_label_value() -> None:
+    from kubeop.manager.sharding import Sharder
+
+    with pytest.raises(ValueError, match="not a valid label value"):
+        Sharder(
+            Sharding(labels=True, identity="x" * 64),
+            FakeCluster().client(),
+            None,  # type: ignore[arg-type]
+            name="x",
+            namespace="default",
+            lease_duration=3,
+            renew_deadline=2,
+            retry_period=0.5,
+        )
 
 
 async def test_an_unsharded_controller_runs_whole_in_one_replica() -> None:

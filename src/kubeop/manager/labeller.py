@@ -1,0 +1,226 @@
+"""Shard labels: the ring's leader labels each object with the replica that owns it, so that every
+replica's informer selects (lists, watches and caches) only its own shard.
+
+``Sharding(labels=True)`` puts the label ``shard.kubeop.io/<ring>=<member>`` on every object of
+a sharded controller's primary kind (``kubectl get widgets -L shard.kubeop.io/widget-operator``
+shows who reconciles what). Each replica watches the kind with the selector
+``shard.kubeop.io/<ring>=<its identity>`` (and the controller's own selector). The labeller
+(:class:`ShardLabeller`) runs on one replica, the owner of the key ``labeller:<ring>`` (the
+ring's *leader*, picked like any key), and patches the label of
+
+- every object whose label is not its owner under the ring, once per settled ring generation
+  (a paged metadata-only list of the kind: a join or a leave moves ~1/n of the objects, and
+  each move is one patch);
+- every object that has no label yet (new objects: a metadata-only watch with the selector
+  ``!shard.kubeop.io/<ring>``, empty once everything is labelled).
+
+Safety is the handover protocol's (:mod:`kubeop.manager.handover`), not the label's: the
+labeller runs as a reconcile of its key, so it starts only under a settled ring and a ring
+settles only after every member drained its reconciles of keys it no longer owns. A label
+therefore moves to the new owner only after the old owner stopped reconciling the object (and
+the old owner drops whatever it still has queued for it: it does not own the key). The old
+owner sees the object leave its selector (a delete from its informer: it also stops caching
+it); the new owner sees it arrive (an add: it reconciles it). A new owner that owns a key by
+the ring but has not received the object yet does not reconcile it (the object is not in its
+cache, which it would take for a deletion): the add that comes with the label enqueues it.
+
+The cost: one write per new object (its first label) and one per moved object per membership
+change, each an update event for every watcher of the kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubeop.cache import FuncHandler, Informer, SharedInformerFactory
+from kubeop.client import Client
+from kubeop.controller import Request, request_for
+from kubeop.core.errors import ApiError, NotFound
+from kubeop.core.resource import ApiResource
+from kubeop.manager.membership import Membership
+from kubeop.manager.rendezvous import owner
+
+__all__ = ["LabelledKind", "ShardLabeller", "label_key"]
+
+log = logging.getLogger("kubeop.sharding")
+
+LABEL_PREFIX = "shard.kubeop.io/"
+#: Patches of labels in flight at once.
+CONCURRENCY = 32
+PAGE_SIZE = 500
+
+
+def label_key(ring: str) -> str:
+    """The label naming an object's replica in ring ``ring``."""
+    return LABEL_PREFIX + ring
+
+
+@dataclass
+class LabelledKind:
+    """One sharded controller's primary kind as the labeller sees it."""
+
+    controller: str
+    resource: ApiResource
+    namespace: str | None
+    selector: str | None  # the controller's own label selector
+    unlabelled: Informer  # metadata only: the objects without the label
+
+
+class ShardLabeller:
+    """Keeps the shard label of every object of the labelled kinds equal to its owner."""
+
+    def __init__(
+        self,
+        client: Client,
+        cache: SharedInformerFactory,
+        membership: Membership,
+        key: Callable[[str, Request], str],
+        *,
+        field_manager: str,
+        on_patch: Callable[[], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.membership = membership
+        self.handover = membership.handover
+        self.label = label_key(membership.name)
+        self.task_key = f"labeller:{membership.name}"
+        self._key = key
+        self.field_manager = field_manager
+        self._on_patch = on_patch
+        self.kinds: list[LabelledKind] = []
+        self._done_for = 0  # the ring generation every object was last checked under
+        self._pending = asyncio.Event()  # an unlabelled object appeared
+        self.patches = 0
+
+    def add_kind(
+        self, controller: str, resource: ApiResource, namespace: str | None, selector: str | None
+    ) -> None:
+        """Label the objects of ``controller``'s primary kind (``selector``: its own selector)."""
+        unlabelled = f"{selector},!{self.label}" if selector else f"!{self.label}"
+        informer = self.cache.informer(
+            resource, namespace=namespace, label_selector=unlabelled, metadata_only=True
+        )
+        pending = self._pending
+
+        def appeared(obj: Any, is_in_initial_list: bool = False) -> None:
+            pending.set()
+
+        informer.add_event_handler(FuncHandler(on_add=appeared))
+        self.kinds.append(LabelledKind(controller, resource, namespace, selector, informer))
+        self._done_for = 0  # check the new kind's objects
+
+    def leads(self) -> bool:
+        """Is the labeller this replica's to run, under the newest ring?"""
+        return self.handover.owns(self.task_key)
+
+    async def run(self) -> None:
+        """Until cancelled: label what needs it whenever this replica leads a settled ring."""
+        while True:
+            changed = self.membership.changed
+            handover = self.handover
+            g = handover.generation
+            retry = False
+            if handover.settled() and self.leads() and self.kinds:
+                full = self._done_for != g
+                if (full or self._pending.is_set()) and handover.try_begin(self.task_key):
+                    self._pending.clear()
+                    try:
+                        if await self._label(full):
+                            self._done_for = g
+                            continue
+                        retry = True
+                    except (ApiError, OSError) as exc:
+                        log.warning("shard labeller: %s", exc)
+                        retry = True
+                    finally:
+                        handover.end(self.task_key)
+                        self.membership.wake()  # acknowledge a newer ring, if it waits for this
+                    if retry:
+                        self._pending.set()
+                        await asyncio.sleep(0.2)
+                        continue
+            waits = {asyncio.ensure_future(changed.wait()), asyncio.ensure_future(self._pending.wait())}
+            try:
+                await asyncio.wait(waits, timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+
+    async def _label(self, full: bool) -> bool:
+        """One pass; False when the ring moved under it (the next pass starts over)."""
+        handover = self.handover
+        g, members = handover.generation, handover.members
+        t0 = time.monotonic()
+        patched = 0
+        sem = asyncio.Semaphore(CONCURRENCY)
+        tasks: list[asyncio.Task[bool]] = []
+
+        def current() -> bool:
+            return handover.generation == g and handover.holds()
+
+        async def patch(kind: LabelledKind, obj: Any, want: str) -> bool:
+            async with sem:
+                if not current():
+                    return False
+                meta = obj["metadata"]
+                with contextlib.suppress(NotFound):
+                    await self.client.patch(
+                        kind.resource,
+                        meta["name"],
+                        {"metadata": {"labels": {self.label: want}}},
+                        namespace=meta.get("namespace"),
+                        field_manager=self.field_manager,
+                    )
+                    self.patches += 1
+                    if self._on_patch is not None:
+                        self._on_patch()
+                return True
+
+        for kind in self.kinds:
+            if not kind.unlabelled.has_synced():
+                return False
+            if full:
+                objects: list[Any] = []
+                token: str | None = None
+                while True:
+                    page = await self.client.list(
+                        kind.resource,
+                        namespace=kind.namespace,
+                        all_namespaces=kind.namespace is None,
+                        label_selector=kind.selector,
+                        limit=PAGE_SIZE,
+                        continue_=token,
+                        metadata_only=True,
+                        share_strings=False,
+                    )
+                    objects.extend(page.items)
+                    token = page.continue_
+                    if not current():
+                        return False
+                    if not token:
+                        break
+            else:
+                objects = list(kind.unlabelled.store.list())
+            for obj in objects:
+                want = owner(self._key(kind.controller, request_for(obj)), members)
+                if want is None:
+                    continue
+                if (obj["metadata"].get("labels") or {}).get(self.label) != want:
+                    tasks.append(asyncio.ensure_future(patch(kind, obj, want)))
+                    patched += 1
+        ok = all(await asyncio.gather(*tasks)) and current()
+        if patched:
+            log.info(
+                "shard labeller: %d objects labelled under ring generation %d",
+                patched,
+                g,
+                extra={"full": full, "seconds": round(time.monotonic() - t0, 3)},
+            )
+        return ok

@@ -265,13 +265,25 @@ async def drive(server: FakeServer, ns: str, n: int) -> dict[str, float]:
 async def run_kubeop(n: int) -> dict[str, float]:
     import kubeop_operator as op
 
+    return await _run_manager(n, op.WIDGETS, op.CONFIGMAPS, op.reconcile)
+
+
+async def run_kubeop_typed(n: int) -> dict[str, float]:
+    import kubeop_typed_operator as op
+
+    from kubeop.kinds import ConfigMap
+
+    return await _run_manager(n, op.Widget, ConfigMap, op.reconcile)
+
+
+async def _run_manager(n: int, widgets: Any, configmaps: Any, reconcile: Any) -> dict[str, float]:
     from kubeop.controller import Controller
     from kubeop.manager import Manager
 
     server = FakeServer(Meter())
     client = Client(transport=FakeTransport(server))  # type: ignore[arg-type]
     manager = Manager(client, name="widget-operator", metrics_address=None, health_address=None)
-    manager.add(Controller.for_(op.WIDGETS).owns(op.CONFIGMAPS).max_concurrent(16).reconcile(op.reconcile))
+    manager.add(Controller.for_(widgets).owns(configmaps).max_concurrent(16).reconcile(reconcile))
     stop = asyncio.Event()
     task = asyncio.create_task(manager.start(stop))
     await asyncio.sleep(0.2)
@@ -348,26 +360,32 @@ async def run_lean(n: int) -> dict[str, float]:
     return result
 
 
+RUNS = {"kubeop": run_kubeop, "kubeop-typed": run_kubeop_typed, "lean": run_lean}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--only", choices=["kubeop", "lean"])
+    parser.add_argument("--only", choices=list(RUNS), action="append", help="repeatable")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    runs: dict[str, list[dict[str, float]]] = {"kubeop": [], "lean": []}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in RUNS}
     for _ in range(args.repeat):
-        for name, fn in (("kubeop", run_kubeop), ("lean", run_lean)):
-            if args.only and name != args.only:
+        for name, fn in RUNS.items():
+            if args.only and name not in args.only:
                 continue
             runs[name].append(asyncio.run(fn(args.n)))
     report: dict[str, Any] = {}
     for name, rs in runs.items():
         if rs:
             report[name] = {k: round(statistics.median(r[k] for r in rs), 2) for k in rs[0]}
-    if not args.only:
-        for phase in ("create", "update"):
+    for phase in ("create", "update"):
+        if "kubeop" in report and "lean" in report:
             report[f"{phase}_extra_us"] = round(report["kubeop"][phase] - report["lean"][phase], 1)
+        if "kubeop" in report and "kubeop-typed" in report:
+            typed, untyped = report["kubeop-typed"][phase], report["kubeop"][phase]
+            report[f"{phase}_typed_extra_pct"] = round(100 * (typed - untyped) / untyped, 1)
     print(json.dumps(report, indent=1))
 
 

@@ -21,7 +21,7 @@ import contextvars
 import copy
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client, ResourceLike
@@ -37,6 +37,7 @@ __all__ = ["ReconcilerClient", "contains", "merge_desired"]
 log = logging.getLogger("kubeop.controller")
 
 Obj = dict[str, Any]
+M = TypeVar("M")
 _SWEEP_MIN = 1024
 _RECENT_MAX = 50_000
 
@@ -51,6 +52,10 @@ def contains(current: Any, desired: Any) -> bool:
     dt = type(desired)
     if dt is str or dt is int or dt is bool or desired is None:  # most leaves: no ABC checks
         return bool(current == desired)
+    if dt is list:
+        if type(current) is not list or len(current) != len(desired):
+            return False
+        return all(contains(c, d) for c, d in zip(current, desired, strict=True))
     if dt is dict or isinstance(desired, Mapping):
         if not (type(current) is dict or isinstance(current, Mapping)):
             return False
@@ -64,7 +69,7 @@ def contains(current: Any, desired: Any) -> bool:
             elif value is not None and value != []:
                 return False
         return True
-    if dt is list or isinstance(desired, list):
+    if isinstance(desired, list):
         if not isinstance(current, list) or len(current) != len(desired):
             return False
         return all(contains(c, d) for c, d in zip(current, desired, strict=True))
@@ -142,7 +147,10 @@ class ReconcilerClient:
         and cache bookkeeping of one resource live under one key."""
         if isinstance(what, ApiResource):
             return self._canonical.setdefault((what.group, what.version, what.plural), what)
-        if isinstance(what, Mapping):
+        res = self._resources.get(type(what))  # a model instance of a kind resolved before
+        if res is not None:
+            return res
+        if type(what) is dict or isinstance(what, Mapping):
             key: Any = (what.get("apiVersion"), what.get("kind"))
         elif isinstance(what, (type, str)):
             key = what
@@ -366,29 +374,45 @@ class ReconcilerClient:
         return True
 
     # -- compare-before-write helpers ----------------------------------------------------------
-    async def create_or_update(self, desired: Any) -> tuple[str, Obj]:
+    async def create_or_update(self, desired: M) -> tuple[str, M]:
         """Make the object match ``desired``: create it, update it, or do nothing.
 
-        Returns ``("created" | "updated" | "unchanged", object)``. Only the fields ``desired``
-        sets are compared (server defaults are not a difference). A create that meets
-        AlreadyExists (the cache had not seen the object yet) reads it from the server and
-        continues as an update instead of failing.
+        Returns ``("created" | "updated" | "unchanged", object)``: the object as the server has
+        it, a model of ``desired``'s class when ``desired`` is a model, else a dict. Only the
+        fields ``desired`` sets are compared (server defaults are not a difference). A create
+        that meets AlreadyExists (the cache had not seen the object yet) reads it from the server
+        and continues as an update instead of failing.
         """
         return await self._ensure(desired, patch=False)
 
-    async def create_or_patch(self, desired: Any) -> tuple[str, Obj]:
+    async def create_or_patch(self, desired: M) -> tuple[str, M]:
         """Like :meth:`create_or_update`, but sends a JSON merge patch (no resourceVersion
         conflicts; lists in ``desired`` replace the server's)."""
         return await self._ensure(desired, patch=True)
 
-    async def _ensure(self, desired: Any, *, patch: bool) -> tuple[str, Obj]:
+    async def _ensure(self, desired: Any, *, patch: bool) -> tuple[str, Any]:
+        typed = type(desired) is not dict and is_model_class(type(desired))
         want = to_dict(desired)
-        res = await self.resource(want)
+        res = await self.resource(desired if typed else want)
         md = want.get("metadata") or {}
         name, namespace = md.get("name"), md.get("namespace")
         if not name:
             raise ValueError(f"{want.get('kind') or 'object'} has no metadata.name")
         current = await self.get(res, name, namespace=namespace)
+        state, out = await self._write_desired(res, name, namespace, want, current, patch=patch)
+        return state, (from_dict(type(desired), out, lazy=True) if typed else out)
+
+    async def _write_desired(
+        self,
+        res: ApiResource,
+        name: str,
+        namespace: str | None,
+        want: Obj,
+        current: Obj | None,
+        *,
+        patch: bool,
+    ) -> tuple[str, Obj]:
+        """Create, update or patch the object to contain ``want``; nothing when it already does."""
         if current is None:
             self._fence()
             try:
@@ -551,16 +575,16 @@ def _changed(verb: str, res: ApiResource, out: Mapping[str, Any], *, before: Any
 def _status_and_meta(obj: Any) -> tuple[Any, Mapping[str, Any]]:
     """An object's status and the metadata a status write needs. A model's are read from its
     attributes: dumping the whole model on every status write is the typed path's biggest cost."""
-    if isinstance(obj, Mapping):
+    if type(obj) is dict:
         return obj.get("status") or {}, obj.get("metadata") or {}
     meta = getattr(obj, "metadata", None)
-    if meta is None or isinstance(meta, Mapping):
+    if meta is None or type(meta) is dict or isinstance(obj, Mapping) or isinstance(meta, Mapping):
         d = to_dict(obj)
         return d.get("status") or {}, d.get("metadata") or {}
     status = getattr(obj, "status", None)
     if status is None:
         status = {}
-    elif not isinstance(status, Mapping):
+    elif type(status) is not dict and hasattr(status, "model_dump"):
         status = status.model_dump(mode="json", by_alias=True, exclude_none=True)
     md = {
         "name": getattr(meta, "name", None),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, get_args, get_origin
 
 from kubeop.core import meta as m
 from kubeop.core.model import model_gvk, to_dict
@@ -43,30 +43,33 @@ def set_owner_reference(owner: Any, obj: Any) -> bool:
 
 
 def _set(owner: Any, obj: Any, owner_namespaced: bool | None, *, controller: bool) -> bool:
-    owner_d = _identity(owner)
-    target: MutableMapping[str, Any] = obj if isinstance(obj, MutableMapping) else _identity(obj)
+    owner_d = _identity(owner, refs=False)
+    if _meta_model(obj) is None and isinstance(obj, MutableMapping):
+        _check(owner_d, obj, owner_namespaced)
+        try:
+            return m.set_owner_reference(owner_d, obj, controller=controller)
+        except ValueError as exc:
+            raise OwnershipError(str(exc)) from exc
+    target = _identity(obj, refs=True)
     _check(owner_d, target, owner_namespaced)
+    before = list(target["metadata"].get("ownerReferences") or ())
     try:
         changed = m.set_owner_reference(owner_d, target, controller=controller)
     except ValueError as exc:
         raise OwnershipError(str(exc)) from exc
-    if changed and target is not obj:
-        # Validate only the new list (as the metadata model types it) and set it in place.
-        meta = obj.metadata
-        refs = type(meta).model_validate({"ownerReferences": target["metadata"]["ownerReferences"]})
-        meta.owner_references = refs.owner_references
+    if changed:
+        _set_model_refs(obj.metadata, before, target["metadata"]["ownerReferences"])
     return changed
 
 
-def _identity(obj: Any) -> dict[str, Any]:
+def _identity(obj: Any, *, refs: bool) -> dict[str, Any]:
     """What owner references need of an object: a dict as it is; of a model, its type, name,
-    namespace, uid and owner references, read from attributes (no dump of the whole model)."""
-    if isinstance(obj, dict):
-        return obj
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    meta = getattr(obj, "metadata", None)
-    if meta is None or not hasattr(type(obj), "kind"):
+    namespace, uid and (``refs``) owner references, read from attributes (no dump of the whole
+    model)."""
+    meta = _meta_model(obj)
+    if meta is None:
+        return obj if type(obj) is dict else dict(obj) if isinstance(obj, Mapping) else to_dict(obj)
+    if not hasattr(type(obj), "kind"):
         return to_dict(obj)
     gvk = model_gvk(type(obj))
     md: dict[str, Any] = {
@@ -74,10 +77,62 @@ def _identity(obj: Any) -> dict[str, Any]:
         "namespace": getattr(meta, "namespace", None),
         "uid": getattr(meta, "uid", None),
     }
-    refs = getattr(meta, "owner_references", None)
-    if refs:
+    existing = getattr(meta, "owner_references", None) if refs else None
+    if existing:
         md["ownerReferences"] = [
             r if isinstance(r, Mapping) else r.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for r in refs
+            for r in existing
         ]
     return {"apiVersion": gvk.api_version, "kind": gvk.kind, "metadata": md}
+
+
+def _meta_model(obj: Any) -> Any:
+    """The metadata model of a model object; None for a dict (checked without the slow ABC
+    checks on models, which take most of the time of setting a reference)."""
+    if type(obj) is dict:
+        return None
+    meta = getattr(obj, "metadata", None)
+    return None if meta is None or type(meta) is dict or isinstance(meta, Mapping) else meta
+
+
+def _set_model_refs(meta: Any, before: list[Any], after: list[dict[str, Any]]) -> None:
+    """Set a model's owner references to ``after``: the references it had are kept as they are
+    (``after`` holds the same dicts for them), the new or replaced one is built as the metadata
+    model types it (a model, or the dict itself)."""
+    build = _ref_builder(type(meta))
+    if build is None:  # an unusual metadata model: validate the list the way it declares it
+        refs = type(meta).model_validate({"ownerReferences": after})
+        meta.owner_references = refs.owner_references
+        return
+    old = list(meta.owner_references or ())
+    meta.owner_references = [
+        old[i] if i < len(before) and ref is before[i] else build(ref) for i, ref in enumerate(after)
+    ]
+
+
+_REF_BUILDERS: dict[type, Callable[[dict[str, Any]], Any] | None] = {}
+
+
+def _ref_builder(meta_cls: type) -> Callable[[dict[str, Any]], Any] | None:
+    """How one owner reference becomes an item of ``meta_cls.owner_references`` (looked up once
+    per class): ``OwnerReference.model_validate`` for kubeop.kinds' metadata, the dict itself for a
+    list of dicts (CustomResource's metadata); None when the field is typed otherwise."""
+    try:
+        return _REF_BUILDERS[meta_cls]
+    except KeyError:
+        pass
+    builder: Callable[[dict[str, Any]], Any] | None = None
+    field = (getattr(meta_cls, "model_fields", None) or {}).get("owner_references")
+    for arm in get_args(field.annotation) if field is not None else ():
+        if get_origin(arm) is list:
+            (item,) = get_args(arm) or (Any,)
+            if item is Any or item is dict or get_origin(item) is dict:
+                builder = _same
+            elif isinstance(item, type) and hasattr(item, "model_validate"):
+                builder = item.model_validate
+    _REF_BUILDERS[meta_cls] = builder
+    return builder
+
+
+def _same(ref: dict[str, Any]) -> dict[str, Any]:
+    return ref

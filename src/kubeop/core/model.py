@@ -58,10 +58,21 @@ def _class_value(cls: type, attr: str, field: str) -> str | None:
     return None
 
 
+_MODEL_CLASSES: dict[type, bool] = {}
+
+
 def is_model_class(obj: object) -> bool:
-    """True for a class that declares its apiVersion and kind and can convert from a dict."""
+    """True for a class that declares its apiVersion and kind and can convert from a dict
+    (looked up once per class: the typed path asks on every read and write)."""
     if not isinstance(obj, type):
         return False
+    known = _MODEL_CLASSES.get(obj)
+    if known is None:
+        known = _MODEL_CLASSES[obj] = _is_model_class(obj)
+    return known
+
+
+def _is_model_class(obj: type) -> bool:
     convertible = hasattr(obj, "model_validate") or hasattr(obj, "from_dict")
     return (
         convertible
@@ -109,11 +120,11 @@ def to_dict(obj: Any) -> dict[str, Any]:
     """
     if isinstance(obj, dict):
         return obj
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    dump = getattr(obj, "model_dump", None)
+    dump = getattr(obj, "model_dump", None)  # before the Mapping check: an ABC check is slow
     if dump is not None:
         data: dict[str, Any] = dump(mode="json", by_alias=True, exclude_none=True)
+    elif isinstance(obj, Mapping):
+        return dict(obj)
     else:
         to = getattr(obj, "to_dict", None)
         if to is None:
@@ -174,18 +185,99 @@ def _validation_errors(exc: Exception) -> list[tuple[str, str]] | None:
     return out
 
 
-def from_dict(cls: type[M], data: dict[str, Any]) -> M:
-    """Build a model instance from an object dict; :class:`ModelMismatch` when it does not fit."""
-    validate = getattr(cls, "model_validate", None)
+def from_dict(cls: type[M], data: dict[str, Any], *, lazy: bool = False) -> M:
+    """Build a model instance from an object dict; :class:`ModelMismatch` when it does not fit.
+
+    ``lazy=True`` defers the work to the first use of the instance (any attribute, a dump, a
+    comparison, a copy): for server data a caller may never read, such as the object a write
+    returns. Until then ``type(obj)`` is a private subclass of ``cls`` (``isinstance`` holds),
+    afterwards ``cls`` itself; a :class:`ModelMismatch` is raised at that first use. ``data``
+    is read then, so it must not change in between (the cache's and the server's dicts do not).
+    Classes other than pydantic models are built at once.
+    """
+    if lazy:
+        lazy_cls = _LAZY_CLASSES.get(cls)
+        if lazy_cls is None:
+            lazy_cls = _LAZY_CLASSES[cls] = _lazy_class(cls)
+        if lazy_cls is not None:
+            obj: Any = object.__new__(lazy_cls)
+            object.__setattr__(obj, "__pydantic_private__", data)  # until validated: the source
+            return obj  # type: ignore[no-any-return]
+    validate = _validator(cls)
     if validate is not None:
         try:
             return validate(data)  # type: ignore[no-any-return]
         except ValueError as exc:
-            errors = _validation_errors(exc)
-            if errors is None or not isinstance(data, Mapping):
-                raise
-            raise ModelMismatch(cls, data, errors) from exc
+            raise _mismatch(cls, data, exc) from exc
     build = getattr(cls, "from_dict", None)
     if build is None:
         raise TypeError(f"{cls.__qualname__} has neither model_validate nor from_dict")
     return build(data)  # type: ignore[no-any-return]
+
+
+def _mismatch(cls: type, data: Any, exc: ValueError) -> ValueError:
+    errors = _validation_errors(exc)
+    if errors is None or not isinstance(data, Mapping):
+        return exc
+    return ModelMismatch(cls, data, errors)
+
+
+_VALIDATORS: dict[type, Any] = {}
+
+
+def _validator(cls: type) -> Any:
+    """How to validate a dict into ``cls`` (looked up once per class): pydantic's validator
+    itself when the class keeps pydantic's ``model_validate`` (that method only adds Python
+    around it), else the class's own ``model_validate``; None for a class without one."""
+    try:
+        return _VALIDATORS[cls]
+    except KeyError:
+        pass
+    validate = getattr(cls, "model_validate", None)
+    if validate is not None:
+        owner = next(k for k in cls.__mro__ if "model_validate" in vars(k))
+        if owner.__module__.startswith("pydantic.") and hasattr(cls, "__pydantic_validator__"):
+
+            def validate(data: Any, cls: Any = cls) -> Any:
+                # Looked up per call: a class with a deferred build replaces its validator.
+                return cls.__pydantic_validator__.validate_python(data)
+
+    _VALIDATORS[cls] = validate
+    return validate
+
+
+_LAZY_CLASSES: dict[type, type | None] = {}
+
+
+def _lazy_class(cls: type) -> type | None:
+    """The subclass of a pydantic model class whose instances validate their source on first
+    use, then become instances of ``cls`` (same layout: ``__class__`` can be swapped)."""
+    if _validator(cls) is None or not hasattr(cls, "__pydantic_validator__"):
+        return None
+
+    def __getattribute__(self: Any, name: str) -> Any:
+        if name == "__class__":
+            return object.__getattribute__(self, name)
+        data = object.__getattribute__(self, "__pydantic_private__")
+        object.__setattr__(self, "__class__", cls)
+        object.__setattr__(self, "__pydantic_private__", None)
+        try:
+            cls.__pydantic_validator__.validate_python(data, self_instance=self)
+        except BaseException as exc:
+            object.__setattr__(self, "__class__", lazy)  # stay unbuilt: the next use raises again
+            object.__setattr__(self, "__pydantic_private__", data)
+            if isinstance(exc, ValueError):
+                raise _mismatch(cls, data, exc) from exc
+            raise
+        return getattr(self, name)
+
+    namespace = {
+        "__slots__": (),
+        "__getattribute__": __getattribute__,
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+    }
+    # type.__new__, not the model metaclass: no second pydantic model is built for it.
+    lazy: type = type.__new__(type(cls), cls.__name__, (cls,), namespace)
+    return lazy

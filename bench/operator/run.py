@@ -13,8 +13,8 @@ operator process.
 
     python bench/operator/run.py [--n 1000] [--operators kubeop,lean,kopf] [--workers 16]
 
-Operators: kubeop, kubeop-typed (the same reconcile on typed models), kubeop-base (with
---baseline-src), lean, kopf.
+Operators: kubeop, kubeop-typed (the same reconcile on typed models), kubeop-base and
+kubeop-typed-base (the same two scripts on --baseline-src), lean, kopf.
 """
 
 from __future__ import annotations
@@ -116,10 +116,11 @@ BASELINE_SRC: str | None = None
 
 
 def command(name: str, workers: int) -> list[str]:
-    if name == "kubeop-base":
+    if name in ("kubeop-base", "kubeop-typed-base"):
         if BASELINE_SRC is None:
-            raise SystemExit("operator kubeop-base needs --baseline-src")
-        return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
+            raise SystemExit(f"operator {name} needs --baseline-src")
+        script = "kubeop_typed_operator.py" if name == "kubeop-typed-base" else "kubeop_operator.py"
+        return [sys.executable, str(HERE / script), str(workers)]
     if name == "kubeop":
         return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
     if name == "kubeop-typed":  # the same operator on models (a Widget CustomResource, kinds.ConfigMap)
@@ -316,7 +317,7 @@ async def clear_namespace(cp: ControlPlane, ns: str) -> None:
 def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) -> subprocess.Popen[str]:
     """Start an operator process and return once it says it is ready (kopf: after 5 s)."""
     env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
-    if name == "kubeop-base" and BASELINE_SRC is not None:
+    if name in ("kubeop-base", "kubeop-typed-base") and BASELINE_SRC is not None:
         env["PYTHONPATH"] = BASELINE_SRC
     proc = subprocess.Popen(
         command(name, workers),

@@ -44,12 +44,16 @@ def set_owner_reference(owner: Any, obj: Any) -> bool:
 
 def _set(owner: Any, obj: Any, owner_namespaced: bool | None, *, controller: bool) -> bool:
     owner_d = _identity(owner, refs=False)
-    if _meta_model(obj) is None and isinstance(obj, MutableMapping):
+    meta = _meta_model(obj)
+    if meta is None and isinstance(obj, MutableMapping):
         _check(owner_d, obj, owner_namespaced)
         try:
             return m.set_owner_reference(owner_d, obj, controller=controller)
         except ValueError as exc:
             raise OwnershipError(str(exc)) from exc
+    build = _ref_builder(type(meta)) if meta is not None else None
+    if build is not None and not getattr(meta, "owner_references", None):
+        return _set_first(owner_d, obj, meta, build, owner_namespaced, controller=controller)
     target = _identity(obj, refs=True)
     _check(owner_d, target, owner_namespaced)
     before = list(target["metadata"].get("ownerReferences") or ())
@@ -62,6 +66,32 @@ def _set(owner: Any, obj: Any, owner_namespaced: bool | None, *, controller: boo
     return changed
 
 
+def _set_first(
+    owner: dict[str, Any],
+    obj: Any,
+    meta: Any,
+    build: Callable[[dict[str, Any]], Any],
+    owner_namespaced: bool | None,
+    *,
+    controller: bool,
+) -> bool:
+    """The first owner reference of a model (the usual case: a child built in the reconcile):
+    the same checks and reference as :func:`kubeop.core.meta.set_owner_reference`, on a stand-in
+    holding only what they read, and the reference built as the metadata model types it."""
+    kind = getattr(type(obj), "kind", None)
+    stand_in = {
+        "kind": kind if isinstance(kind, str) else type(obj).__name__,
+        "metadata": {"name": getattr(meta, "name", None), "namespace": getattr(meta, "namespace", None)},
+    }
+    _check(owner, stand_in, owner_namespaced)
+    try:
+        m.set_owner_reference(owner, stand_in, controller=controller)
+    except ValueError as exc:
+        raise OwnershipError(str(exc)) from exc
+    meta.owner_references = [build(stand_in["metadata"]["ownerReferences"][0])]
+    return True
+
+
 def _identity(obj: Any, *, refs: bool) -> dict[str, Any]:
     """What owner references need of an object: a dict as it is; of a model, its type, name,
     namespace, uid and (``refs``) owner references, read from attributes (no dump of the whole
@@ -71,7 +101,7 @@ def _identity(obj: Any, *, refs: bool) -> dict[str, Any]:
         return obj if type(obj) is dict else dict(obj) if isinstance(obj, Mapping) else to_dict(obj)
     if not hasattr(type(obj), "kind"):
         return to_dict(obj)
-    gvk = model_gvk(type(obj))
+    api_version, kind = _type_of(type(obj))
     md: dict[str, Any] = {
         "name": getattr(meta, "name", None),
         "namespace": getattr(meta, "namespace", None),
@@ -83,7 +113,19 @@ def _identity(obj: Any, *, refs: bool) -> dict[str, Any]:
             r if isinstance(r, Mapping) else r.model_dump(mode="json", by_alias=True, exclude_none=True)
             for r in existing
         ]
-    return {"apiVersion": gvk.api_version, "kind": gvk.kind, "metadata": md}
+    return {"apiVersion": api_version, "kind": kind, "metadata": md}
+
+
+_TYPES: dict[type, tuple[str, str]] = {}
+
+
+def _type_of(cls: type) -> tuple[str, str]:
+    """``(apiVersion, kind)`` of a model class, looked up once per class."""
+    found = _TYPES.get(cls)
+    if found is None:
+        gvk = model_gvk(cls)
+        found = _TYPES[cls] = (gvk.api_version, gvk.kind)
+    return found
 
 
 def _meta_model(obj: Any) -> Any:

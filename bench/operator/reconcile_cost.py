@@ -23,11 +23,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import kubeop_operator as untyped_op  # noqa: E402
-import kubeop_typed_operator as typed_op  # noqa: E402
+import kubeop_operator as untyped_op
+import kubeop_typed_operator as typed_op
 
-from kubeop.controller import ReconcilerClient, Request  # noqa: E402
-from kubeop.kinds import ConfigMap  # noqa: E402
+from kubeop.controller import ReconcilerClient, Request
+from kubeop.kinds import ConfigMap
 
 Obj = dict[str, Any]
 WIDGET: Obj = {

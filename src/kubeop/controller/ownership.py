@@ -79,7 +79,7 @@ def _set_first(
     the same checks and reference as :func:`kubeop.core.meta.set_owner_reference`, on a stand-in
     holding only what they read, and the reference built as the metadata model types it."""
     kind = getattr(type(obj), "kind", None)
-    stand_in = {
+    stand_in: dict[str, Any] = {
         "kind": kind if isinstance(kind, str) else type(obj).__name__,
         "metadata": {"name": getattr(meta, "name", None), "namespace": getattr(meta, "namespace", None)},
     }

@@ -237,12 +237,13 @@ class Client:
         return self.config.namespace
 
     @staticmethod
-    def _out(what: Any, data: Any) -> Any:
-        return from_dict(what, data) if is_model_class(what) else data
+    def _out(what: Any, data: Any, *, lazy: bool = False) -> Any:
+        return from_dict(what, data, lazy=lazy) if is_model_class(what) else data
 
     @staticmethod
     def _out_like(obj: Any, data: Any) -> Any:
-        return data if isinstance(obj, Mapping) else from_dict(type(obj), data)
+        # The server's answer to a write: a model is built when the caller first uses it.
+        return data if isinstance(obj, Mapping) else from_dict(type(obj), data, lazy=True)
 
     async def request(self, req: ApiRequest) -> Any:
         """Send a prebuilt request (from :class:`~kubeop.core.request.RequestBuilder`)."""
@@ -602,7 +603,7 @@ class Client:
             field_manager=field_manager,
             force=force,
         )
-        return self._out(what, await self.transport.request(req))
+        return self._out(what, await self.transport.request(req), lazy=True)
 
     async def apply(
         self,

@@ -297,32 +297,29 @@ class ReconcilerClient:
     async def create(self, obj: Any, **kwargs: Any) -> Any:
         res = await self.resource(obj)
         self._fence()
-        out = await self.api.create(obj, resource=res, **kwargs)
+        out: Obj = await self.api.create(to_dict(obj), resource=res, **kwargs)
         if not kwargs.get("dry_run"):
-            out_dict = to_dict(out)
-            self._remember(res, out_dict)
-            _changed("created", res, out_dict)
-        return out
+            self._remember(res, out)
+            _changed("created", res, out)
+        return _like(obj, out)
 
     async def update(self, obj: Any, **kwargs: Any) -> Any:
         res = await self.resource(obj)
         self._fence()
-        out = await self.api.update(obj, resource=res, **kwargs)
+        out: Obj = await self.api.update(to_dict(obj), resource=res, **kwargs)
         if not kwargs.get("dry_run"):
-            out_dict = to_dict(out)
-            self._remember(res, out_dict)
-            _changed("updated", res, out_dict, before=obj)
-        return out
+            self._remember(res, out)
+            _changed("updated", res, out, before=obj)
+        return _like(obj, out)
 
     async def update_status(self, obj: Any) -> Any:
         """PUT the status subresource (optimistic concurrency: Conflict on a stale object)."""
         res = await self.resource(obj)
         self._fence()
-        out = await self.api.update_status(obj, resource=res)
-        out_dict = to_dict(out)
-        self._remember(res, out_dict)
-        _changed("updated status of", res, out_dict, before=obj)
-        return out
+        out: Obj = await self.api.update_status(to_dict(obj), resource=res)
+        self._remember(res, out)
+        _changed("updated status of", res, out, before=obj)
+        return _like(obj, out)
 
     async def patch(self, what: ResourceLike, name: str, patch: Any, **kwargs: Any) -> Any:
         res = await self.resource(what)
@@ -332,27 +329,26 @@ class ReconcilerClient:
             if log.isEnabledFor(logging.INFO)
             else None
         )
-        out = await self.api.patch(res, name, patch, **kwargs)
-        out_dict = to_dict(out)
-        self._remember(res, out_dict)
-        _changed("patched", res, out_dict, before=before)
-        return out
+        out: Obj = await self.api.patch(res, name, patch, **kwargs)
+        self._remember(res, out)
+        _changed("patched", res, out, before=before)
+        return from_dict(what, out, lazy=True) if isinstance(what, type) and is_model_class(what) else out
 
     async def apply(self, obj: Any, *, force: bool = True, field_manager: str | None = None) -> Any:
         """Server-side apply ``obj`` (always one request; prefer :meth:`create_or_patch` in hot paths)."""
         res = await self.resource(obj)
         self._fence()
+        body = to_dict(obj)
         before = None
         if log.isEnabledFor(logging.INFO):
-            md = to_dict(obj).get("metadata") or {}
+            md = body.get("metadata") or {}
             before = self._known_version(res, md.get("name"), md.get("namespace"))
-        out = await self.api.apply(
-            obj, field_manager=field_manager or self.field_manager, force=force, resource=res
+        out: Obj = await self.api.apply(
+            body, field_manager=field_manager or self.field_manager, force=force, resource=res
         )
-        out_dict = to_dict(out)
-        self._remember(res, out_dict)
-        _changed("applied", res, out_dict, before=before)
-        return out
+        self._remember(res, out)
+        _changed("applied", res, out, before=before)
+        return _like(obj, out)
 
     async def delete(
         self, what: Any, name: str | None = None, *, namespace: str | None = None, **kwargs: Any
@@ -391,16 +387,15 @@ class ReconcilerClient:
         return await self._ensure(desired, patch=True)
 
     async def _ensure(self, desired: Any, *, patch: bool) -> tuple[str, Any]:
-        typed = type(desired) is not dict and is_model_class(type(desired))
         want = to_dict(desired)
-        res = await self.resource(desired if typed else want)
+        res = await self.resource(want if type(desired) is dict else desired)
         md = want.get("metadata") or {}
         name, namespace = md.get("name"), md.get("namespace")
         if not name:
             raise ValueError(f"{want.get('kind') or 'object'} has no metadata.name")
         current = await self.get(res, name, namespace=namespace)
         state, out = await self._write_desired(res, name, namespace, want, current, patch=patch)
-        return state, (from_dict(type(desired), out, lazy=True) if typed else out)
+        return state, _like(desired, out)
 
     async def _write_desired(
         self,
@@ -549,6 +544,13 @@ class ReconcilerClient:
             return True
         await self.add_finalizer(current, finalizer)
         return False
+
+
+def _like(given: Any, out: Obj) -> Any:
+    """A write's answer the way the object was given: a model of its class when it was a model
+    (built when first used: callers often ignore the answer), else the dict."""
+    cls = type(given)
+    return out if cls is dict or not is_model_class(cls) else from_dict(cls, out, lazy=True)
 
 
 def _ref(res: ApiResource, name: Any, namespace: Any) -> str:

@@ -138,3 +138,20 @@ def test_owner_reference_on_a_custom_resource_keeps_dicts() -> None:
     other_ns.metadata.namespace = "elsewhere"  # type: ignore[union-attr]
     with pytest.raises(OwnershipError, match="cross-namespace"):
         set_controller_reference(_owner("a", "u1"), other_ns)
+
+
+async def test_every_write_answers_a_model_with_a_model() -> None:
+    client, api, _ = _client()
+    created = await client.create(_cm("1"))
+    assert isinstance(created, ConfigMap) and created.metadata.resource_version
+    created.data = {"v": "2"}
+    updated = await client.update(created)
+    assert isinstance(updated, ConfigMap) and updated.data == {"v": "2"}
+    patched = await client.patch(ConfigMap, "c", {"data": {"v": "3"}}, namespace="default")
+    assert isinstance(patched, ConfigMap) and patched.data == {"v": "3"}
+    as_dict = await client.patch(CONFIGMAPS, "c", {"data": {"v": "4"}}, namespace="default")
+    assert type(as_dict) is dict and as_dict["data"] == {"v": "4"}
+    # What the client remembers for read-your-writes is the server's dict, not the model.
+    remembered = await client.get(CONFIGMAPS, "c", namespace="default")
+    assert type(remembered) is dict and remembered["data"] == {"v": "4"}
+    assert [w[0] for w in api.writes] == ["POST", "PUT", "PATCH", "PATCH"]

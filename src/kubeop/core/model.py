@@ -201,7 +201,7 @@ def from_dict(cls: type[M], data: dict[str, Any], *, lazy: bool = False) -> M:
             lazy_cls = _LAZY_CLASSES[cls] = _lazy_class(cls)
         if lazy_cls is not None:
             obj: Any = object.__new__(lazy_cls)
-            object.__setattr__(obj, "__pydantic_private__", data)  # until validated: the source
+            object.__setattr__(obj, "__pydantic_private__", _Pending(data))  # until validated
             return obj  # type: ignore[no-any-return]
     validate = _validator(cls)
     if validate is not None:
@@ -249,6 +249,15 @@ def _validator(cls: type) -> Any:
 _LAZY_CLASSES: dict[type, type | None] = {}
 
 
+class _Pending:
+    """The source of a lazy model that has not been built yet."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+
 def _lazy_class(cls: type) -> type | None:
     """The subclass of a pydantic model class whose instances validate their source on first
     use, then become instances of ``cls`` (same layout: ``__class__`` can be swapped)."""
@@ -258,17 +267,18 @@ def _lazy_class(cls: type) -> type | None:
     def __getattribute__(self: Any, name: str) -> Any:
         if name == "__class__":
             return object.__getattribute__(self, name)
-        data = object.__getattribute__(self, "__pydantic_private__")
+        state = object.__getattribute__(self, "__pydantic_private__")
         object.__setattr__(self, "__class__", cls)
-        object.__setattr__(self, "__pydantic_private__", None)
-        try:
-            cls.__pydantic_validator__.validate_python(data, self_instance=self)
-        except BaseException as exc:
-            object.__setattr__(self, "__class__", lazy)  # stay unbuilt: the next use raises again
-            object.__setattr__(self, "__pydantic_private__", data)
-            if isinstance(exc, ValueError):
-                raise _mismatch(cls, data, exc) from exc
-            raise
+        if type(state) is _Pending:  # else a copy made by copy.copy of one: built already
+            object.__setattr__(self, "__pydantic_private__", None)
+            try:
+                cls.__pydantic_validator__.validate_python(state.data, self_instance=self)
+            except BaseException as exc:
+                object.__setattr__(self, "__class__", lazy)  # stay unbuilt: each use raises
+                object.__setattr__(self, "__pydantic_private__", state)
+                if isinstance(exc, ValueError):
+                    raise _mismatch(cls, state.data, exc) from exc
+                raise
         return getattr(self, name)
 
     namespace = {

@@ -8,7 +8,7 @@ import pickle
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from kubeop.core.model import ModelMismatch, from_dict, is_model_class, to_dict
 from kubeop.crd import CamelModel, CustomResource
@@ -70,6 +70,8 @@ def test_a_lazy_model_is_the_eager_one_once_used(cls: type[BaseModel], data: dic
         lambda m: m.model_dump(mode="json", by_alias=True, exclude_none=True),
         repr,
         lambda m: copy.deepcopy(m).model_dump(),
+        lambda m: copy.copy(m).model_dump(),
+        lambda m: m.model_copy(update={"metadata": None}).model_dump(),
         lambda m: pickle.loads(pickle.dumps(m)).model_dump(),
         to_dict,
         lambda m: m.metadata.name,
@@ -136,3 +138,22 @@ def test_a_class_with_its_own_model_validate_is_validated_through_it() -> None:
 
     data = {"apiVersion": "lazy.kubeop.dev/v1", "kind": "Traced", "metadata": {"name": "t"}}
     assert from_dict(Traced, data).metadata.name == "t" and seen == [data]
+
+
+def test_private_attributes_and_post_init_run_when_a_lazy_model_is_built() -> None:
+    class Counted(CustomResource, group="lazy.kubeop.dev", version="v1"):
+        spec: dict[str, Any] = Field(default_factory=dict)
+        _reads: int = PrivateAttr(default=0)
+        _ready: bool = PrivateAttr(default=False)
+
+        def model_post_init(self, context: Any) -> None:
+            self._ready = True
+
+    data = {
+        "apiVersion": "lazy.kubeop.dev/v1",
+        "kind": "Counted",
+        "metadata": {"name": "c"},
+        "spec": {"a": 1},
+    }
+    lazy = from_dict(Counted, data, lazy=True)
+    assert lazy._ready and lazy._reads == 0 and lazy == from_dict(Counted, data)

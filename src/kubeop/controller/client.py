@@ -580,7 +580,7 @@ def _status_and_meta(obj: Any) -> tuple[Any, Mapping[str, Any]]:
     if type(obj) is dict:
         return obj.get("status") or {}, obj.get("metadata") or {}
     meta = getattr(obj, "metadata", None)
-    if meta is None or type(meta) is dict or isinstance(obj, Mapping) or isinstance(meta, Mapping):
+    if meta is None or type(meta) is dict or isinstance(meta, Mapping):
         d = to_dict(obj)
         return d.get("status") or {}, d.get("metadata") or {}
     status = getattr(obj, "status", None)

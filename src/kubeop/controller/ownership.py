@@ -129,8 +129,8 @@ def _type_of(cls: type) -> tuple[str, str]:
 
 
 def _meta_model(obj: Any) -> Any:
-    """The metadata model of a model object; None for a dict (checked without the slow ABC
-    checks on models, which take most of the time of setting a reference)."""
+    """The metadata model of a model object; None for a dict or a model with dict metadata
+    (told apart without an ABC check on the model, which costs more than the rest of the test)."""
     if type(obj) is dict:
         return None
     meta = getattr(obj, "metadata", None)

@@ -332,7 +332,7 @@ class ReconcilerClient:
         out: Obj = await self.api.patch(res, name, patch, **kwargs)
         self._remember(res, out)
         _changed("patched", res, out, before=before)
-        return from_dict(what, out, lazy=True) if isinstance(what, type) and is_model_class(what) else out
+        return out  # the server's dict, whatever names the kind (a patch is not an object)
 
     async def apply(self, obj: Any, *, force: bool = True, field_manager: str | None = None) -> Any:
         """Server-side apply ``obj`` (always one request; prefer :meth:`create_or_patch` in hot paths)."""

@@ -31,7 +31,6 @@ change, each an update event for every watcher of the kind.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -97,6 +96,10 @@ class ShardLabeller:
         self.kinds: list[LabelledKind] = []
         self._done_for = 0  # the ring generation every object was last checked under
         self._pending = asyncio.Event()  # an unlabelled object appeared
+        # (controller, key) -> the label sent in this generation: an object stays in the
+        # unlabelled cache until the watch reports the patch, and is not patched twice meanwhile
+        self._sent: dict[tuple[str, str], str] = {}
+        self._sent_for = 0
         self.patches = 0
 
     def add_kind(
@@ -158,6 +161,9 @@ class ShardLabeller:
         handover = self.handover
         g, members = handover.generation, handover.members
         t0 = time.monotonic()
+        if self._sent_for != g or full:
+            self._sent, self._sent_for = {}, g
+        sent = self._sent
         patched = 0
         sem = asyncio.Semaphore(CONCURRENCY)
         tasks: list[asyncio.Task[bool]] = []
@@ -165,12 +171,13 @@ class ShardLabeller:
         def current() -> bool:
             return handover.generation == g and handover.holds()
 
-        async def patch(kind: LabelledKind, obj: Any, want: str) -> bool:
+        async def patch(kind: LabelledKind, obj: Any, want: str, sent_key: tuple[str, str]) -> bool:
             async with sem:
                 if not current():
+                    sent.pop(sent_key, None)
                     return False
                 meta = obj["metadata"]
-                with contextlib.suppress(NotFound):
+                try:
                     await self.client.patch(
                         kind.resource,
                         meta["name"],
@@ -178,9 +185,14 @@ class ShardLabeller:
                         namespace=meta.get("namespace"),
                         field_manager=self.field_manager,
                     )
-                    self.patches += 1
-                    if self._on_patch is not None:
-                        self._on_patch()
+                except NotFound:
+                    return True
+                except BaseException:
+                    sent.pop(sent_key, None)  # the next pass tries again
+                    raise
+                self.patches += 1
+                if self._on_patch is not None:
+                    self._on_patch()
                 return True
 
         for kind in self.kinds:
@@ -209,12 +221,21 @@ class ShardLabeller:
             else:
                 objects = list(kind.unlabelled.store.list())
             for obj in objects:
-                want = owner(self._key(kind.controller, request_for(obj)), members)
+                req = request_for(obj)
+                want = owner(self._key(kind.controller, req), members)
                 if want is None:
                     continue
-                if (obj["metadata"].get("labels") or {}).get(self.label) != want:
-                    tasks.append(asyncio.ensure_future(patch(kind, obj, want)))
+                sent_key = (kind.controller, f"{req.namespace}/{req.name}")
+                has = (obj["metadata"].get("labels") or {}).get(self.label)
+                if has != want and sent.get(sent_key) != want:
+                    sent[sent_key] = want
+                    tasks.append(asyncio.ensure_future(patch(kind, obj, want, sent_key)))
                     patched += 1
+            if not full:  # forget what the watch has reported labelled since
+                store = kind.unlabelled.store
+                for sent_key in [k for k in sent if k[0] == kind.controller]:
+                    if sent_key[1].lstrip("/") not in store:
+                        del sent[sent_key]
         ok = all(await asyncio.gather(*tasks)) and current()
         if patched:
             log.info(

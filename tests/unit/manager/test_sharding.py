@@ -42,6 +42,7 @@ class Fleet:
         self.overlaps: list[str] = []
         self.seen: dict[str, str] = {}  # key -> "replica:value" of the last reconcile
         self.by: collections.Counter[str] = collections.Counter()
+        self.missing: list[str] = []  # keys reconciled while their object was gone
         self.replicas: dict[str, tuple[Manager, asyncio.Event, asyncio.Future[None]]] = {}
 
     def start(self, name: str) -> Manager:
@@ -68,6 +69,8 @@ class Fleet:
                 if cm is not None:
                     self.seen[key] = f"{name}:{(cm.get('data') or {}).get('v')}"
                     self.by[name] += 1
+                else:
+                    self.missing.append(key)
             finally:
                 del self.running[key]
 
@@ -192,6 +195,29 @@ async def test_label_mode_caches_only_the_own_shard_and_moves_labels_with_the_ke
         assert all(moved[k] == v for k, v in shard.items() if v != "a"), "only a's objects move"
         await eventually(lambda: cached("b") | cached("c") == set(moved) and not cached("b") & cached("c"))
         assert not fleet.overlaps, fleet.overlaps
+    finally:
+        await fleet.close()
+        await api.close()
+
+
+async def test_label_mode_reconciles_a_deletion_but_not_an_object_it_has_not_received() -> None:
+    cluster = FakeCluster()
+    fleet = Fleet(cluster, Sharding(labels=True))
+    api = cluster.client()
+    try:
+        manager = fleet.start("a")
+        await eventually(lambda: fleet.settled(1))
+        await write_all(api, 3, "1", create=True)
+        await eventually(lambda: len(fleet.seen) == 3)
+        await api.delete(CONFIGMAPS, "cm-0", namespace="default")
+        await eventually(lambda: fleet.missing == ["default/cm-0"])
+        # A key this replica owns by the ring whose object has not reached its cache (its label
+        # has not moved here yet, or it does not exist): not reconciled, the object's arrival is.
+        sharder = manager.sharder
+        assert sharder is not None and sharder.admits("configmap", Request("default", "elsewhere"))
+        assert not await sharder.begin("configmap", Request("default", "elsewhere"))
+        assert sharder.handover.running() == {}
+        assert fleet.missing == ["default/cm-0"]
     finally:
         await fleet.close()
         await api.close()

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -53,11 +55,33 @@ func stripManagedFields(obj interface{}) (interface{}, error) {
 	return obj, nil
 }
 
+// dropLastApplied also removes kubectl's last-applied-configuration annotation (a copy of the
+// whole object as applied), the transform bench/scale's "transformed" form measures.
+func dropLastApplied(obj interface{}) (interface{}, error) {
+	if accessor, ok := obj.(metav1.Object); ok {
+		accessor.SetManagedFields(nil)
+		if a := accessor.GetAnnotations(); a != nil {
+			if _, found := a[lastApplied]; found {
+				delete(a, lastApplied)
+				if len(a) == 0 {
+					a = nil
+				}
+				accessor.SetAnnotations(a)
+			}
+		}
+	}
+	return obj, nil
+}
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "admin kubeconfig")
 	namespace := flag.String("namespace", "", "namespace to watch")
 	resource := flag.String("resource", "configmaps", "configmaps, or group/version/resource for the dynamic client")
 	strip := flag.Bool("strip-managed-fields", true, "drop managedFields before caching (kubeop's default)")
+	metadataOnly := flag.Bool("metadata-only", false, "cache PartialObjectMetadata (a metadata informer)")
+	dropApplied := flag.Bool("drop-last-applied", false, "also drop the last-applied-configuration annotation")
 	flag.Parse()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -69,6 +93,7 @@ func main() {
 	// operator's are by the time it starts its informers; the Python side does the same.
 	clientset := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
+	meta := metadata.NewForConfigOrDie(cfg)
 	if _, err := clientset.Discovery().ServerVersion(); err != nil {
 		panic(err)
 	}
@@ -78,7 +103,14 @@ func main() {
 	start := time.Now()
 
 	var informer cache.SharedIndexInformer
-	if *resource == "configmaps" {
+	if *metadataOnly {
+		gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+		if parts := strings.Split(*resource, "/"); len(parts) == 3 {
+			gvr = schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}
+		}
+		factory := metadatainformer.NewFilteredSharedInformerFactory(meta, 0, *namespace, nil)
+		informer = factory.ForResource(gvr).Informer()
+	} else if *resource == "configmaps" {
 		factory := informers.NewSharedInformerFactoryWithOptions(clientset, 0, informers.WithNamespace(*namespace))
 		informer = factory.Core().V1().ConfigMaps().Informer()
 	} else {
@@ -87,7 +119,9 @@ func main() {
 		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, *namespace, nil)
 		informer = factory.ForResource(gvr).Informer()
 	}
-	if *strip {
+	if *dropApplied {
+		_ = informer.SetTransform(dropLastApplied)
+	} else if *strip {
 		_ = informer.SetTransform(stripManagedFields)
 	}
 	added := 0

@@ -302,8 +302,9 @@ flock /tmp/kubeop-bench.lock .venv/bin/python bench/client/bench_client.py --rep
 
 `--baseline-src DIR` runs kubeop from another checkout's `src/` beside the current one, which is
 how a change to the hot path is measured before it lands. The other benchmarks: `bench/cache`
-(informers against client-go's), `bench/webhook` (the webhook server against controller-runtime's),
-`bench/helm` and `bench/controlplane` (start-up times); see each RESULTS.md.
+(informers against client-go's), `bench/scale` (100,000 cached objects: sync, RSS per object and CPU
+per change against client-go and controller-runtime), `bench/webhook` (the webhook server against
+controller-runtime's), `bench/helm` and `bench/controlplane` (start-up times); see each RESULTS.md.
 """
 
 

@@ -156,6 +156,7 @@ class RunningController:
         )
         self._kind = kind_name(description._for.what)
         self._registrations: list[tuple[Informer, HandlerRegistration]] = []
+        self._primary: Informer | None = None  # the primary kind's, once started
         self._disconnects: list[Callable[[], None]] = []
         self._sync_client: SyncClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -163,6 +164,7 @@ class RunningController:
         self._unpark_task: asyncio.Task[None] | None = None
         self._unavailable = Backoff(UNAVAILABLE_BACKOFF)
         self._failing: dict[Request, _Streak] = {}
+        self._started = False
         self._stopped = False
 
     # -- starting ------------------------------------------------------------------------------
@@ -171,8 +173,9 @@ class RunningController:
         after that; :meth:`stop` ends it)."""
         if self._stopped:
             raise RuntimeError(f"controller {self.name!r} was stopped; a manager starts a new run")
-        if self._tasks:
-            raise RuntimeError(f"controller {self.name!r} is already running")
+        if self._started:
+            raise RuntimeError(f"controller {self.name!r} was started already")
+        self._started = True
         runtime = self._runtime
         description = self.description
         if self._series is not None:
@@ -198,8 +201,11 @@ class RunningController:
                 self._event_handler(watch.handler or owner, (*watch.predicates, *description._filters))
             )
             self._registrations.append((informer, reg))
+            if self._primary is None:
+                self._primary = informer
         await self._wait_for_caches()
-        if self._stopped:  # stopped while the caches synced
+        if self._stopped:  # stopped while it started: take back what was registered since
+            self._unregister()
             return
         if not self._is_async:
             self._sync_client = SyncClient(client, asyncio.get_running_loop())
@@ -211,6 +217,11 @@ class RunningController:
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self._workers)
         ]
         log.info("controller started", extra={"controller": self.name, "workers": self._workers})
+
+    def _unregister(self) -> None:
+        registrations, self._registrations = self._registrations, []
+        for informer, reg in registrations:
+            informer.remove_event_handler(reg)
 
     async def _wait_for_caches(self) -> None:
         """Wait on each informer's synced event (one timeout for all of them)."""
@@ -276,10 +287,9 @@ class RunningController:
     def _enqueue_owned(self) -> list[Any]:
         """Enqueue every cached primary object this replica owns (keys moved here); them."""
         gate = self._runtime.shards
-        assert gate is not None
-        informer = self._registrations[0][0]
+        assert gate is not None and self._primary is not None
         owned = []
-        for obj in informer.store.list():
+        for obj in self._primary.store.list():
             req = request_for(obj)
             if gate.admits(self.name, req):
                 owned.append(obj)
@@ -500,8 +510,7 @@ class RunningController:
         self._stopped = True
         for disconnect in self._disconnects:
             disconnect()
-        for informer, reg in self._registrations:
-            informer.remove_event_handler(reg)
+        self._unregister()
         queue = self._queue
         if drain and self._tasks:
             try:

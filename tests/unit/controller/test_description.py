@@ -170,3 +170,22 @@ async def test_two_managers_run_one_description() -> None:
     stop.set()
     await asyncio.gather(*tasks)
     assert managers[0].controllers == managers[1].controllers == [described]
+
+
+async def test_a_run_stopped_while_its_caches_sync_leaves_no_handler() -> None:
+    """The manager cancels the starts still waiting for caches, then stops every run."""
+    env = ClusterCache(crd=False)  # the App list fails (404): never synced
+    env.factory.start()
+    try:
+        running = RunningController(Controller.for_(APPS).reconcile(_nothing), _runtime(env))
+        start = asyncio.ensure_future(running.start())
+        await _until(lambda: bool(running._registrations))
+        informer = running._registrations[0][0]
+        start.cancel()
+        await asyncio.gather(start, return_exceptions=True)
+        await running.stop()
+        assert not informer.handlers and not running._tasks
+        with pytest.raises(RuntimeError, match="was stopped"):
+            await running.start()
+    finally:
+        await env.close()

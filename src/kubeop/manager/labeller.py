@@ -149,7 +149,14 @@ class ShardLabeller:
                         self._pending.set()
                         await asyncio.sleep(0.2)
                         continue
-            waits = {asyncio.ensure_future(changed.wait()), asyncio.ensure_future(self._pending.wait())}
+            # Only the leader of a settled ring waits for unlabelled objects: on the other
+            # replicas (and until the ring settles) the event would stay set and spin this loop;
+            # a replica that becomes the leader starts with a full pass anyway.
+            waits = {asyncio.ensure_future(changed.wait())}
+            if handover.settled() and self.leads() and handover.holds():
+                waits.add(asyncio.ensure_future(self._pending.wait()))
+            else:
+                self._pending.clear()
             try:
                 await asyncio.wait(waits, timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
             finally:

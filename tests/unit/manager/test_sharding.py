@@ -184,6 +184,10 @@ async def test_label_mode_caches_only_the_own_shard_and_moves_labels_with_the_ke
         assert {k.split("/")[1]: v.split(":")[0] for k, v in fleet.seen.items()} == shard
         for name in ("a", "b", "c"):
             assert cached(name) == {k for k, v in shard.items() if v == name}
+        # Idle replicas stay idle (the replicas that do not label waited on a set event: a spin).
+        cpu = time.process_time()
+        await asyncio.sleep(1.0)
+        assert time.process_time() - cpu < 0.3
 
         await fleet.stop("a")
         fleet.by.clear()

@@ -29,8 +29,9 @@ e2e: binaries
 
 # The fault suite at full scale (repetitions, 500-1,000 objects; ~15 min on 2 cores). `make test`
 # runs its short version (fewer repetitions and objects, the same assertions and recovery bounds).
+# kopf's own e2e suite runs whole here (17 tests, ~3 min), 3 of its tests in `make test`.
 faults: binaries
-	KUBEOP_FAULTS=full .venv/bin/pytest tests/faults -q
+	KUBEOP_FAULTS=full .venv/bin/pytest tests/faults tests/e2e/kopf/test_kopf_suite.py -q
 
 test: binaries lint
 	.venv/bin/pytest -q

@@ -20,16 +20,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubeop.kopf import on
+from kubeop.kopf.activities import ActivityError, ConnectionInfo, LoginError
 from kubeop.kopf.bodies import Body, Meta, Patch, Spec, Status
 from kubeop.kopf.diffs import Diff, DiffItem
 from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
 from kubeop.kopf.events import event, exception, info, warn
 from kubeop.kopf.handlers import ABSENT, PRESENT, ErrorsMode, Reason
-from kubeop.kopf.hierarchies import adopt
+from kubeop.kopf.hierarchies import adopt, label
 from kubeop.kopf.on import daemon, timer
 from kubeop.kopf.processing import FINALIZER, Memo
-from kubeop.kopf.registry import Registry, default_registry
-from kubeop.kopf.running import build_manager, operator, run
+from kubeop.kopf.registry import Registry, default_registry, get_default_registry, set_default_registry
+from kubeop.kopf.running import build_manager, configure, operator, run
+from kubeop.kopf.settings import OperatorSettings
 from kubeop.kopf.spawning import DaemonStopped
 
 RawEvent = Mapping[str, Any]
@@ -41,7 +43,9 @@ __all__ = [
     "ABSENT",
     "FINALIZER",
     "PRESENT",
+    "ActivityError",
     "Body",
+    "ConnectionInfo",
     "DaemonStopped",
     "Diff",
     "DiffItem",
@@ -49,8 +53,10 @@ __all__ = [
     "HandlerRetriesError",
     "HandlerTimeoutError",
     "Logger",
+    "LoginError",
     "Memo",
     "Meta",
+    "OperatorSettings",
     "Patch",
     "PermanentError",
     "RawEvent",
@@ -61,14 +67,18 @@ __all__ = [
     "TemporaryError",
     "adopt",
     "build_manager",
+    "configure",
     "daemon",
     "default_registry",
     "event",
     "exception",
+    "get_default_registry",
     "info",
+    "label",
     "on",
     "operator",
     "run",
+    "set_default_registry",
     "timer",
     "warn",
 ]

@@ -1,26 +1,57 @@
 """``python -m kubeop.kopf run operator.py [...]``: kopf's ``kopf run`` on kubeop's runtime.
 
 Loads the files and modules (``-m``) that register handlers, then runs them until SIGTERM or
-SIGINT. ``--namespace``/``-n`` (repeatable: only the first is used) or ``--all-namespaces``
-(``-A``, the default); ``--standalone`` (the default) or ``--peering`` (kubeop's Lease-based
-leader election in place of kopf's peering); ``--verbose`` logs the handling cycles.
+SIGINT. kopf's options: ``--namespace``/``-n`` (one: kubeop watches one namespace or all) or
+``--all-namespaces``/``-A`` (the default); ``--standalone`` (the default) or ``--peering NAME``
+(kubeop's Lease-based leader election, the Lease named ``kopf-NAME``, in place of kopf's
+peering; ``--priority`` is accepted, the first replica leads); ``--liveness URL`` (kubeop's
+health server on that host and port: ``/healthz`` and ``/livez`` run the probe handlers);
+``--verbose``/``--debug`` log the handling cycles, ``--quiet`` warnings only.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import runpy
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from kubeop.kopf.running import run
+from kubeop.kopf.running import configure, run
 
-__all__ = ["main"]
+__all__ = ["RunArgs", "load", "main", "parse"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@dataclass(frozen=True)
+class RunArgs:
+    """``kopf run``'s arguments, parsed."""
+
+    paths: tuple[str, ...]
+    modules: tuple[str, ...]
+    namespace: str | None
+    standalone: bool | None
+    peering_name: str | None
+    priority: int | None
+    liveness_endpoint: str | None
+    verbose: bool
+    debug: bool
+    quiet: bool
+
+    def operator_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``kopf.operator()``/``kopf.run()`` for these arguments."""
+        return {
+            "namespace": self.namespace,
+            "standalone": self.standalone,
+            "peering_name": self.peering_name,
+            "priority": self.priority,
+            "liveness_endpoint": self.liveness_endpoint,
+        }
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kubeop.kopf")
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the handlers registered by the given files/modules")
@@ -28,25 +59,74 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("-m", "--module", action="append", default=[], help="a module that registers handlers")
     r.add_argument("-n", "--namespace", action="append", default=[], help="handle objects in this namespace")
     r.add_argument("-A", "--all-namespaces", action="store_true", help="handle objects in every namespace")
-    r.add_argument("--standalone", action="store_true", default=True, help="no leader election (default)")
-    r.add_argument("--peering", dest="standalone", action="store_false", help="elect a leader first")
+    r.add_argument("--standalone", action="store_true", default=None, help="no leader election (default)")
+    r.add_argument(
+        "--peering",
+        dest="peering_name",
+        nargs="?",
+        const="default",
+        default=None,
+        metavar="NAME",
+        help="elect a leader first (kubeop's Lease kopf-NAME) instead of kopf's peering",
+    )
+    r.add_argument("--priority", type=int, default=None, help="accepted; the first replica leads")
+    r.add_argument(
+        "--liveness",
+        dest="liveness_endpoint",
+        default=None,
+        metavar="URL",
+        help="e.g. http://0.0.0.0:8080/healthz",
+    )
     r.add_argument("-v", "--verbose", action="store_true", help="log the handling cycles (DEBUG)")
+    r.add_argument("-d", "--debug", action="store_true", help="as --verbose")
     r.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    for flag in ("--dev", "--log-prefix", "--no-log-prefix"):
+        r.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+    for option in ("--log-format", "--log-refkey"):
+        r.add_argument(option, default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def parse(argv: Sequence[str] | None = None) -> RunArgs:
+    """Parse ``run ...`` as kopf's CLI does; a usage error exits with code 2 naming the option."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.namespace and args.all_namespaces:
         parser.error("--namespace and --all-namespaces exclude each other")
     if len(args.namespace) > 1:
-        parser.error("one --namespace at most (or --all-namespaces)")
+        parser.error("one --namespace at most (or --all-namespaces): kubeop watches one namespace or all")
     if not args.paths and not args.module:
         parser.error("name the files (or -m modules) that register the handlers")
-    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    logging.basicConfig(level=level, format="[%(asctime)s] %(name)-24s [%(levelname)-8s] %(message)s")
+    if args.standalone and args.peering_name:
+        parser.error("--standalone and --peering exclude each other")
+    return RunArgs(
+        paths=tuple(args.paths),
+        modules=tuple(args.module),
+        namespace=args.namespace[0] if args.namespace else None,
+        standalone=True if args.standalone else False if args.peering_name else None,
+        peering_name=args.peering_name,
+        priority=args.priority,
+        liveness_endpoint=args.liveness_endpoint,
+        verbose=args.verbose,
+        debug=args.debug,
+        quiet=args.quiet,
+    )
+
+
+def load(args: RunArgs) -> None:
+    """Run the files and import the modules that register the handlers."""
     for path in args.paths:
-        sys.path.insert(0, str(__import__("pathlib").Path(path).resolve().parent))
+        sys.path.insert(0, str(Path(path).resolve().parent))
         runpy.run_path(path, run_name="__kopf_script__")
-    for module in args.module:
+    for module in args.modules:
         importlib.import_module(module)
-    run(namespace=args.namespace[0] if args.namespace else None, standalone=args.standalone)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    configure(verbose=args.verbose, debug=args.debug, quiet=args.quiet)
+    load(args)
+    run(**args.operator_options())
     return 0
 
 

@@ -91,7 +91,7 @@ class ChangingHandler:
     errors: ErrorsMode = ErrorsMode.TEMPORARY
     timeout: float | None = None
     retries: int | None = None
-    backoff: float = 60.0
+    backoff: float | None = None  # None: settings.execution.default_backoff
     param: Any = None
 
     def __str__(self) -> str:

@@ -1,4 +1,4 @@
-"""``kopf.adopt``: make objects the children of the object being handled."""
+"""``kopf.adopt`` and ``kopf.label``: make objects the children of the object being handled."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from kubeop.controller import set_controller_reference
 from kubeop.kopf.events import current_body
 
-__all__ = ["adopt"]
+__all__ = ["adopt", "label"]
 
 
 def _objects(objs: Any) -> list[MutableMapping[str, Any]]:
@@ -42,6 +42,36 @@ def adopt(
         labels = md.get("labels") or {}
         if labels:
             own = meta.setdefault("labels", {})
+            for k, v in labels.items():
+                if forced or k not in own:
+                    own[k] = v
+
+
+def label(
+    objs: Any,
+    labels: Mapping[str, str] | None = None,
+    *,
+    forced: bool = False,
+    nested: str | tuple[str, ...] | list[str] | None = None,
+) -> None:
+    """Put ``labels`` (default: the handled object's) on the objects, and on each ``nested``
+    path (``"spec.template"``) that holds metadata; existing keys stay unless ``forced``."""
+    if labels is None:
+        body = current_body.get()
+        if body is None:
+            raise LookupError("kopf.label: no labels given and not called from a handler; pass labels=")
+        labels = (body.get("metadata") or {}).get("labels") or {}
+    paths = [nested] if isinstance(nested, str) else list(nested or ())
+    for obj in _objects(objs):
+        targets: list[MutableMapping[str, Any]] = [obj]
+        for path in paths:
+            target: Any = obj
+            for part in path.split("."):
+                target = target.setdefault(part, {}) if isinstance(target, MutableMapping) else None
+            if isinstance(target, MutableMapping):
+                targets.append(target)
+        for target in targets:
+            own = target.setdefault("metadata", {}).setdefault("labels", {})
             for k, v in labels.items():
                 if forced or k not in own:
                     own[k] = v

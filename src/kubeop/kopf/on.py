@@ -10,13 +10,27 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from kubeop.kopf.activities import Activity, ActivityHandler
 from kubeop.kopf.diffs import parse_field
 from kubeop.kopf.handlers import ChangingHandler, ErrorsMode, Filter, Reason
 from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
 from kubeop.kopf.spawning import SpawningHandler
 from kubeop.kopf.watching import WatchingHandler
 
-__all__ = ["create", "daemon", "delete", "event", "field", "resume", "timer", "update"]
+__all__ = [
+    "cleanup",
+    "create",
+    "daemon",
+    "delete",
+    "event",
+    "field",
+    "login",
+    "probe",
+    "resume",
+    "startup",
+    "timer",
+    "update",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SELECTOR = ("group", "version", "plural", "kind")
@@ -93,7 +107,7 @@ def _register(
             "errors": errors,
             "timeout": options.get("timeout"),
             "retries": retries,
-            "backoff": 60.0 if backoff is None else float(backoff),
+            "backoff": None if backoff is None else float(backoff),
             "param": options.get("param"),
         }
         if decorator == "event":
@@ -180,3 +194,62 @@ def field(
         raise TypeError("@kopf.on.field needs field='spec.x'")
     options.update(field=field, old=old, new=new)
     return _register("field", args, options, (*_COMMON, "old", "new"), None, field_needs_change=True)
+
+
+_ACTIVITY = ("id", "param", "errors", "timeout", "retries", "backoff", "registry")
+
+
+def _activity(decorator: str, activity: Activity, options: dict[str, Any]) -> Callable[[F], F]:
+    def register(fn: F) -> F:
+        where = f"@kopf.on.{decorator} of {getattr(fn, '__qualname__', fn)!r}"
+        unknown = sorted(set(options) - set(_ACTIVITY))
+        if unknown:
+            raise TypeError(
+                f"{where}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(_ACTIVITY)}"
+            )
+        errors = options.get("errors") or ErrorsMode.TEMPORARY
+        if not isinstance(errors, ErrorsMode):
+            raise TypeError(f"{where}: errors= is a kopf.ErrorsMode, got {errors!r}")
+        retries, backoff = options.get("retries"), options.get("backoff")
+        if retries is not None and (not isinstance(retries, int) or retries < 0):
+            raise ValueError(f"{where}: retries= is a whole number >= 0, got {retries!r}")
+        if backoff is not None and backoff < 0:
+            raise ValueError(f"{where}: backoff= is seconds >= 0, got {backoff!r}")
+        given = options.get("registry")
+        registry: Registry = given if isinstance(given, Registry) else default_registry()
+        registry.add(
+            ActivityHandler(
+                fn=fn,
+                id=handler_id(fn, options.get("id"), ()),
+                activity=activity,
+                errors=errors,
+                timeout=options.get("timeout"),
+                retries=retries,
+                backoff=None if backoff is None else float(backoff),
+                param=options.get("param"),
+            )
+        )
+        return fn
+
+    return register
+
+
+def startup(**options: Any) -> Callable[[F], F]:
+    """Run once before the operator watches anything; a failure for good stops the start."""
+    return _activity("startup", Activity.STARTUP, options)
+
+
+def cleanup(**options: Any) -> Callable[[F], F]:
+    """Run once when the operator stops, after its handlers, daemons and timers stopped."""
+    return _activity("cleanup", Activity.CLEANUP, options)
+
+
+def login(**options: Any) -> Callable[[F], F]:
+    """Return a :class:`kopf.ConnectionInfo` for the operator's client (run once at start);
+    without login handlers, kubeop's own configuration is used."""
+    return _activity("login", Activity.AUTHENTICATION, options)
+
+
+def probe(**options: Any) -> Callable[[F], F]:
+    """Run on every query of the liveness endpoint (``--liveness``); failing makes it unhealthy."""
+    return _activity("probe", Activity.PROBE, options)

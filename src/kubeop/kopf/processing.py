@@ -48,6 +48,7 @@ from kubeop.kopf.handlers import (
     prematches,
     selected,
 )
+from kubeop.kopf.settings import default_backoff
 from kubeop.kopf.spawning import Spawned, SpawningHandler
 from kubeop.kopf.state import ANNOTATION, STATUS_FIELD, Progress, State
 
@@ -384,11 +385,11 @@ class Processor:
             logger.exception(
                 "%s failed with an exception and will try again in %s seconds: %s",
                 handler,
-                _num(handler.backoff),
+                _num(default_backoff(handler.backoff)),
                 msg,
             )
             warn(body, reason="Error", message=f"{handler} failed: {type(exc).__name__}: {msg}")
-            return _Outcome(False, exception=exc, delay=handler.backoff)
+            return _Outcome(False, exception=exc, delay=default_backoff(handler.backoff))
         logger.info("%s succeeded.", handler)
         return _Outcome(True, result=result)
 

@@ -6,11 +6,19 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kubeop.kopf.activities import Activity, ActivityHandler
 from kubeop.kopf.handlers import ChangingHandler
 from kubeop.kopf.spawning import SpawningHandler
 from kubeop.kopf.watching import WatchingHandler
 
-__all__ = ["Registry", "default_registry", "handler_id", "resource_name"]
+__all__ = [
+    "Registry",
+    "default_registry",
+    "get_default_registry",
+    "handler_id",
+    "resource_name",
+    "set_default_registry",
+]
 
 
 class Registry:
@@ -20,8 +28,14 @@ class Registry:
         self._changing: list[ChangingHandler] = []
         self._spawning: list[SpawningHandler] = []
         self._watching: list[WatchingHandler] = []
+        self._activities: list[ActivityHandler] = []
 
-    def add(self, handler: ChangingHandler | SpawningHandler | WatchingHandler) -> None:
+    def add(self, handler: ChangingHandler | SpawningHandler | WatchingHandler | ActivityHandler) -> None:
+        if isinstance(handler, ActivityHandler):
+            if any(h.id == handler.id and h.activity is handler.activity for h in self._activities):
+                raise ValueError(f"{handler} is registered twice for {handler.activity}: pass id='...'")
+            self._activities.append(handler)
+            return
         if isinstance(handler, WatchingHandler):
             if any(h.id == handler.id and h.resource == handler.resource for h in self._watching):
                 raise ValueError(
@@ -61,8 +75,11 @@ class Registry:
     def watching(self, resource: str) -> Iterator[WatchingHandler]:
         return (h for h in self._watching if h.resource == resource)
 
+    def activities(self, activity: Activity) -> list[ActivityHandler]:
+        return [h for h in self._activities if h.activity is activity]
+
     def __len__(self) -> int:
-        return len(self._changing) + len(self._spawning) + len(self._watching)
+        return len(self._changing) + len(self._spawning) + len(self._watching) + len(self._activities)
 
 
 _default = Registry()
@@ -70,6 +87,17 @@ _default = Registry()
 
 def default_registry() -> Registry:
     return _default
+
+
+def get_default_registry() -> Registry:
+    """kopf's name for :func:`default_registry`."""
+    return _default
+
+
+def set_default_registry(registry: Registry) -> None:
+    """Make ``registry`` the one the decorators fill (a fresh one per test, as kopf's tests do)."""
+    global _default
+    _default = registry
 
 
 def handler_id(fn: Callable[..., Any], id: str | None, field: tuple[str, ...]) -> str:

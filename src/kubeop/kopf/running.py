@@ -1,28 +1,68 @@
 """Running kopf handlers: a kubeop Manager with one controller per handled resource.
 
-``kopf.run()`` blocks until SIGTERM/SIGINT; ``await kopf.operator(stop_flag=event)`` runs inside
-a loop; ``kopf.build_manager()`` gives the Manager for embedding (add native controllers,
-webhooks, checks). Each resource gets one shared informer, one level-based work queue and one
-:class:`~kubeop.kopf.processing.Processor` as its reconciler.
+``kopf.run()`` blocks until SIGTERM/SIGINT (or ``stop_flag``); ``await kopf.operator(...)`` runs
+inside a loop, ``ready_flag``/``stop_flag`` being a ``threading.Event``, an ``asyncio.Event`` or
+a future as in kopf; ``kopf.build_manager()`` gives the Manager for embedding (add native
+controllers, webhooks, checks). Each resource gets one shared informer, one level-based work
+queue and one :class:`~kubeop.kopf.processing.Processor` as its reconciler.
+
+The operator's life, as kopf's: startup handlers, login (a login handler's
+:class:`~kubeop.kopf.activities.ConnectionInfo`, else kubeop's own configuration), the ready
+flag, the handlers until the stop flag, cleanup handlers, then the tasks the handlers left
+behind get 5 s to finish before they are cancelled. Peering maps to kubeop's leader election:
+``standalone=False`` waits for the Lease named after the peering (``peering_name``, default
+``kopf-default``) before handling anything; priorities do not exist there (the first replica
+leads, the others wait until its Lease expires).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import inspect
+import logging
 import signal
+import sys
+import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-from kubeop.client import Client
+from kubeop.client import Client, ClientConfig, load_config
 from kubeop.controller import Controller
+from kubeop.kopf.activities import (
+    Activity,
+    ActivityHandler,
+    ConnectionInfo,
+    LoginError,
+    client_config,
+    run_activity,
+)
 from kubeop.kopf.processing import Memo, Processor
 from kubeop.kopf.registry import Registry, default_registry
+from kubeop.kopf.settings import OperatorSettings, current_settings, reset_settings, use_settings
 from kubeop.kopf.watching import EventDispatcher
 from kubeop.manager import Manager
+from kubeop.manager.server import Check
 
-__all__ = ["build_manager", "operator", "processors", "run", "run_manager"]
+__all__ = [
+    "Flag",
+    "build_manager",
+    "configure",
+    "login",
+    "login_via_kubeop",
+    "operator",
+    "processors",
+    "run",
+    "run_manager",
+]
+
+Flag = asyncio.Event | threading.Event | asyncio.Future[Any] | concurrent.futures.Future[Any]
+"""kopf's flag types for ``stop_flag`` and ``ready_flag``."""
+
+log = logging.getLogger("kubeop.kopf")
 
 
 def build_manager(
@@ -31,13 +71,17 @@ def build_manager(
     namespace: str | None = None,
     memo: Mapping[str, Any] | None = None,
     client: Client | None = None,
-    workers: int = 4,
+    workers: int | None = None,
+    settings: OperatorSettings | None = None,
     **manager_options: Any,
 ) -> Manager:
     """A Manager that runs ``registry``'s handlers (the default registry: the decorated ones)."""
     registry = registry if registry is not None else default_registry()
+    settings = settings if settings is not None else current_settings()
     if not len(registry):
         raise ValueError("no kopf handlers are registered: decorate functions with @kopf.on.* first")
+    if workers is None:
+        workers = settings.execution.max_workers or 4
     manager_options.setdefault("name", "kopf-operator")
     manager_options.setdefault("metrics_address", None)
     manager_options.setdefault("health_address", None)
@@ -48,6 +92,7 @@ def build_manager(
             list(registry.changing(resource)),
             memo=Memo(memo or {}),
             spawners=list(registry.spawning(resource)),
+            finalizer=settings.persistence.finalizer,
         )
         controller = (
             Controller.for_(resource, namespace=namespace)
@@ -95,19 +140,6 @@ def processors(manager: Manager) -> list[Processor]:
     return [p for p in found if isinstance(p, Processor)]
 
 
-async def operator(
-    *,
-    registry: Registry | None = None,
-    namespace: str | None = None,
-    memo: Mapping[str, Any] | None = None,
-    stop_flag: asyncio.Event | None = None,
-    **manager_options: Any,
-) -> None:
-    """Run the handlers until ``stop_flag`` is set."""
-    manager = build_manager(registry=registry, namespace=namespace, memo=memo, **manager_options)
-    await run_manager(manager, stop_flag)
-
-
 async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) -> None:
     """Run a manager from :func:`build_manager`; its daemons and timers stop with it."""
     tasks = [
@@ -123,28 +155,270 @@ async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) 
         await asyncio.gather(*(p.stop_all() for p in processors(manager)), return_exceptions=True)
 
 
+def configure(
+    *,
+    debug: bool | None = None,
+    verbose: bool | None = None,
+    quiet: bool | None = None,
+    log_format: Any = None,
+    log_prefix: bool | None = None,
+    log_refkey: str | None = None,
+) -> None:
+    """kopf's logging setup: one stderr handler on the root logger, DEBUG with ``verbose``/
+    ``debug``, WARNING with ``quiet``, INFO otherwise (``log_format`` etc. are accepted: kubeop's
+    lines are ``[time] logger [LEVEL] [namespace/name] message``)."""
+    level = logging.DEBUG if debug or verbose else logging.WARNING if quiet else logging.INFO
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_kopf_configured", False):
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler._kopf_configured = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+LOG_FORMAT = "[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s"
+
+
+def login_via_kubeop(logger: logging.Logger, **_: Any) -> ClientConfig:
+    """The login handler used when none is registered (kopf's ``login_via_client`` analogue):
+    kubeop's own configuration, in kubectl's order (``$KUBECONFIG``, ``~/.kube/config``, the
+    in-cluster service account)."""
+    config = load_config()
+    logger.debug("Client is configured by kubeop from %s.", config.source)
+    return config.with_options(qps=None)
+
+
+async def login(registry: Registry, *, memo: Memo, settings: OperatorSettings) -> ClientConfig:
+    """The client configuration from the login handlers (the first credentials returned), or
+    from :func:`login_via_kubeop` when none is registered."""
+    handlers = registry.activities(Activity.AUTHENTICATION) or [
+        ActivityHandler(fn=login_via_kubeop, id="login_via_kubeop", activity=Activity.AUTHENTICATION)
+    ]
+    activity_log = logging.getLogger("kubeop.kopf.activities.authentication")
+    results = await run_activity(
+        handlers,
+        Activity.AUTHENTICATION,
+        logger=activity_log,
+        kwargs=_activity_kwargs(activity_log, memo, settings),
+    )
+    for hid, info in results.items():
+        if isinstance(info, ConnectionInfo | ClientConfig):
+            activity_log.info("Initial authentication has finished.")
+            return client_config(info) if isinstance(info, ConnectionInfo) else info
+        if info is not None:
+            raise LoginError(
+                f"login handler {hid!r} returned {type(info).__name__}; return a kopf.ConnectionInfo"
+            )
+    raise LoginError("no login handler returned credentials (a kopf.ConnectionInfo)")
+
+
+def _activity_kwargs(logger: logging.Logger, memo: Memo, settings: OperatorSettings) -> dict[str, Any]:
+    return {"logger": logger, "memo": memo, "settings": settings}
+
+
+def _liveness_address(endpoint: str) -> str:
+    """``http://0.0.0.0:8080/healthz`` -> ``0.0.0.0:8080`` (kubeop serves /healthz and /livez)."""
+    url = urlsplit(endpoint)
+    if url.scheme != "http" or not url.port:
+        raise ValueError(
+            f"liveness endpoint {endpoint!r}: give http://HOST:PORT/path, e.g. http://0.0.0.0:8080/healthz"
+        )
+    return f"{url.hostname}:{url.port}"
+
+
+def _set(flag: Flag | None) -> None:
+    if flag is None:
+        return
+    if isinstance(flag, asyncio.Event | threading.Event):
+        flag.set()
+    elif not flag.done():
+        flag.set_result(None)
+
+
+async def _wait(flag: Flag, into: asyncio.Event) -> None:
+    """Set ``into`` when ``flag`` is set (a threading.Event is polled, as kopf does)."""
+    if isinstance(flag, asyncio.Event):
+        await flag.wait()
+    elif isinstance(flag, threading.Event):
+        while not flag.is_set():  # noqa: ASYNC110 - a thread's event cannot be awaited
+            await asyncio.sleep(0.1)
+    else:
+        await asyncio.wrap_future(flag) if isinstance(flag, concurrent.futures.Future) else await flag
+    into.set()
+
+
+async def operator(
+    *,
+    registry: Registry | None = None,
+    settings: OperatorSettings | None = None,
+    namespace: str | None = None,
+    namespaces: list[str] | tuple[str, ...] = (),
+    clusterwide: bool = False,
+    standalone: bool | None = None,
+    priority: int | None = None,
+    peering_name: str | None = None,
+    liveness_endpoint: str | None = None,
+    memo: Mapping[str, Any] | None = None,
+    stop_flag: Flag | None = None,
+    ready_flag: Flag | None = None,
+    **manager_options: Any,
+) -> None:
+    """Run the handlers until ``stop_flag`` is set (kopf's ``kopf.operator()``)."""
+    registry = registry if registry is not None else default_registry()
+    settings = settings if settings is not None else OperatorSettings()
+    if len(namespaces) > 1:
+        raise ValueError(f"namespaces={list(namespaces)!r}: kubeop.kopf handles one namespace or all of them")
+    namespace = namespace or (namespaces[0] if namespaces else None)
+    if clusterwide and namespace:
+        raise ValueError("clusterwide=True and namespace= exclude each other")
+    if peering_name is not None:
+        settings.peering.name = peering_name
+    if priority is not None:
+        settings.peering.priority = priority
+    if standalone is not None:
+        settings.peering.standalone = standalone
+    elif peering_name is None and not settings.peering.mandatory:
+        settings.peering.standalone = True  # kopf: standalone when no peering is set up
+    if not settings.peering.standalone:
+        manager_options.setdefault("leader_election", True)
+        manager_options.setdefault("leader_election_id", f"kopf-{settings.peering.name}")
+        if settings.peering.namespace:
+            manager_options.setdefault("leader_election_namespace", settings.peering.namespace)
+    if liveness_endpoint:
+        manager_options.setdefault("health_address", _liveness_address(liveness_endpoint))
+    token = use_settings(settings)
+    root_memo = Memo(memo or {})
+    stop = asyncio.Event()
+    ours = asyncio.current_task()
+    before = asyncio.all_tasks()
+    watching = asyncio.create_task(_wait(stop_flag, stop)) if stop_flag is not None else None
+    client: Client | None = None
+    started = False
+    try:
+        log.debug("Starting kopf's handlers on kubeop.")
+        startup_log = logging.getLogger("kubeop.kopf.activities.startup")
+        await run_activity(
+            registry.activities(Activity.STARTUP),
+            Activity.STARTUP,
+            logger=startup_log,
+            kwargs=_activity_kwargs(startup_log, root_memo, settings),
+            stop=stop,
+        )
+        started = True
+        client = Client(await login(registry, memo=root_memo, settings=settings))
+        manager = build_manager(
+            registry=registry,
+            namespace=namespace,
+            memo=root_memo,
+            client=client,
+            settings=settings,
+            **manager_options,
+        )
+        for probe in registry.activities(Activity.PROBE):
+            manager.add_health_check(f"kopf-{probe.id}", _probe(probe, root_memo, settings))
+        _set(ready_flag)
+        await run_manager(manager, stop)
+    finally:
+        try:
+            if started:
+                cleanup_log = logging.getLogger("kubeop.kopf.activities.cleanup")
+                await run_activity(
+                    registry.activities(Activity.CLEANUP),
+                    Activity.CLEANUP,
+                    logger=cleanup_log,
+                    kwargs=_activity_kwargs(cleanup_log, root_memo, settings),
+                )
+        finally:
+            if watching is not None:
+                watching.cancel()
+            log.debug("Root tasks are stopped: finishing normally; tasks left: set()")
+            await _stop_hung({t for t in asyncio.all_tasks() - before if t is not ours and t is not watching})
+            if client is not None:
+                await client.close()
+            reset_settings(token)
+
+
+async def _stop_hung(tasks: set[asyncio.Task[Any]], grace: float = 5.0) -> None:
+    """The tasks the handlers left running get ``grace`` seconds, then are cancelled (as kopf)."""
+    if not tasks:
+        log.debug("Hung tasks stopping is skipped: no tasks given.")
+        return
+    _, pending = await asyncio.wait(tasks, timeout=grace)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=grace)
+    log.debug("Hung tasks are stopped: %d cancelled after %.0f s.", len(pending), grace)
+
+
+def _probe(handler: ActivityHandler, memo: Memo, settings: OperatorSettings) -> Check:
+    """A health check calling one probe handler once per query (no retries: a failure is unhealthy)."""
+    probe_log = logging.getLogger("kubeop.kopf.activities.probe")
+
+    async def check() -> bool:
+        kwargs = dict(_activity_kwargs(probe_log, memo, settings), activity="probe", param=handler.param)
+        try:
+            if inspect.iscoroutinefunction(handler.fn):
+                result = await handler.fn(**kwargs)
+            else:
+                result = await asyncio.to_thread(handler.fn, **kwargs)
+        except Exception as exc:
+            probe_log.warning("%s failed: %s", handler, exc)
+            return False
+        probe_log.debug("%s: %r", handler, result)
+        return True
+
+    return check
+
+
 def run(
     *,
     registry: Registry | None = None,
+    settings: OperatorSettings | None = None,
     namespace: str | None = None,
-    memo: Mapping[str, Any] | None = None,
-    standalone: bool = True,
+    namespaces: list[str] | tuple[str, ...] = (),
     clusterwide: bool = False,
+    standalone: bool | None = None,
+    priority: int | None = None,
+    peering_name: str | None = None,
+    liveness_endpoint: str | None = None,
+    memo: Mapping[str, Any] | None = None,
+    stop_flag: Flag | None = None,
+    ready_flag: Flag | None = None,
     **manager_options: Any,
 ) -> None:
-    """Run the handlers until SIGTERM/SIGINT. ``standalone=False`` turns on leader election
-    (kubeop's Lease-based one, in place of kopf's peering)."""
-    if clusterwide and namespace:
-        raise ValueError("clusterwide=True and namespace= exclude each other")
-    if not standalone:
-        manager_options.setdefault("leader_election", True)
-    manager = build_manager(registry=registry, namespace=namespace, memo=memo, **manager_options)
+    """Run the handlers until SIGTERM/SIGINT or ``stop_flag`` (kopf's ``kopf.run()``).
+    ``standalone=False`` turns on leader election (kubeop's Lease-based one, in place of kopf's
+    peering). Signals are handled only when called from the main thread."""
 
     async def main() -> None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await run_manager(manager, stop)
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        waiting = asyncio.create_task(_wait(stop_flag, stop)) if stop_flag is not None else None
+        try:
+            await operator(
+                registry=registry,
+                settings=settings,
+                namespace=namespace,
+                namespaces=namespaces,
+                clusterwide=clusterwide,
+                standalone=standalone,
+                priority=priority,
+                peering_name=peering_name,
+                liveness_endpoint=liveness_endpoint,
+                memo=memo,
+                stop_flag=stop,
+                ready_flag=ready_flag,
+                **manager_options,
+            )
+        finally:
+            if waiting is not None:
+                waiting.cancel()
 
     asyncio.run(main())

@@ -32,6 +32,7 @@ from kubeop.kopf.diffs import FieldPath, resolve
 from kubeop.kopf.errors import PermanentError, TemporaryError
 from kubeop.kopf.events import current_body
 from kubeop.kopf.handlers import MISSING, ErrorsMode, Filter, check, prematches
+from kubeop.kopf.settings import default_backoff
 
 __all__ = ["AsyncDaemonStopped", "DaemonStopped", "Spawned", "SpawningHandler", "SyncDaemonStopped"]
 
@@ -50,7 +51,7 @@ class SpawningHandler:
     errors: ErrorsMode = ErrorsMode.TEMPORARY
     timeout: float | None = None
     retries: int | None = None
-    backoff: float = 60.0
+    backoff: float | None = None  # None: settings.execution.default_backoff
     param: Any = None
     initial_delay: float = 0.0
     interval: float | None = None
@@ -160,6 +161,12 @@ class Spawned:
     async def _stop_one(self, h: SpawningHandler, task: asyncio.Task[None]) -> None:
         if h.cancellation_backoff:
             await asyncio.wait({task}, timeout=h.cancellation_backoff)
+        sync_daemon = h.kind == "daemon" and not inspect.iscoroutinefunction(h.fn)
+        if not task.done() and sync_daemon and h.cancellation_timeout is None:
+            # A thread cannot be interrupted; kopf waits for a sync daemon to notice `stopped`
+            # and return (its result and patch count), unless a cancellation_timeout is set.
+            await asyncio.wait({task})
+            return
         if not task.done():
             if h.kind == "daemon":
                 self.logger.debug("%s is signalled to exit by force.", h)
@@ -213,10 +220,11 @@ class Spawned:
             self.logger.error("%s failed permanently: %s", h, str(exc) or repr(exc))
         except Exception as exc:
             if h.errors is ErrorsMode.TEMPORARY:
+                backoff = default_backoff(h.backoff)
                 self.logger.exception(
-                    "%s failed with an exception and will try again in %s seconds: %s", h, h.backoff, exc
+                    "%s failed with an exception and will try again in %s seconds: %s", h, backoff, exc
                 )
-                final, delay = False, h.backoff
+                final, delay = False, backoff
             else:
                 self.logger.exception("%s failed with an exception and will stop now: %s", h, exc)
         else:

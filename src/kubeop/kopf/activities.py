@@ -1,0 +1,229 @@
+"""Operator-level handlers: ``on.startup``, ``on.cleanup``, ``on.login`` and ``on.probe``.
+
+They belong to the operator, not to an object. Startup handlers run before anything is watched
+(the operator does not start if one fails for good), cleanup handlers after everything stopped,
+login handlers once at start (the first :class:`ConnectionInfo` returned configures kubeop's
+client; without login handlers kubeop's own configuration is used: ``$KUBECONFIG``,
+``~/.kube/config``, the in-cluster service account), and probe handlers on every query of the
+liveness endpoint. Retries are kopf's: ``TemporaryError(delay=)`` waits that long, another
+exception waits ``backoff`` (or ``settings.execution.default_backoff``) unless
+``errors=ErrorsMode.PERMANENT``/``IGNORED``, and ``retries=``/``timeout=`` bound them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import enum
+import inspect
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubeop.client import ClientConfig
+from kubeop.kopf.errors import PermanentError, TemporaryError
+from kubeop.kopf.handlers import ErrorsMode
+from kubeop.kopf.settings import default_backoff
+
+__all__ = [
+    "Activity",
+    "ActivityError",
+    "ActivityHandler",
+    "ConnectionInfo",
+    "LoginError",
+    "client_config",
+    "run_activity",
+]
+
+
+class Activity(enum.Enum):
+    STARTUP = "startup"
+    CLEANUP = "cleanup"
+    AUTHENTICATION = "authentication"
+    PROBE = "probe"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class ActivityHandler:
+    fn: Callable[..., Any]
+    id: str
+    activity: Activity
+    errors: ErrorsMode = ErrorsMode.TEMPORARY
+    timeout: float | None = None
+    retries: int | None = None
+    backoff: float | None = None
+    param: Any = None
+
+    def __str__(self) -> str:
+        return f"Activity {self.id!r}"
+
+
+class ActivityError(Exception):
+    """One or more handlers of an activity failed for good (the operator does not start/stop well)."""
+
+    def __init__(self, msg: str, *, outcomes: Mapping[str, BaseException]) -> None:
+        super().__init__(msg)
+        self.outcomes = dict(outcomes)
+
+
+class LoginError(Exception):
+    """No login handler returned credentials."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionInfo:
+    """kopf's ``ConnectionInfo``, the return value of a login handler; kubeop builds its client
+    configuration from it (:func:`client_config`)."""
+
+    server: str
+    ca_path: str | None = None
+    ca_data: str | bytes | None = None
+    insecure: bool | None = None
+    username: str | None = None
+    password: str | None = None
+    scheme: str | None = None
+    token: str | None = None
+    certificate_path: str | None = None
+    certificate_data: str | bytes | None = None
+    private_key_path: str | None = None
+    private_key_data: str | bytes | None = None
+    default_namespace: str | None = None
+    proxy_url: str | None = None
+    trust_env: bool = False
+    priority: int = 0
+    expiration: dt.datetime | None = None
+
+    def __post_init__(self) -> None:
+        for what in ("ca", "certificate", "private_key"):
+            if getattr(self, f"{what}_path") and getattr(self, f"{what}_data"):
+                raise ValueError(f"ConnectionInfo: give {what}_path or {what}_data, not both")
+        if self.scheme not in (None, "Bearer", "bearer"):
+            raise ValueError(
+                f"ConnectionInfo: scheme={self.scheme!r}: kubeop's client sends Bearer tokens only"
+            )
+
+
+def _pem(data: str | bytes | None) -> bytes | None:
+    """PEM as given, or base64 of PEM (kubeconfig's ``*-data`` fields), as bytes."""
+    if data is None:
+        return None
+    raw = data.encode() if isinstance(data, str) else data
+    if raw.lstrip().startswith(b"-----"):
+        return raw
+    return base64.b64decode(raw)
+
+
+def client_config(info: ConnectionInfo) -> ClientConfig:
+    """kubeop's client configuration for a login handler's credentials."""
+    return ClientConfig(
+        server=info.server,
+        namespace=info.default_namespace or "default",
+        ca_file=info.ca_path,
+        ca_data=_pem(info.ca_data),
+        insecure_skip_tls_verify=bool(info.insecure),
+        client_cert_file=info.certificate_path,
+        client_cert_data=_pem(info.certificate_data),
+        client_key_file=info.private_key_path,
+        client_key_data=_pem(info.private_key_data),
+        token=info.token,
+        username=info.username,
+        password=info.password,
+        proxy_url=info.proxy_url,
+        qps=None,
+        source="a kopf login handler",
+    )
+
+
+async def _call(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(**kwargs)
+    return await asyncio.to_thread(fn, **kwargs)
+
+
+async def run_activity(
+    handlers: list[ActivityHandler],
+    activity: Activity,
+    *,
+    logger: logging.Logger,
+    kwargs: Mapping[str, Any],
+    stop: asyncio.Event | None = None,
+) -> dict[str, Any]:
+    """Run every handler of one activity until each succeeded or failed for good (kopf's
+    retries); their results by handler id. Raises :class:`ActivityError` if any failed."""
+    started = {h.id: time.time() for h in handlers}
+    retries = dict.fromkeys(started, 0)
+    due = dict.fromkeys(started, 0.0)
+    results: dict[str, Any] = {}
+    failures: dict[str, BaseException] = {}
+    pending = list(handlers)
+    while pending:
+        now = time.monotonic()
+        for h in [h for h in pending if due[h.id] <= now]:
+            runtime = time.time() - started[h.id]
+            call = dict(
+                kwargs,
+                retry=retries[h.id],
+                started=dt.datetime.fromtimestamp(started[h.id], dt.UTC),
+                runtime=dt.timedelta(seconds=runtime),
+                param=h.param,
+                activity=activity.value,
+            )
+            delay: float | None = None
+            try:
+                logger.debug("%s is invoked.", h)
+                if h.timeout is not None and runtime >= h.timeout:
+                    raise PermanentError(f"{h} has timed out after {runtime:.1f} s.")
+                if h.retries is not None and retries[h.id] >= h.retries:
+                    raise PermanentError(f"{h} has exceeded {retries[h.id]} retries.")
+                results[h.id] = await _call(h.fn, call)
+            except asyncio.CancelledError:
+                raise
+            except TemporaryError as exc:
+                logger.error("%s failed temporarily: %s", h, str(exc) or repr(exc))
+                delay = exc.delay or 0.0
+            except PermanentError as exc:
+                logger.error("%s failed permanently: %s", h, str(exc) or repr(exc))
+                failures[h.id] = exc
+            except Exception as exc:
+                if h.errors is ErrorsMode.IGNORED:
+                    logger.exception("%s failed with an exception and will ignore it: %s", h, exc)
+                    results[h.id] = None
+                elif h.errors is ErrorsMode.PERMANENT:
+                    logger.exception("%s failed with an exception and will stop now: %s", h, exc)
+                    failures[h.id] = exc
+                else:
+                    delay = default_backoff(h.backoff)
+                    logger.exception(
+                        "%s failed with an exception and will try again in %s seconds: %s", h, delay, exc
+                    )
+            else:
+                logger.info("%s succeeded.", h)
+            if delay is None:
+                pending.remove(h)
+            else:
+                retries[h.id] += 1
+                due[h.id] = time.monotonic() + delay
+        if pending:
+            wait = max(0.0, min(due[h.id] for h in pending) - time.monotonic())
+            if stop is None:
+                await asyncio.sleep(wait)
+            else:
+                try:
+                    await asyncio.wait_for(stop.wait(), wait)
+                except TimeoutError:
+                    pass
+                else:
+                    raise ActivityError(
+                        f"{activity.value.capitalize()} is interrupted by the stop.", outcomes={}
+                    )
+    if failures:
+        raise ActivityError(
+            f"One or more {activity.value} handlers failed: {', '.join(failures)}", outcomes=failures
+        )
+    return results

@@ -5,6 +5,7 @@
                            one clock for every process on the machine): the test checks that no
                            key's reconciles overlap across processes
     --hold SECONDS         each reconcile sleeps this long first (widens any overlap)
+    --labels               label mode: ``Sharding(labels=True)``
 
 Prints ``member ID`` once it joined the ring (ID its identity), then ``synced`` as the Widget
 operator does.
@@ -23,8 +24,7 @@ import time
 from typing import Any
 
 from kubeop.controller import Context, Controller, Request
-from kubeop.manager import Manager
-from kubeop.manager.sharding import Sharding
+from kubeop.manager import Manager, Sharding
 
 wo: Any = importlib.import_module("widget_operator")  # the script next to this one
 
@@ -39,7 +39,7 @@ async def run(args: argparse.Namespace) -> None:
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
         graceful_shutdown_timeout=10,
-        sharding=Sharding(),
+        sharding=Sharding(labels=args.labels),
     )
     fd = os.open(args.reconcile_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument("--reconcile-log", required=True)
     parser.add_argument("--hold", type=float, default=0.0)
+    parser.add_argument("--labels", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(
         level=args.log_level.upper(),

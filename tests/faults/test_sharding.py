@@ -18,6 +18,14 @@ Checked over the whole run: no key's reconciles overlap in time (a reconcile of 
 after the previous one, in whatever process, ended; a killed process's open reconciles count as
 running until the kill).
 
+Both modes run the scenario. Predicate mode (``Sharding()``): each object that moved to the
+joining replica says so in a ShardAcquired Event. Label mode (``Sharding(labels=True)``): after
+each step every Widget carries ``shard.kubeop.io/widget-operator=<replica>`` naming the replica
+that reconciled it last, written by the labeller's field manager, and each replica caches
+exactly the Widgets labelled with its name (its ``kubeop_shard_owned_objects``); the overlap
+check covers the label handover (the old owner drains before the label moves, the new owner
+starts only once the object arrived in its cache).
+
 N = 1,000 by default, 10,000 with ``KUBEOP_FAULTS=full``.
 """
 
@@ -25,10 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import re
 import time
+import urllib.request
 from pathlib import Path
 
+import pytest
+
 from kubeop.cache import SharedInformerFactory
+from kubeop.client import Client
 from kubeop.core.resource import ApiResource
 from kubeop.testing import ControlPlane
 
@@ -52,11 +65,18 @@ EVENTS = ApiResource("events.k8s.io", "v1", "events", kind="Event")
 # changed, lost their leases and stopped (as a leader does).
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = scale((6.0, 4.0, 1.0), (15.0, 10.0, 2.0))
 N = scale(1_000, 10_000)
+LABEL = "shard.kubeop.io/widget-operator"
 
 
 class ShardedOperator(OperatorProcess):
     def __init__(
-        self, plane: ControlPlane, namespace: str, log_dir: Path, name: str, reconcile_log: Path
+        self,
+        plane: ControlPlane,
+        namespace: str,
+        log_dir: Path,
+        name: str,
+        reconcile_log: Path,
+        labels: bool,
     ) -> None:
         super().__init__(plane, namespace, log_dir, name=name, log_level="INFO")
         self.args[1] = str(SHARDED_SCRIPT)
@@ -67,6 +87,8 @@ class ShardedOperator(OperatorProcess):
             f"--reconcile-log={reconcile_log}",
             "--hold=0.005",
         ]
+        if labels:
+            self.args.append("--labels")
 
     def identity(self) -> str:
         return self.wait_for_line("member ").split(" ", 1)[1]
@@ -74,6 +96,14 @@ class ShardedOperator(OperatorProcess):
     def wait_for_line(self, prefix: str) -> str:
         self.wait_for(prefix, 30)
         return next(line for _, line in self.lines if line.startswith(prefix))
+
+    def cached(self) -> int:
+        """Its ``kubeop_shard_owned_objects`` (label mode: the size of its Widget cache)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        found = re.search(r'^kubeop_shard_owned_objects\{controller="widget"\} (\S+)$', text, re.M)
+        assert found, "no kubeop_shard_owned_objects in its metrics"
+        return int(float(found.group(1)))
 
 
 def read_log(path: Path) -> list[tuple[str, str, int, int]]:
@@ -115,8 +145,57 @@ def owners(records: list[tuple[str, str, int, int]], since: int) -> collections.
     return collections.Counter(pid for what, _, at, pid in records if what == "start" and at >= since)
 
 
+def last_reconciler(records: list[tuple[str, str, int, int]]) -> dict[str, int]:
+    """Widget name -> pid of the process that last started reconciling it."""
+    return {k.split("/")[1]: pid for what, k, _, pid in records if what == "start"}
+
+
+async def check_labels(
+    client: Client, ns: str, replicas: list[ShardedOperator], log: Path, timeout: float
+) -> None:
+    """Label mode: each Widget's label names the replica that reconciled it last (written by the
+    labeller's field manager) and each replica caches exactly the Widgets labelled with it."""
+    by_identity = {r.identity(): r for r in replicas}
+    deadline = time.monotonic() + timeout
+    while True:  # the last moves' reconciles may still be on their way
+        widgets = await client.list(WIDGETS, namespace=ns)
+        labels = {w["metadata"]["name"]: (w["metadata"].get("labels") or {}).get(LABEL) for w in widgets}
+        counts = collections.Counter(labels.values())
+        cached = {identity: r.cached() for identity, r in by_identity.items()}
+        last = last_reconciler(read_log(log))
+        wrong = [n for n, who in labels.items() if who not in by_identity or by_identity[who].pid != last[n]]
+        done = set(counts) == set(by_identity) and not wrong
+        if (done and cached == {i: counts[i] for i in by_identity}) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    assert set(counts) == set(by_identity), f"labels {counts} for replicas {sorted(by_identity)}"
+    assert cached == {i: counts[i] for i in by_identity}, f"cached {cached}, labelled {counts}"
+    assert not wrong, f"{len(wrong)} Widgets labelled with another replica than their last reconciler"
+    managers = {
+        m.get("manager")
+        for w in widgets.items[:50]
+        for m in w["metadata"].get("managedFields") or []
+        if LABEL in str(m.get("fieldsV1"))
+    }
+    assert managers == {"widget-operator-labeller"}, managers
+
+
+async def check_events(client: Client, ns: str, identity: str, share: int, pid: int, log: Path) -> None:
+    """Predicate mode: the objects that moved to replica ``identity`` say so in an Event."""
+    reconciled = {k.split("/")[1] for what, k, at, p in read_log(log) if p == pid}
+    deadline = time.monotonic() + 15
+    while True:
+        events = await client.list(EVENTS, namespace=ns)
+        acquired = {e["regarding"]["name"] for e in events if f"replica {identity} " in (e.get("note") or "")}
+        if len(acquired) >= share // 2 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    assert acquired and acquired <= reconciled, f"{len(acquired)} ShardAcquired events for {identity}"
+
+
+@pytest.mark.parametrize("labels", [False, True], ids=["predicate", "labels"])
 async def test_three_replicas_share_and_hand_over_without_double_reconciles(
-    fault_plane: ControlPlane, fault_namespace: str, tmp_path: Path
+    fault_plane: ControlPlane, fault_namespace: str, tmp_path: Path, labels: bool
 ) -> None:
     ns = fault_namespace
     log = tmp_path / "reconciles.log"
@@ -125,7 +204,7 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
     def replica() -> ShardedOperator:
         nonlocal made
         made += 1
-        return ShardedOperator(fault_plane, ns, tmp_path, f"replica-{made}", log)
+        return ShardedOperator(fault_plane, ns, tmp_path, f"replica-{made}", log, labels)
 
     replicas = [replica() for _ in range(3)]
     killed: dict[int, int] = {}
@@ -159,6 +238,8 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
         pids = {r.pid for r in replicas}
         assert set(share) == pids, f"reconciles per process: {share}"
         assert all(n >= N / 6 for n in share.values()), f"unbalanced: {share}"
+        if labels:
+            await check_labels(client, ns, replicas, log, timeout)
 
         # 2. SIGKILL one replica; its keys move within lease duration + 2 s.
         victim = replicas.pop(0)
@@ -183,6 +264,8 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
         took = (min(moved) - kill_at) / 1e9
         assert took <= LEASE_DURATION + 2.0, f"the killed replica's keys moved after {took:.1f} s"
         await change_all("v1")
+        if labels:
+            await check_labels(client, ns, replicas, log, timeout)
 
         # 3. a replica joins and takes a share.
         joiner = replica().start()
@@ -191,19 +274,11 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
         t_join = await change_all("v2")
         share = owners(read_log(log), t_join)
         assert joiner.pid in share and share[joiner.pid] >= N / 6, f"reconciles per process: {share}"
-        # The objects that moved to it say so in an Event.
         identity = joiner.identity()
-        reconciled = {k.split("/")[1] for what, k, at, pid in read_log(log) if pid == joiner.pid}
-        deadline = time.monotonic() + 15
-        while True:
-            events = await client.list(EVENTS, namespace=ns)
-            acquired = {
-                e["regarding"]["name"] for e in events if f"replica {identity} " in (e.get("note") or "")
-            }
-            if len(acquired) >= share[joiner.pid] // 2 or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.5)
-        assert acquired and acquired <= reconciled, f"{len(acquired)} ShardAcquired events for {identity}"
+        if labels:
+            await check_labels(client, ns, replicas, log, timeout)
+        else:
+            await check_events(client, ns, identity, share[joiner.pid], joiner.pid, log)
 
         # 4. scale 3 -> 1 -> 3.
         for r in replicas[:2]:
@@ -217,6 +292,8 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
         replicas = [survivor, replica().start(), replica().start()]
         t3 = await change_all("v4")
         assert set(owners(read_log(log), t3)) == {r.pid for r in replicas}
+        if labels:
+            await check_labels(client, ns, replicas, log, timeout)
 
         # Stop them before reading the log: a reconcile still running now is not an overlap.
         for r in replicas:

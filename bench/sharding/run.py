@@ -1,12 +1,15 @@
 """Benchmark: converge N Widgets with 1, 2 and 3 sharded replicas of bench/operator's kubeop
-operator (``Manager(sharding=Sharding())``), against one real local control plane.
+operator, in predicate mode (``Sharding()``: every replica caches every Widget and drops the
+events of others' keys) and label mode (``Sharding(labels=True)``: each replica caches only the
+Widgets labelled with its name), against one real local control plane.
 
-For each replica count, in a fresh namespace: start the replicas, wait until the shard ring lists
-them all, create N Widgets and time until every one has its ConfigMap and status; then change
-every Widget and time again. CPU per replica from /proc; the API server's CPU alongside (on a
-2-core machine it, not the operators, is the limit).
+For each mode, N and replica count, in a fresh namespace: start the replicas, wait until the
+shard ring lists them all, create N Widgets and time until every one has its ConfigMap and
+status; then change every Widget and time again. CPU and RSS per replica from /proc; the API
+server's CPU alongside (on a 2-core machine it, not the operators, is the limit). Runs are
+merged into ``--out`` (a run replaces the one of the same mode, N and replica count).
 
-    python bench/sharding/run.py [--n 10000] [--replicas 1,2,3] [--workers 16]
+    python bench/sharding/run.py [--n 10000,30000] [--replicas 1,2,3] [--modes predicate,labels]
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ async def ring_size(client: Client, ns: str) -> int:
     return len([m for m in members.split(",") if m])
 
 
-async def run_one(cp: ControlPlane, replicas: int, n: int, workers: int) -> dict[str, Any]:
+async def run_one(cp: ControlPlane, replicas: int, n: int, workers: int, mode: str) -> dict[str, Any]:
     ns = f"shard-{replicas}-{os.urandom(2).hex()}"
     cp.api.raw(
         "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
@@ -57,7 +60,7 @@ async def run_one(cp: ControlPlane, replicas: int, n: int, workers: int) -> dict
     env = dict(cp.env(), PYTHONUNBUFFERED="1")
     procs = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "sharded_operator.py"), ns, str(workers)],
+            [sys.executable, str(HERE / "sharded_operator.py"), ns, str(workers), mode],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -75,7 +78,7 @@ async def run_one(cp: ControlPlane, replicas: int, n: int, workers: int) -> dict
                 assert time.monotonic() < deadline, "the ring did not list every replica"
                 await asyncio.sleep(0.2)
             await asyncio.sleep(1.0)
-            result: dict[str, Any] = {"replicas": replicas, "n": n}
+            result: dict[str, Any] = {"mode": mode, "replicas": replicas, "n": n}
             sem = asyncio.Semaphore(64)
             for phase, value in (("create", "one"), ("update", "two")):
                 cpu0 = [ob.proc_stats(p.pid)[0] for p in procs]
@@ -101,15 +104,17 @@ async def run_one(cp: ControlPlane, replicas: int, n: int, workers: int) -> dict
 
                 await asyncio.gather(*(write(i) for i in range(n)))
                 done = await ob.wait_converged(client, ns, n, value, timeout=900)
+                rss = [round(ob.proc_stats(p.pid)[1], 1) for p in procs]
                 cpu1 = [ob.proc_stats(p.pid)[0] for p in procs]
                 api1 = ob.proc_stats(apiserver)[0] if apiserver else 0.0
                 result[phase] = {
                     "seconds": round(done - t0, 2),
                     "cpu_s_per_replica": [round(b - a, 2) for a, b in zip(cpu0, cpu1, strict=True)],
                     "apiserver_cpu_s": round(api1 - api0, 2),
+                    "rss_mb_per_replica": rss,
                 }
-                print(f"  {replicas} replicas, {phase}: {result[phase]}", file=sys.stderr)
-            result["rss_mb_per_replica"] = [round(ob.proc_stats(p.pid)[1], 1) for p in procs]
+                print(f"  {mode}, {n}, {replicas} replicas, {phase}: {result[phase]}", file=sys.stderr)
+            result["rss_mb_per_replica"] = rss
             return result
     finally:
         for p in procs:
@@ -119,24 +124,39 @@ async def run_one(cp: ControlPlane, replicas: int, n: int, workers: int) -> dict
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--n", default="10000")
     parser.add_argument("--replicas", default="1,2,3")
+    parser.add_argument("--modes", default="predicate,labels")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--out", default=str(HERE / "results.json"))
     args = parser.parse_args()
-    with ControlPlane(full=False, progress=lambda m: print(m, file=sys.stderr)) as cp:
-        cp.install_crds([ob.CRD])
-        runs = [await run_one(cp, int(r), args.n, args.workers) for r in args.replicas.split(",")]
-    report = {
+    out = Path(args.out)
+
+    def save(run: dict[str, Any]) -> None:
+        """Merge one run into ``out`` (written after each run: a long series that fails late
+        keeps what it measured)."""
+        old = json.loads(out.read_text()).get("runs", []) if out.exists() else []
+        same = (run["mode"], run["n"], run["replicas"])
+        kept = [r for r in old if (r.get("mode", "predicate"), r["n"], r["replicas"]) != same]
+        runs = sorted([*kept, run], key=lambda r: (r["n"], r.get("mode") == "labels", r["replicas"]))
+        report["runs"] = runs
+        out.write_text(json.dumps(report, indent=1) + "\n")
+
+    report: dict[str, Any] = {
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
         },
         "args": vars(args),
-        "runs": runs,
+        "runs": [],
     }
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    with ControlPlane(full=False, progress=lambda m: print(m, file=sys.stderr)) as cp:
+        cp.install_crds([ob.CRD])
+        for n in args.n.split(","):
+            for mode in args.modes.split(","):
+                for r in args.replicas.split(","):
+                    save(await run_one(cp, int(r), int(n), args.workers, mode))
     print(json.dumps(report, indent=1))
 
 

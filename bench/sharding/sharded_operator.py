@@ -1,6 +1,7 @@
-"""bench/operator's kubeop operator, sharded: ``Manager(sharding=Sharding())``.
+"""bench/operator's kubeop operator, sharded: ``Manager(sharding=Sharding())``, or with
+``labels`` ``Sharding(labels=True)`` (each replica caches only its shard).
 
-Run: KUBECONFIG=... python sharded_operator.py NAMESPACE [workers]
+Run: KUBECONFIG=... python sharded_operator.py NAMESPACE [workers] [predicate|labels]
 Prints ``ready`` once its caches synced.
 """
 
@@ -13,8 +14,7 @@ import sys
 from pathlib import Path
 
 from kubeop.controller import Controller
-from kubeop.manager import Manager
-from kubeop.manager.sharding import Sharding
+from kubeop.manager import Manager, Sharding
 
 _spec = importlib.util.spec_from_file_location(
     "kubeop_operator", Path(__file__).parent.parent / "operator" / "kubeop_operator.py"
@@ -24,13 +24,13 @@ base = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(base)
 
 
-async def run(namespace: str, workers: int) -> None:
+async def run(namespace: str, workers: int, labels: bool) -> None:
     manager = Manager(
         name="widget-operator",
         metrics_address=None,
         health_address=None,
         leader_election_namespace=namespace,
-        sharding=Sharding(events=False),
+        sharding=Sharding(events=False, labels=labels),
     )
     manager.add(
         Controller.for_(base.WIDGETS, namespace=namespace)
@@ -53,7 +53,10 @@ async def run(namespace: str, workers: int) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 16))
+    mode = sys.argv[3] if len(sys.argv) > 3 else "predicate"
+    if mode not in ("predicate", "labels"):
+        raise SystemExit(f"mode must be predicate or labels, not {mode!r}")
+    asyncio.run(run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 16, mode == "labels"))
 
 
 if __name__ == "__main__":

@@ -27,12 +27,14 @@ from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, Permane
 from kubeop.kopf.events import event, exception, info, warn
 from kubeop.kopf.handlers import ABSENT, PRESENT, ErrorsMode, Reason
 from kubeop.kopf.hierarchies import adopt, label
+from kubeop.kopf.indexing import Index, Store, index
 from kubeop.kopf.on import daemon, timer
 from kubeop.kopf.processing import FINALIZER, Memo
 from kubeop.kopf.registry import Registry, default_registry, get_default_registry, set_default_registry
 from kubeop.kopf.running import build_manager, configure, operator, run
 from kubeop.kopf.settings import OperatorSettings
 from kubeop.kopf.spawning import DaemonStopped
+from kubeop.kopf.subhandlers import register, subhandler
 
 RawEvent = Mapping[str, Any]
 """The type of an event handler's ``event`` kwarg: ``{"type": ..., "object": ...}`` (``kopf.RawEvent``)."""
@@ -52,6 +54,7 @@ __all__ = [
     "ErrorsMode",
     "HandlerRetriesError",
     "HandlerTimeoutError",
+    "Index",
     "Logger",
     "LoginError",
     "Memo",
@@ -64,6 +67,7 @@ __all__ = [
     "Registry",
     "Spec",
     "Status",
+    "Store",
     "TemporaryError",
     "adopt",
     "build_manager",
@@ -73,12 +77,15 @@ __all__ = [
     "event",
     "exception",
     "get_default_registry",
+    "index",
     "info",
     "label",
     "on",
     "operator",
+    "register",
     "run",
     "set_default_registry",
+    "subhandler",
     "timer",
     "warn",
 ]

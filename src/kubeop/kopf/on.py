@@ -60,7 +60,8 @@ def _register(
     **flags: Any,
 ) -> Callable[[F], F]:
     def register(fn: F) -> F:
-        where = f"@kopf.on.{decorator} of {getattr(fn, '__qualname__', fn)!r}"
+        name = decorator if decorator in ("index", "subhandler") else f"on.{decorator}"
+        where = f"@kopf.{name} of {getattr(fn, '__qualname__', fn)!r}"
         unknown = sorted(set(options) - set(allowed))
         if unknown:
             raise TypeError(

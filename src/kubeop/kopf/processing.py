@@ -22,6 +22,7 @@ controller to come back then.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import inspect
 import json
@@ -34,6 +35,7 @@ from typing import Any
 from kubeop.controller import Context, ReconcilerClient, Request, Result
 from kubeop.core.errors import Conflict, NotFound
 from kubeop.core.resource import ApiResource
+from kubeop.kopf import subhandlers
 from kubeop.kopf.bodies import Body, Patch
 from kubeop.kopf.diffs import Diff, diff, essence, reduce, resolve
 from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
@@ -48,6 +50,7 @@ from kubeop.kopf.handlers import (
     prematches,
     selected,
 )
+from kubeop.kopf.indexing import IndexSet
 from kubeop.kopf.settings import default_backoff
 from kubeop.kopf.spawning import Spawned, SpawningHandler
 from kubeop.kopf.state import ANNOTATION, STATUS_FIELD, Progress, State
@@ -102,6 +105,22 @@ class _Outcome:
 
 
 @dataclass
+class _Run:
+    """What the handlers of one cycle share (sub-handlers run with their parent's)."""
+
+    reason: Reason
+    now: float
+    kwargs: dict[str, Any]
+    body: Mapping[str, Any]
+    old: Any
+    new: Any
+    diff: Diff
+    logger: ObjectLogger
+    patch: Patch
+    progress: dict[str, Progress]
+
+
+@dataclass
 class Processor:
     """The reconciler of one resource's kopf handlers (one per resource, shared by its workers)."""
 
@@ -110,6 +129,8 @@ class Processor:
     memo: Memo = field(default_factory=Memo)
     spawners: list[SpawningHandler] = field(default_factory=list)
     finalizer: str = FINALIZER
+    indexes: IndexSet | None = None
+    """The operator's ``@kopf.index`` indices: kwargs of every handler, complete before the first."""
     writes: int = 0
     """API writes to the handled objects (the benchmark and the tests count them)."""
     _resource: ApiResource | None = None
@@ -127,6 +148,8 @@ class Processor:
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
         """The controller's reconciler: one handling cycle of the requested object."""
         client = ctx.client
+        if self.indexes is not None and not self.indexes.ready.is_set():
+            await self.indexes.ready.wait()
         if not self._recorder_set:
             use_recorder(ctx.recorder)
             self._recorder_set = True
@@ -163,6 +186,8 @@ class Processor:
             memo = self._memos[(md.get("namespace"), md.get("name") or "")] = Memo(self.memo)
         patch = Patch()
         kwargs = _kwargs(body, patch, logger, res, memo, old, new, the_diff)
+        if self.indexes is not None:
+            kwargs.update(self.indexes.indices)
 
         finalizers = list(md.get("finalizers") or ())
         has_finalizer = self.finalizer in finalizers
@@ -226,32 +251,8 @@ class Processor:
         done = True
         if chosen:
             logger.debug("%s is in progress: %s", title.capitalize(), _short(body))
-            for handler in chosen:
-                p = progress.get(handler.id)
-                if p is not None and p.finished:
-                    continue
-                if p is not None and p.delayed is not None and p.delayed > now:
-                    delays.append(p.delayed - now)
-                    done = False
-                    continue
-                if p is None:
-                    p = progress[handler.id] = Progress(purpose=reason.value, started=now)
-                outcome = await self._execute(handler, p, kwargs, body, old, new, the_diff, logger)
-                record = True
-                if outcome.final:
-                    if outcome.exception is None:
-                        p.success = True
-                        _deliver(patch, handler.id, outcome.result)
-                    else:
-                        p.failure = True
-                        p.message = str(outcome.exception) or repr(outcome.exception)
-                        warn(body, reason="Error", message=f"{handler} failed: {p.message}")
-                else:
-                    p.retries += 1
-                    p.delayed = time.time() + (outcome.delay or 0)
-                    p.message = str(outcome.exception) or repr(outcome.exception)
-                    delays.append(outcome.delay or 0)
-                    done = False
+            run = _Run(reason, now, kwargs, body, old, new, the_diff, logger, patch, progress)
+            record, done = await self._run_handlers(chosen, run, delays)
             if done:
                 succeeded = sum(1 for h in chosen if progress.get(h.id) and progress[h.id].success)
                 failed = sum(1 for h in chosen if progress.get(h.id) and progress[h.id].failure)
@@ -287,6 +288,40 @@ class Processor:
             return Result(requeue_after=max(min(delays), 0.001))
         return None
 
+    async def _run_handlers(
+        self, handlers: list[ChangingHandler], run: _Run, delays: list[float]
+    ) -> tuple[bool, bool]:
+        """Run the due ones of ``handlers`` in order; (anything to record?, all done?)."""
+        record, done = False, True
+        progress = run.progress
+        for handler in handlers:
+            p = progress.get(handler.id)
+            if p is not None and p.finished:
+                continue
+            if p is not None and p.delayed is not None and p.delayed > run.now:
+                delays.append(p.delayed - run.now)
+                done = False
+                continue
+            if p is None:
+                p = progress[handler.id] = Progress(purpose=run.reason.value, started=run.now)
+            outcome = await self._execute(handler, p, run)
+            record = True
+            if outcome.final:
+                if outcome.exception is None:
+                    p.success = True
+                    _deliver(run.patch, handler.id, outcome.result)
+                else:
+                    p.failure = True
+                    p.message = str(outcome.exception) or repr(outcome.exception)
+                    warn(run.body, reason="Error", message=f"{handler} failed: {p.message}")
+            else:
+                p.retries += 1
+                p.delayed = time.time() + (outcome.delay or 0)
+                p.message = str(outcome.exception) or repr(outcome.exception)
+                delays.append(outcome.delay or 0)
+                done = False
+        return record, done
+
     def _spawn(
         self,
         client: ReconcilerClient,
@@ -296,7 +331,10 @@ class Processor:
         memo: Memo,
     ) -> Spawned:
         def kwargs(patch: Patch) -> dict[str, Any]:
-            return _kwargs(spawned.body, patch, logger, res, memo, None, None, ())
+            out = _kwargs(spawned.body, patch, logger, res, memo, None, None, ())
+            if self.indexes is not None:
+                out.update(self.indexes.indices)
+            return out
 
         async def write(patch: Patch) -> None:
             await self._write(client, res, spawned.body, patch, None, logger=logger)
@@ -309,17 +347,8 @@ class Processor:
         spawned, self._spawned = list(self._spawned.values()), {}
         await asyncio.gather(*(s.stop() for s in spawned), return_exceptions=True)
 
-    async def _execute(
-        self,
-        handler: ChangingHandler,
-        p: Progress,
-        base: dict[str, Any],
-        body: Mapping[str, Any],
-        old: Any,
-        new: Any,
-        the_diff: Diff,
-        logger: ObjectLogger,
-    ) -> _Outcome:
+    async def _execute(self, handler: ChangingHandler, p: Progress, run: _Run) -> _Outcome:
+        base, body, old, new, the_diff, logger = run.kwargs, run.body, run.old, run.new, run.diff, run.logger
         runtime = max(0.0, time.time() - p.started)
         kwargs = dict(
             base,
@@ -341,13 +370,25 @@ class Processor:
             if handler.retries is not None and p.retries >= handler.retries:
                 raise HandlerRetriesError(f"{handler} has exceeded {p.retries} retries.")
             token = current_body.set(body)
+            collector, collecting = subhandlers.collecting(self.resource_name)
             try:
                 if inspect.iscoroutinefunction(handler.fn):
                     result = await handler.fn(**kwargs)
                 else:
                     result = await asyncio.to_thread(handler.fn, **kwargs)
             finally:
+                subhandlers.reset(collecting)
                 current_body.reset(token)
+            subs = collector.handlers()
+            if subs:
+                unfinished = await self._run_subhandlers(handler, subs, run)
+                if unfinished is not None:
+                    logger.debug(
+                        "%s has unfinished sub-handlers; it runs again in %s s.", handler, unfinished
+                    )
+                    return _Outcome(
+                        False, exception=TemporaryError("unfinished sub-handlers"), delay=unfinished
+                    )
         except asyncio.CancelledError:
             raise
         except TemporaryError as exc:
@@ -392,6 +433,20 @@ class Processor:
             return _Outcome(False, exception=exc, delay=default_backoff(handler.backoff))
         logger.info("%s succeeded.", handler)
         return _Outcome(True, result=result)
+
+    async def _run_subhandlers(
+        self, parent: ChangingHandler, subs: list[ChangingHandler], run: _Run
+    ) -> float | None:
+        """Run a handler's sub-handlers (ids prefixed with the parent's); None when all are done,
+        else the delay until the next is due."""
+        chosen = [
+            dataclasses.replace(h, id=f"{parent.id}/{h.id}")
+            for h in subs
+            if matches(h, run.body, run.old, run.new, run.kwargs)
+        ]
+        delays: list[float] = []
+        _, done = await self._run_handlers(chosen, run, delays)
+        return None if done else max(min(delays, default=0.0), 0.0)
 
     # -- the one write -----------------------------------------------------------------------
     async def _write(

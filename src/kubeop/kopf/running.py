@@ -40,6 +40,7 @@ from kubeop.kopf.activities import (
     client_config,
     run_activity,
 )
+from kubeop.kopf.indexing import IndexSet, indexing_handlers
 from kubeop.kopf.processing import Memo, Processor
 from kubeop.kopf.registry import Registry, default_registry
 from kubeop.kopf.settings import OperatorSettings, current_settings, reset_settings, use_settings
@@ -86,6 +87,10 @@ def build_manager(
     manager_options.setdefault("metrics_address", None)
     manager_options.setdefault("health_address", None)
     manager = Manager(client, **manager_options)
+    indexing = indexing_handlers(registry)
+    indexes = IndexSet(indexing, memo or {}) if indexing else None
+    if indexes is not None:
+        _INDEXES[manager] = (indexes, namespace)
     for resource in registry.resources():
         processor = Processor(
             resource,
@@ -93,6 +98,7 @@ def build_manager(
             memo=Memo(memo or {}),
             spawners=list(registry.spawning(resource)),
             finalizer=settings.persistence.finalizer,
+            indexes=indexes,
         )
         controller = (
             Controller.for_(resource, namespace=namespace)
@@ -116,6 +122,7 @@ class _Dispatch:
 
 
 _DISPATCHERS: weakref.WeakKeyDictionary[Manager, list[_Dispatch]] = weakref.WeakKeyDictionary()
+_INDEXES: weakref.WeakKeyDictionary[Manager, tuple[IndexSet, str | None]] = weakref.WeakKeyDictionary()
 
 
 def dispatchers(manager: Manager) -> list[_Dispatch]:
@@ -146,6 +153,9 @@ async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) 
         asyncio.create_task(_watch(manager, d), name=f"kopf events {d.resource}")
         for d in dispatchers(manager)
     ]
+    if manager in _INDEXES:
+        indexes, namespace = _INDEXES[manager]
+        tasks.append(asyncio.create_task(indexes.run(manager, namespace), name="kopf indices"))
     try:
         await manager.start(stop_flag)
     finally:

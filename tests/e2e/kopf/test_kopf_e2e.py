@@ -415,3 +415,77 @@ async def test_timers_keep_their_interval_and_idle(
         before = len([t for t in idle_ticks if t > changed - 1.2])
         await eventually(lambda: any(t > changed + 0.6 for t in idle_ticks), what="the idle timer again")
         assert before <= 1, "no idle tick while changes kept coming"
+
+
+async def test_subhandlers_progress_in_the_one_state_record(
+    client: Client, kubeconfig_path: str, namespace: str
+) -> None:
+    reg = kopf.Registry()
+    calls: list[tuple[str, int]] = []
+
+    @kopf.on.create(RESOURCE, registry=reg, id="parent")
+    async def parent(spec: Any, retry: int, **_: Any) -> Any:
+        calls.append(("parent", retry))
+        for item in spec["items"]:
+
+            @kopf.subhandler(id=item)
+            async def child(retry: int, item: str = item, **_: Any) -> Any:
+                calls.append((item, retry))
+                if item == "b" and retry == 0:
+                    raise kopf.TemporaryError("b later", delay=0.3)
+                return item.upper()
+
+        kopf.register(lambda **_: None, id="plain")
+        return "parent done"
+
+    async with operator(reg, kubeconfig_path, namespace) as proc:
+        await client.create(widget("w9", items=["a", "b"]))
+        obj = await eventually(
+            lambda: _with(get(client, "w9"), lambda o: (o.get("status") or {}).get("parent")), what="parent"
+        )
+        await asyncio.sleep(0.5)
+        assert calls == [("parent", 0), ("a", 0), ("b", 0), ("parent", 1), ("b", 1)], (
+            "the done sub-handlers do not run again; the parent does, to register them"
+        )
+        status = obj["status"]
+        assert status["parent/a"] == "A" and status["parent/b"] == "B" and status["parent"] == "parent done"
+        # No finalizer (no delete handler); the first cycle (a's result, b's retry, the progress
+        # of all three) and the second (b's and the parent's results, the essence): one write each.
+        assert proc.writes == 2
+    with pytest.raises(RuntimeError, match="inside a running handler"):
+        kopf.subhandler(id="x")
+
+
+async def test_index_from_the_shared_informer_is_a_handler_kwarg(
+    client: Client, kubeconfig_path: str, namespace: str
+) -> None:
+    reg = kopf.Registry()
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1", "labels": {"app": "x"}}}
+    await client.create(cm)  # listed before the first handler runs
+
+    @kopf.index("configmaps", registry=reg, id="by_app", labels={"app": kopf.PRESENT})
+    def by_app(labels: Any, name: str, **_: Any) -> Any:
+        return {labels["app"]: name}
+
+    @kopf.on.create(RESOURCE, registry=reg, id="create_fn")
+    def create_fn(by_app: kopf.Index[str, str], **_: Any) -> Any:
+        return sorted(by_app.get("x", ()))
+
+    @kopf.on.update(RESOURCE, registry=reg, id="update_fn")
+    def update_fn(by_app: kopf.Index[str, str], **_: Any) -> Any:
+        return {k: sorted(v) for k, v in by_app.items()}
+
+    async with operator(reg, kubeconfig_path, namespace):
+        await client.create(widget("w10", field="a"))
+        obj = await eventually(
+            lambda: _with(get(client, "w10"), lambda o: "create_fn" in (o.get("status") or {})), what="create"
+        )
+        assert obj["status"]["create_fn"] == ["c1"]
+        await client.delete("configmaps", "c1")
+        await client.create({**cm, "metadata": {"name": "c2", "labels": {"app": "y"}}})
+        await asyncio.sleep(0.5)
+        await client.patch(RESOURCE, "w10", {"spec": {"field": "b"}})
+        obj = await eventually(
+            lambda: _with(get(client, "w10"), lambda o: "update_fn" in (o.get("status") or {})), what="update"
+        )
+        assert obj["status"]["update_fn"] == {"y": ["c2"]}

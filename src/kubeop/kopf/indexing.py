@@ -1,0 +1,290 @@
+"""``@kopf.index``: in-memory indices of a resource's objects, kept from kubeop's shared informer.
+
+An indexing handler is called for each object of its resource as the informer sees it (listed,
+added, changed) and returns ``{key: value}`` (anything else is stored under the key ``None``);
+the index maps each key to the values of all objects that gave it (an object's values go when it
+is deleted or stops giving the key). Other handlers get the index as a keyword argument named
+after the indexing handler's id: ``def fn(is_running: kopf.Index, **_)``. Handlers of the
+operator wait for the indices' first full listing before their first call (kopf's semantics).
+
+An indexing handler's exception is logged and leaves the object out of the index until its next
+change (kopf retries it; kubeop does not, as an informer callback cannot wait).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from kubeop.cache import DeletedFinalStateUnknown, FuncHandler
+from kubeop.kopf import on
+from kubeop.kopf.bodies import Body
+from kubeop.kopf.diffs import FieldPath, resolve
+from kubeop.kopf.handlers import MISSING, ErrorsMode, Filter, check, prematches
+from kubeop.kopf.registry import Registry, default_registry
+
+if TYPE_CHECKING:
+    from kubeop.manager import Manager
+
+__all__ = ["Index", "IndexSet", "Indexers", "IndexingHandler", "Store", "index", "indexing_handlers"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+K = TypeVar("K")
+V = TypeVar("V")
+ObjectKey = tuple[str | None, str | None]  # (namespace, name)
+log = logging.getLogger("kubeop.kopf.objects")
+
+
+@dataclass(frozen=True)
+class IndexingHandler:
+    fn: Callable[..., Any]
+    id: str
+    resource: str
+    field: FieldPath = ()
+    value: Filter = None
+    labels: Mapping[str, Filter] | None = None
+    annotations: Mapping[str, Filter] | None = None
+    when: Callable[..., bool] | None = None
+    errors: ErrorsMode = ErrorsMode.TEMPORARY
+    timeout: float | None = None
+    retries: int | None = None
+    backoff: float | None = None
+    param: Any = None
+
+    def __str__(self) -> str:
+        return f"Handler {self.id!r}"
+
+
+_REGISTERED: weakref.WeakKeyDictionary[Registry, list[IndexingHandler]] = weakref.WeakKeyDictionary()
+
+
+def index(*args: str, **options: Any) -> Callable[[F], F]:
+    """``@kopf.index('pods')``: keep an index of the resource's objects (see the module)."""
+
+    def register(fn: F) -> F:
+        given = options.get("registry")
+        registry = given if isinstance(given, Registry) else default_registry()
+        scratch = Registry()
+        on._register("index", args, {**options, "registry": scratch}, on._COMMON, None)(fn)
+        (h,) = scratch.changing(next(iter(scratch.resources())))
+        handlers = _REGISTERED.setdefault(registry, [])
+        if any(o.id == h.id for o in handlers):
+            raise ValueError(f"index {h.id!r} is registered twice: pass id='...' to one of them")
+        handlers.append(
+            IndexingHandler(
+                fn=fn,
+                id=h.id,
+                resource=h.resource,
+                field=h.field,
+                value=h.value,
+                labels=h.labels,
+                annotations=h.annotations,
+                when=h.when,
+                errors=h.errors,
+                timeout=h.timeout,
+                retries=h.retries,
+                backoff=h.backoff,
+                param=h.param,
+            )
+        )
+        return fn
+
+    return register
+
+
+def indexing_handlers(registry: Registry) -> list[IndexingHandler]:
+    return list(_REGISTERED.get(registry, ()))
+
+
+class Store(Generic[V]):
+    """The values one key of an index holds, one per object that gave it (read-only)."""
+
+    def __init__(self) -> None:
+        self._items: dict[ObjectKey, V] = {}
+
+    def __repr__(self) -> str:
+        return repr(list(self._items.values()))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[V]:
+        return iter(self._items.values())
+
+    def __contains__(self, value: object) -> bool:
+        return any(v == value for v in self._items.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+
+class Index(Mapping[K, Store[V]]):
+    """``kopf.Index``: key -> :class:`Store` of the values of the objects that gave that key."""
+
+    def __init__(self) -> None:
+        self._items: dict[K, Store[V]] = {}
+        self._reverse: dict[ObjectKey, set[K]] = {}
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+    def __getitem__(self, key: K) -> Store[V]:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def _discard(self, obj: ObjectKey, keys: set[K] | None = None) -> None:
+        held = self._reverse.get(obj)
+        if held is None:
+            return
+        for key in list(held if keys is None else keys):
+            store = self._items[key]
+            store._items.pop(obj, None)
+            if not store:
+                del self._items[key]
+            held.discard(key)
+        if not held:
+            del self._reverse[obj]
+
+    def _replace(self, obj: ObjectKey, values: Mapping[K, V]) -> None:
+        held = self._reverse.setdefault(obj, set())
+        for key, value in values.items():
+            store = self._items.get(key)
+            if store is None:
+                store = self._items[key] = Store()
+            store._items[obj] = value
+            held.add(key)
+        self._discard(obj, held - set(values))
+
+
+class Indexers:
+    """The indices of one resource's indexing handlers, fed by its shared informer."""
+
+    def __init__(self, handlers: list[IndexingHandler], memo: Mapping[str, Any]) -> None:
+        self.handlers = handlers
+        self.memo = memo
+        self.indices: dict[str, Index[Any, Any]] = {h.id: Index() for h in handlers}
+        self._queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue()
+
+    def informer_handler(self) -> FuncHandler:
+        put = self._queue.put_nowait
+
+        def on_delete(obj: Any) -> None:
+            if isinstance(obj, DeletedFinalStateUnknown):
+                obj = obj.obj
+            if obj is not None:
+                put((False, obj))
+
+        return FuncHandler(
+            on_add=lambda obj, initial: put((True, obj)),
+            on_update=lambda old, new: put((True, new)),
+            on_delete=on_delete,
+        )
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    async def run(self) -> None:
+        while True:
+            present, obj = await self._queue.get()
+            if present:
+                await self.index(obj)
+            else:
+                self.discard(obj)
+
+    def discard(self, obj: Mapping[str, Any]) -> None:
+        key = _key(obj)
+        for index in self.indices.values():
+            index._discard(key)
+
+    async def index(self, obj: Mapping[str, Any]) -> None:
+        """Call each indexing handler for ``obj`` and put (or drop) its values."""
+        md = obj.get("metadata") or {}
+        key = _key(obj)
+        body = Body(obj)
+        kwargs: dict[str, Any] = {
+            "body": body,
+            "spec": body.spec,
+            "meta": body.meta,
+            "status": body.status,
+            "name": md.get("name"),
+            "namespace": md.get("namespace"),
+            "uid": md.get("uid"),
+            "labels": body.meta.labels,
+            "annotations": body.meta.annotations,
+            "logger": logging.LoggerAdapter(
+                log, {"object_namespace": md.get("namespace"), "object_name": md.get("name")}
+            ),
+            "memo": self.memo,
+        }
+        for h in self.handlers:
+            index = self.indices[h.id]
+            if not prematches(h, obj, kwargs) or (
+                h.field
+                and not (
+                    resolve(obj, h.field, MISSING) is not MISSING
+                    if h.value is None
+                    else check(h.value, resolve(obj, h.field, MISSING), kwargs)
+                )
+            ):
+                index._discard(key)
+                continue
+            try:
+                result = h.fn(**kwargs, param=h.param)
+                if inspect.isawaitable(result):
+                    result = await result
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                prefix = f"[{md.get('namespace')}/{md.get('name')}]"
+                log.exception("%s %s failed with an exception; the object is not indexed: %s", prefix, h, exc)
+                index._discard(key)
+                continue
+            index._replace(key, result if isinstance(result, Mapping) else {None: result})
+
+
+def _key(obj: Mapping[str, Any]) -> ObjectKey:
+    md = obj.get("metadata") or {}
+    return (md.get("namespace"), md.get("name"))
+
+
+class IndexSet:
+    """All indices of an operator: given to its handlers as kwargs, ready after the first listing."""
+
+    def __init__(self, handlers: list[IndexingHandler], memo: Mapping[str, Any]) -> None:
+        by_resource: dict[str, list[IndexingHandler]] = {}
+        for h in handlers:
+            by_resource.setdefault(h.resource, []).append(h)
+        self.indexers = {r: Indexers(hs, memo) for r, hs in by_resource.items()}
+        self.indices: dict[str, Index[Any, Any]] = {
+            k: v for ix in self.indexers.values() for k, v in ix.indices.items()
+        }
+        self.ready = asyncio.Event()
+
+    async def run(self, manager: Manager, namespace: str | None) -> None:
+        """Feed the indices from the manager's shared informers (once it has its cache)."""
+        while manager.cache is None or manager.client is None:  # noqa: ASYNC110 - no event to await
+            await asyncio.sleep(0.02)
+        async with asyncio.TaskGroup() as tasks:
+            for resource, indexers in self.indexers.items():
+                res = await manager.client.resource(resource)
+                informer = manager.cache.informer(res, namespace=namespace if res.namespaced else None)
+                informer.add_event_handler(indexers.informer_handler())
+                tasks.create_task(indexers.run())
+                await informer.wait_for_sync()
+            for indexers in self.indexers.values():
+                while indexers.pending():  # noqa: ASYNC110 - the queue has no "drained" event
+                    await asyncio.sleep(0.01)
+            self.ready.set()

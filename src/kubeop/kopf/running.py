@@ -328,7 +328,9 @@ async def operator(
             **manager_options,
         )
         for probe in registry.activities(Activity.PROBE):
-            manager.add_health_check(f"kopf-{probe.id}", _probe(probe, root_memo, settings))
+            manager.add_health_check(
+                f"kopf-{probe.id}", _probe(probe, root_memo, settings, _indices(manager))
+            )
         _set(ready_flag)
         await run_manager(manager, stop)
     finally:
@@ -364,12 +366,28 @@ async def _stop_hung(tasks: set[asyncio.Task[Any]], grace: float = 5.0) -> None:
     log.debug("Hung tasks are stopped: %d cancelled after %.0f s.", len(pending), grace)
 
 
-def _probe(handler: ActivityHandler, memo: Memo, settings: OperatorSettings) -> Check:
+def _indices(manager: Manager) -> Mapping[str, Any]:
+    """The ``@kopf.index`` indices of a manager from :func:`build_manager`, by handler id."""
+    found = _INDEXES.get(manager)
+    return found[0].indices if found is not None else {}
+
+
+def _probe(
+    handler: ActivityHandler,
+    memo: Memo,
+    settings: OperatorSettings,
+    indices: Mapping[str, Any] | None = None,
+) -> Check:
     """A health check calling one probe handler once per query (no retries: a failure is unhealthy)."""
     probe_log = logging.getLogger("kubeop.kopf.activities.probe")
 
     async def check() -> bool:
-        kwargs = dict(_activity_kwargs(probe_log, memo, settings), activity="probe", param=handler.param)
+        kwargs = dict(
+            _activity_kwargs(probe_log, memo, settings),
+            **(indices or {}),
+            activity="probe",
+            param=handler.param,
+        )
         try:
             if inspect.iscoroutinefunction(handler.fn):
                 result = await handler.fn(**kwargs)

@@ -14,7 +14,8 @@ operator process.
     python bench/operator/run.py [--n 1000] [--operators kubeop,lean,kopf] [--workers 16]
 
 Operators: kubeop, kubeop-typed (the same reconcile on typed models), kubeop-base and
-kubeop-typed-base (the same two scripts on --baseline-src), lean, kopf.
+kubeop-typed-base (the same two scripts on --baseline-src), lean, kopf, kopf-on-kubeop
+(kopf_operator.py unchanged, on kubeop.kopf: see kopf_on_kubeop.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -110,6 +112,16 @@ def ensure_kopf() -> Path:
     return py
 
 
+def ensure_kopf_on_kubeop() -> Path:
+    """The kopf venv (the operator's ``kubernetes`` client) with kubeop's own dependencies added."""
+    py = ensure_kopf()
+    if subprocess.run([str(py), "-c", "import orjson, httptools, pydantic"], capture_output=True).returncode:
+        deps = tomllib.loads((HERE.parent.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+        print("==> installing kubeop's dependencies into bench/operator/.venv-kopf", file=sys.stderr)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", *deps], check=True)
+    return py
+
+
 # --baseline-src: the src/ of another kubeop checkout, run as operator "kubeop-base" (the same
 # operator script) so a change is measured beside what it changes, in one run.
 BASELINE_SRC: str | None = None
@@ -127,6 +139,8 @@ def command(name: str, workers: int) -> list[str]:
         return [sys.executable, str(HERE / "kubeop_typed_operator.py"), str(workers)]
     if name == "lean":
         return [sys.executable, str(HERE / "lean_operator.py"), str(workers)]
+    if name == "kopf-on-kubeop":
+        return [str(ensure_kopf_on_kubeop()), str(HERE / "kopf_on_kubeop.py"), str(workers)]
     if name == "kopf":
         py = ensure_kopf()
         return [
@@ -319,6 +333,8 @@ def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) 
     env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
     if name in ("kubeop-base", "kubeop-typed-base") and BASELINE_SRC is not None:
         env["PYTHONPATH"] = BASELINE_SRC
+    if name == "kopf-on-kubeop":  # another venv: this checkout's kubeop on its path
+        env["PYTHONPATH"] = str(HERE.parent.parent / "src")
     proc = subprocess.Popen(
         command(name, workers),
         env=env,

@@ -1,0 +1,51 @@
+"""Run kopf_operator.py, unchanged, on kubeop's kopf API (operator "kopf-on-kubeop").
+
+``import kopf`` in the operator resolves to :mod:`kubeop.kopf` (the module is registered under
+kopf's name before the file runs), so the file is the one real kopf runs, byte for byte; then
+the handlers run as ``python -m kubeop.kopf run --all-namespaces --standalone`` would, with as
+many workers as the native kubeop operator gets and its resync period (BENCH_RESYNC). Needs the
+``kubernetes`` client the operator uses: the benchmark runs this with bench/operator/.venv-kopf,
+where kubeop's own dependencies are installed too.
+
+Run: KUBECONFIG=... python kopf_on_kubeop.py [workers]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import runpy
+import sys
+import threading
+from pathlib import Path
+
+import kubeop.kopf
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    workers = int(sys.argv[1]) if len(sys.argv) > 1 else 16
+    logging.basicConfig(level=logging.WARNING)
+    sys.modules["kopf"] = kubeop.kopf
+    runpy.run_path(str(HERE / "kopf_operator.py"), run_name="__kopf_script__")
+    ready = threading.Event()
+    threading.Thread(target=lambda: ready.wait() and print("ready", flush=True), daemon=True).start()
+    options = {
+        "clusterwide": True,
+        "standalone": True,
+        "workers": workers,
+        "resync_period": float(os.environ.get("BENCH_RESYNC", "0")),
+        "ready_flag": ready,
+    }
+    profile = os.environ.get("BENCH_PROFILE")
+    if profile:  # cProfile the whole run; stats are written on SIGTERM
+        import cProfile
+
+        cProfile.runctx("kopf.run(**options)", {"kopf": kubeop.kopf}, {"options": options}, profile)
+    else:
+        kubeop.kopf.run(**options)
+
+
+if __name__ == "__main__":
+    main()

@@ -403,6 +403,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
     "kubeop.kopf": [
         "ABSENT",
         "ActivityError",
+        "Annotations",
         "Body",
         "ConnectionInfo",
         "DaemonStopped",
@@ -413,6 +414,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "HandlerRetriesError",
         "HandlerTimeoutError",
         "Index",
+        "Labels",
         "Logger",
         "LoginError",
         "Memo",

@@ -36,6 +36,10 @@ from kubeop.kopf.settings import OperatorSettings
 from kubeop.kopf.spawning import DaemonStopped
 from kubeop.kopf.subhandlers import register, subhandler
 
+Labels = Mapping[str, str]
+"""The type of the ``labels`` kwarg (``kopf.Labels``)."""
+Annotations = Mapping[str, str]
+"""The type of the ``annotations`` kwarg (``kopf.Annotations``)."""
 RawEvent = Mapping[str, Any]
 """The type of an event handler's ``event`` kwarg: ``{"type": ..., "object": ...}`` (``kopf.RawEvent``)."""
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
@@ -46,6 +50,7 @@ __all__ = [
     "FINALIZER",
     "PRESENT",
     "ActivityError",
+    "Annotations",
     "Body",
     "ConnectionInfo",
     "DaemonStopped",
@@ -55,6 +60,7 @@ __all__ = [
     "HandlerRetriesError",
     "HandlerTimeoutError",
     "Index",
+    "Labels",
     "Logger",
     "LoginError",
     "Memo",

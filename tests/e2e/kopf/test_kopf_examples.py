@@ -57,6 +57,9 @@ EXAMPLES: dict[str, Expect] = {
     ),
     "04-events": Expect(),
     "05-handlers": Expect(output=("CREATED 1st", "CREATED 2nd", "DELETED 1st", "DELETED 2nd")),
+    "07-subhandlers": Expect(
+        output=("=== Handling creation for item1. ===", "=== Handling creation for item2. ==="),
+    ),  # create_fn, create_fn/item1, create_fn/item2: each succeeds once
     "08-events": Expect(
         creation_word="'normal_event_fn' succeeded",
         allow_tracebacks=True,
@@ -74,6 +77,8 @@ EXAMPLES: dict[str, Expect] = {
     # Each timer call logs its success (not a once-only handler); the async timer waits for 10 s
     # of idleness, longer than this test waits (kopf's own run deletes the object earlier too).
     "15-timers": Expect(creation_word="Ping from a sync timer", success_counts={}),
+    # The timer gets both indices (its first call prints by_label's dict); the probes get them too.
+    "16-indexing": Expect(creation_word="'intervalled' succeeded", success_counts={}),
 }
 
 

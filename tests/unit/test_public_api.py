@@ -403,6 +403,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
     "kubeop.kopf": [
         "ABSENT",
         "ActivityError",
+        "AdmissionError",
         "Annotations",
         "Body",
         "ConnectionInfo",

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubeop.kopf import on
 from kubeop.kopf.activities import ActivityError, ConnectionInfo, LoginError
+from kubeop.kopf.admission import AdmissionError
 from kubeop.kopf.bodies import Body, Meta, Patch, Spec, Status
 from kubeop.kopf.diffs import Diff, DiffItem
 from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
@@ -50,6 +51,7 @@ __all__ = [
     "FINALIZER",
     "PRESENT",
     "ActivityError",
+    "AdmissionError",
     "Annotations",
     "Body",
     "ConnectionInfo",

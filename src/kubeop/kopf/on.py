@@ -25,11 +25,13 @@ __all__ = [
     "event",
     "field",
     "login",
+    "mutate",
     "probe",
     "resume",
     "startup",
     "timer",
     "update",
+    "validate",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -254,3 +256,17 @@ def login(**options: Any) -> Callable[[F], F]:
 def probe(**options: Any) -> Callable[[F], F]:
     """Run on every query of the liveness endpoint (``--liveness``); failing makes it unhealthy."""
     return _activity("probe", Activity.PROBE, options)
+
+
+def validate(*args: str, **options: Any) -> Callable[[F], F]:
+    """A validating admission handler on kubeop's webhook server (see :mod:`kubeop.kopf.admission`)."""
+    from kubeop.kopf import admission
+
+    return admission.validate(*args, **options)
+
+
+def mutate(*args: str, **options: Any) -> Callable[[F], F]:
+    """A mutating admission handler on kubeop's webhook server (see :mod:`kubeop.kopf.admission`)."""
+    from kubeop.kopf import admission
+
+    return admission.mutate(*args, **options)

@@ -40,6 +40,8 @@ from kubeop.kopf.activities import (
     client_config,
     run_activity,
 )
+from kubeop.kopf.admission import admission_handlers
+from kubeop.kopf.admission import webhooks as admission_webhooks
 from kubeop.kopf.indexing import IndexSet, indexing_handlers
 from kubeop.kopf.processing import Memo, Processor
 from kubeop.kopf.registry import Registry, default_registry
@@ -79,7 +81,7 @@ def build_manager(
     """A Manager that runs ``registry``'s handlers (the default registry: the decorated ones)."""
     registry = registry if registry is not None else default_registry()
     settings = settings if settings is not None else current_settings()
-    if not len(registry):
+    if not (len(registry) or admission_handlers(registry) or indexing_handlers(registry)):
         raise ValueError("no kopf handlers are registered: decorate functions with @kopf.on.* first")
     if workers is None:
         workers = settings.execution.max_workers or 4
@@ -87,6 +89,8 @@ def build_manager(
     manager_options.setdefault("metrics_address", None)
     manager_options.setdefault("health_address", None)
     manager = Manager(client, **manager_options)
+    for hook in admission_webhooks(admission_handlers(registry), memo=memo or {}):
+        manager.add_webhook(hook)
     indexing = indexing_handlers(registry)
     indexes = IndexSet(indexing, memo or {}) if indexing else None
     if indexes is not None:

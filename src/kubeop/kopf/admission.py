@@ -1,0 +1,319 @@
+"""``@kopf.on.validate`` / ``@kopf.on.mutate``: kopf's admission handlers on kubeop's webhook server.
+
+Each handler is one admission webhook of kubeop's server (:mod:`kubeop.webhook`), at the path
+``/<handler id>`` (kopf's), named ``<handler id>.<managed name>``. A request runs that handler
+with kopf's kwargs (``body``, ``spec``, ``meta``, ``status``, ``old``, ``new``, ``diff``, ``name``,
+``namespace``, ``labels``, ``annotations``, ``operation``, ``subresource``, ``dryrun``,
+``userinfo``, ``warnings``, ``patch``, ``memo``, ``logger``, ``resource``, ``uid``); ``headers``
+and ``sslpeer`` are empty mappings, as kubeop's server does not hand them to handlers.
+
+- ``raise kopf.AdmissionError(message, code=...)`` denies (``code`` defaults to 500, as kopf);
+  any other exception denies with its message and code 500;
+- ``warnings.append(...)`` sends warnings (kubectl prints them) with the verdict;
+- a mutating handler's ``patch`` (a merge patch, kopf's ``patch.spec[...] = ...``) becomes the
+  JSON patch of the response;
+- ``operation=`` (or ``operations=``) limits the operations, ``subresource=`` the subresource
+  (None: the main resource only; ``'*'``: any; ``'status'``...), and the object filters
+  (``labels=``, ``annotations=``, ``when=``, ``field=``/``value=``) pick the objects: a request a
+  handler is not for is allowed untouched.
+
+The server is the Manager's (``kopf.run(webhook_address="127.0.0.1:9443",
+webhook_cert_dir=...)``; without a certificate kubeop generates a local CA and serving
+certificate, as kopf's ``WebhookServer()`` does). kopf's ``settings.admission.server`` maps to
+those two options: ``WebhookServer(host=, port=)`` is ``webhook_address``, ``certfile=`` /
+``pkeyfile=`` a ``webhook_cert_dir`` holding them as ``tls.crt`` / ``tls.key``; its tunnels and
+cluster-specific servers (ngrok, k3d, minikube) have no counterpart. ``settings.admission.managed``
+(kopf writing the webhook configurations itself) is not done yet: the configurations come from
+:func:`kubeop.webhook.webhook_configurations` (the webhooks' rules are empty until then).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kubeop.kopf.bodies import Body, Patch
+from kubeop.kopf.diffs import FieldPath, diff, parse_field, resolve
+from kubeop.kopf.errors import PermanentError
+from kubeop.kopf.handlers import MISSING, Filter, check, prematches
+from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
+
+if TYPE_CHECKING:
+    from kubeop.webhook import AdmissionWebhook
+    from kubeop.webhook.review import AdmissionRequest
+
+__all__ = ["AdmissionError", "AdmissionHandler", "admission_handlers", "mutate", "validate", "webhooks"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+log = logging.getLogger("kubeop.kopf.admission")
+
+
+class AdmissionError(PermanentError):
+    """Raise in an admission handler to deny the request with ``message`` and HTTP ``code``."""
+
+    def __init__(self, message: str | None = "", code: int | None = 500) -> None:
+        super().__init__(message or "")
+        self.code = code or 500
+
+
+@dataclass(frozen=True)
+class AdmissionHandler:
+    fn: Callable[..., Any]
+    id: str
+    resource: str
+    mutating: bool
+    operations: tuple[str, ...] | None = None  # None: every operation
+    subresource: str | None = None
+    persistent: bool = False
+    side_effects: bool = False
+    ignore_failures: bool = False
+    field: FieldPath = ()
+    value: Filter = None
+    labels: Mapping[str, Filter] | None = None
+    annotations: Mapping[str, Filter] | None = None
+    when: Callable[..., bool] | None = None
+    param: Any = None
+
+    def __str__(self) -> str:
+        return f"Handler {self.id!r}"
+
+    def wants(self, request: AdmissionRequest, body: Mapping[str, Any], kwargs: Mapping[str, Any]) -> bool:
+        """Is this request one for this handler (operation, subresource, object filters)?"""
+        if self.operations is not None and request.operation not in self.operations:
+            return False
+        sub = request.raw.get("subResource") or None
+        if self.subresource != "*" and sub != self.subresource:
+            return False
+        if not prematches(self, body, kwargs):
+            return False
+        if self.field:
+            got = resolve(body, self.field, MISSING)
+            if self.value is None:
+                return got is not MISSING
+            return check(self.value, got, kwargs)
+        return True
+
+
+_REGISTERED: weakref.WeakKeyDictionary[Registry, list[AdmissionHandler]] = weakref.WeakKeyDictionary()
+_ALLOWED = (
+    "group",
+    "version",
+    "plural",
+    "kind",
+    "id",
+    "param",
+    "operation",
+    "operations",
+    "subresource",
+    "persistent",
+    "side_effects",
+    "ignore_failures",
+    "labels",
+    "annotations",
+    "when",
+    "field",
+    "value",
+    "registry",
+)
+
+
+def admission_handlers(registry: Registry) -> list[AdmissionHandler]:
+    return list(_REGISTERED.get(registry, ()))
+
+
+def _decorator(
+    decorator: str, mutating: bool, args: tuple[str, ...], options: dict[str, Any]
+) -> Callable[[F], F]:
+    def register(fn: F) -> F:
+        where = f"@kopf.on.{decorator} of {getattr(fn, '__qualname__', fn)!r}"
+        unknown = sorted(set(options) - set(_ALLOWED))
+        if unknown:
+            raise TypeError(
+                f"{where}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(_ALLOWED)}"
+            )
+        operation, operations = options.get("operation"), options.get("operations")
+        if operation is not None and operations is not None:
+            raise TypeError(f"{where}: operation= and operations= exclude each other")
+        ops = (operation,) if operation is not None else tuple(operations) if operations is not None else None
+        for op in ops or ():
+            if op not in OPERATIONS:
+                raise ValueError(f"{where}: operation {op!r} is not one of {', '.join(OPERATIONS)}")
+        try:
+            path = parse_field(options.get("field"))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if options.get("value") is not None and not path:
+            raise TypeError(f"{where}: value= filters a field; also give field='spec.x'")
+        sub = options.get("subresource")
+        if sub is not None and (not isinstance(sub, str) or not sub):
+            raise TypeError(f"{where}: subresource= is a name ('status', 'scale') or '*', got {sub!r}")
+        try:
+            resource = resource_name(
+                args, **{k: options.get(k) for k in ("group", "version", "plural", "kind")}
+            )
+        except TypeError as exc:
+            raise TypeError(f"{where}: {exc}") from None
+        given = options.get("registry")
+        registry = given if isinstance(given, Registry) else default_registry()
+        handler = AdmissionHandler(
+            fn=fn,
+            id=handler_id(fn, options.get("id"), ()),
+            resource=resource,
+            mutating=mutating,
+            operations=ops,
+            subresource=sub,
+            persistent=bool(options.get("persistent")),
+            side_effects=bool(options.get("side_effects")),
+            ignore_failures=bool(options.get("ignore_failures")),
+            field=path,
+            value=options.get("value"),
+            labels=options.get("labels"),
+            annotations=options.get("annotations"),
+            when=options.get("when"),
+            param=options.get("param"),
+        )
+        handlers = _REGISTERED.setdefault(registry, [])
+        if any(h.id == handler.id for h in handlers):
+            raise ValueError(
+                f"{where}: admission handler id {handler.id!r} is registered twice: pass id='...'"
+            )
+        handlers.append(handler)
+        return fn
+
+    return register
+
+
+def validate(*args: str, **options: Any) -> Callable[[F], F]:
+    """A validating admission handler: raise :class:`AdmissionError` to deny, append to
+    ``warnings`` to warn; returning allows."""
+    return _decorator("validate", False, args, options)
+
+
+def mutate(*args: str, **options: Any) -> Callable[[F], F]:
+    """A mutating admission handler: change ``patch`` (``patch.spec['x'] = 1``) to mutate."""
+    return _decorator("mutate", True, args, options)
+
+
+def webhooks(
+    handlers: list[AdmissionHandler], *, memo: Mapping[str, Any], suffix: str = "kopf.kubeop.dev"
+) -> list[AdmissionWebhook]:
+    """One kubeop admission webhook per handler (its rules are filled in once the resources are
+    resolved, see :func:`resolve_rules`)."""
+    from kubeop.webhook import AdmissionWebhook
+
+    class KopfAdmission(AdmissionWebhook):
+        kopf: AdmissionHandler
+
+        async def _review(self, request: AdmissionRequest) -> bytes:
+            return await _review(self.kopf, request, memo)
+
+    out: list[AdmissionWebhook] = []
+    for h in handlers:
+        safe = "".join(c if c.isalnum() or c in "-." else "-" for c in h.id.lower()).strip("-.") or "handler"
+        hook = KopfAdmission(
+            name=f"{safe}.{suffix}",
+            path=f"/{h.id}",
+            handler=_unused,
+            mutating=h.mutating,
+            rules=(),
+            failure_policy="Ignore" if h.ignore_failures else "Fail",
+            side_effects="NoneOnDryRun" if h.side_effects else "None",
+        )
+        hook.kopf = h
+        out.append(hook)
+    return out
+
+
+def _unused(new: Any) -> None:  # the review is kopf's, not the plain-function protocol
+    raise AssertionError("not called")
+
+
+async def _review(handler: AdmissionHandler, request: AdmissionRequest, memo: Mapping[str, Any]) -> bytes:
+    import asyncio
+    import inspect
+
+    from kubeop.webhook import jsonpatch
+    from kubeop.webhook.review import admission_response
+
+    raw = request.object if request.object is not None else request.old_object or {}
+    body = Body(raw)
+    old, new = request.old_object, request.object
+    warnings: list[str] = []
+    patch = Patch()
+    md = raw.get("metadata") or {}
+    kwargs: dict[str, Any] = {
+        "body": body,
+        "spec": body.spec,
+        "meta": body.meta,
+        "status": body.status,
+        "name": md.get("name") or request.name,
+        "namespace": md.get("namespace") or request.namespace or None,
+        "uid": md.get("uid"),
+        "labels": body.meta.labels,
+        "annotations": body.meta.annotations,
+        "old": old,
+        "new": new,
+        "diff": diff(_essence(old), _essence(new)) if old is not None and new is not None else (),
+        "operation": request.operation,
+        "subresource": request.raw.get("subResource") or None,
+        "dryrun": request.dry_run,
+        "userinfo": request.raw.get("userInfo") or {},
+        "headers": {},
+        "sslpeer": {},
+        "warnings": warnings,
+        "patch": patch,
+        "memo": memo,
+        "resource": request.resource,
+        "reason": None,
+        "logger": logging.LoggerAdapter(
+            log, {"object_namespace": md.get("namespace"), "object_name": md.get("name")}
+        ),
+        "param": handler.param,
+    }
+    if not handler.wants(request, raw, kwargs):
+        return admission_response(request.uid, allowed=True)
+    try:
+        if inspect.iscoroutinefunction(handler.fn):
+            await handler.fn(**kwargs)
+        else:
+            await asyncio.to_thread(handler.fn, **kwargs)
+    except asyncio.CancelledError:
+        raise
+    except AdmissionError as exc:
+        code = exc.code
+        status = {"status": "Failure", "code": code, "message": str(exc) or "denied"}
+        return admission_response(request.uid, allowed=False, status=status, warnings=warnings)
+    except Exception as exc:
+        log.warning("%s failed: %s: %s", handler, type(exc).__name__, exc)
+        status = {"status": "Failure", "code": 500, "message": str(exc) or type(exc).__name__}
+        return admission_response(request.uid, allowed=False, status=status, warnings=warnings)
+    ops = None
+    if handler.mutating and patch and request.object is not None:
+        ops = jsonpatch.diff(request.object, _merged(request.object, patch))
+    return admission_response(request.uid, allowed=True, patch=ops, warnings=warnings)
+
+
+def _essence(obj: Mapping[str, Any] | None) -> Any:
+    if obj is None:
+        return None
+    return {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
+
+
+def _merged(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` with a JSON merge patch applied (None removes a key)."""
+    out = copy.deepcopy(dict(obj))
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        elif isinstance(value, Mapping):
+            out[key] = _merged({}, value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

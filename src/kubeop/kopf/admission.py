@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kubeop.kopf.bodies import Body, Patch
 from kubeop.kopf.diffs import FieldPath, diff, parse_field, resolve
 from kubeop.kopf.errors import PermanentError
+from kubeop.kopf.fields import missing_part
 from kubeop.kopf.handlers import MISSING, Filter, check, prematches
 from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
 
@@ -158,6 +159,9 @@ def _decorator(
             )
         except TypeError as exc:
             raise TypeError(f"{where}: {exc}") from None
+        missing = missing_part(resource, path)
+        if missing is not None:
+            raise ValueError(f"{where}: field {'.'.join(path)!r} does not exist: {resource} has no {missing}")
         given = options.get("registry")
         registry = given if isinstance(given, Registry) else default_registry()
         handler = AdmissionHandler(

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from kubeop.kopf.activities import Activity, ActivityHandler
 from kubeop.kopf.diffs import parse_field
+from kubeop.kopf.fields import missing_part
 from kubeop.kopf.handlers import ChangingHandler, ErrorsMode, Filter, Reason
 from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
 from kubeop.kopf.spawning import SpawningHandler
@@ -96,6 +97,9 @@ def _register(
             resource = resource_name(args, **{k: options.get(k) for k in _SELECTOR})
         except TypeError as exc:
             raise TypeError(f"{where}: {exc}") from None
+        missing = missing_part(resource, path)
+        if missing is not None:
+            raise ValueError(f"{where}: field {'.'.join(path)!r} does not exist: {resource} has no {missing}")
         given = options.get("registry")
         registry: Registry = given if isinstance(given, Registry) else default_registry()
         common: dict[str, Any] = {

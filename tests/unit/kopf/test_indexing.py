@@ -69,3 +69,22 @@ def test_subhandler_outside_a_handler_is_an_error() -> None:
         kopf.subhandler(id="x")
     with pytest.raises(RuntimeError, match="inside a running handler"):
         kopf.register(lambda **_: None)
+
+
+def test_a_field_a_builtin_kind_does_not_have_is_an_error_naming_the_handler() -> None:
+    reg = kopf.Registry()
+    with pytest.raises(ValueError, match=r"on\.update of '.*typo'.*deployments.apps has no spec.replica$"):
+
+        @kopf.on.update("deployments.apps", registry=reg, field="spec.replica")
+        def typo(**_: Any) -> None: ...
+
+    with pytest.raises(ValueError, match=r"@kopf.index of '.*nope'.*pods has no spec.containerz"):
+
+        @kopf.index("pods", registry=reg, field="spec.containerz")
+        def nope(**_: Any) -> None: ...
+
+    # existing paths, free-form maps below a known part, and custom resources pass
+    kopf.on.update("deployments.apps", registry=reg, field="spec.replicas")(lambda **_: None)
+    kopf.on.field("pods", registry=reg, field="metadata.labels.app")(lambda **_: None)
+    kopf.on.field("configmaps", registry=reg, field="data.key")(lambda **_: None)
+    kopf.on.field("widgets.example.com", registry=reg, field="spec.anything")(lambda **_: None)

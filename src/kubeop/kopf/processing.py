@@ -250,7 +250,8 @@ class Processor:
         delays: list[float] = []
         done = True
         if chosen:
-            logger.debug("%s is in progress: %s", title.capitalize(), _short(body))
+            if objects_log.isEnabledFor(logging.DEBUG):  # the body's JSON only when it is logged
+                logger.debug("%s is in progress: %s", title.capitalize(), _short(body))
             run = _Run(reason, now, kwargs, body, old, new, the_diff, logger, patch, progress)
             record, done = await self._run_handlers(chosen, run, delays)
             if done:

@@ -39,10 +39,11 @@ def main() -> None:
         "ready_flag": ready,
     }
     profile = os.environ.get("BENCH_PROFILE")
-    if profile:  # cProfile the whole run; stats are written on SIGTERM
+    if profile:  # cProfile the main thread (not the sync handlers' threads); written on SIGTERM
         import cProfile
 
-        cProfile.runctx("kopf.run(**options)", {"kopf": kubeop.kopf}, {"options": options}, profile)
+        out = f"{profile}.{os.getpid()}"  # one file per process: the idle phase restarts it
+        cProfile.runctx("kopf.run(**options)", {"kopf": kubeop.kopf}, {"options": options}, out)
     else:
         kubeop.kopf.run(**options)
 

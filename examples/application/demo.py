@@ -16,8 +16,10 @@ import time
 from typing import Any
 
 from examples.application import crd
-from examples.application.operator import APPLICATIONS, DEPLOYMENTS, controller
+from examples.application.crd import Application
+from examples.application.operator import controller
 from kubeop import Client, Manager, is_true
+from kubeop.kinds import Deployment
 from kubeop.testing import ControlPlane
 
 NAMESPACE = "demo"
@@ -53,45 +55,42 @@ async def run(cp: ControlPlane) -> None:
         await client.create(crd.sample("web", NAMESPACE, replicas=3))
         say("==> created Application demo/web (3 replicas of nginx)")
 
-        async def available() -> Any:
-            app = await client.get(APPLICATIONS, "web", namespace=NAMESPACE)
-            status = app.get("status") or {}
-            return (
-                app
-                if is_true(status.get("conditions"), "Available") and status.get("readyReplicas") == 3
-                else None
-            )
+        async def available() -> Application | None:
+            app = await client.get(Application, "web", namespace=NAMESPACE)
+            status = app.status
+            ok = status is not None and is_true(status.conditions, "Available") and status.ready_replicas == 3
+            return app if ok else None
 
         await wait_for("Application web is Available with 3 ready replicas", available)
         print(cp.kubectl("get", "applications,deployments,pods", "-n", NAMESPACE, "-o", "wide").stdout)
-        dep = await client.get(DEPLOYMENTS, "web", namespace=NAMESPACE)
-        count_before = (await client.get(APPLICATIONS, "web", namespace=NAMESPACE))["status"][
-            "reconcileCount"
-        ]
-        await client.delete(DEPLOYMENTS, "web", namespace=NAMESPACE)
+        dep = await client.get(Deployment, "web", namespace=NAMESPACE)
+        before = (await client.get(Application, "web", namespace=NAMESPACE)).status
+        count_before = (before.reconcile_count if before else None) or 0
+        await client.delete(Deployment, "web", namespace=NAMESPACE)
         say("==> deleted Deployment demo/web behind the operator's back")
 
         async def restored() -> bool:
             try:
-                new = await client.get(DEPLOYMENTS, "web", namespace=NAMESPACE)
+                new = await client.get(Deployment, "web", namespace=NAMESPACE)
             except Exception:
                 return False
-            return bool(new["metadata"]["uid"] != dep["metadata"]["uid"])
+            return new.metadata.uid != dep.metadata.uid
 
         await wait_for("the operator recreated the Deployment", restored)
 
-        async def available_again() -> Any:
+        async def available_again() -> Application | None:
             app = await available()
-            return app if app and app["status"]["reconcileCount"] > count_before else None
+            count = (app.status.reconcile_count if app and app.status else None) or 0
+            return app if count > count_before else None
 
         await wait_for("Application web is Available again, its status counting the repair", available_again)
-        app = await client.get(APPLICATIONS, "web", namespace=NAMESPACE)
+        app = await client.get(Application, "web", namespace=NAMESPACE)
         print(cp.kubectl("get", "application", "web", "-n", NAMESPACE, "-o", "jsonpath={.status}").stdout)
         print()
-        st = app["status"]
+        st = app.status or crd.ApplicationStatus()
         say(
-            f"==> status: readyReplicas={st['readyReplicas']} observedGeneration={st['observedGeneration']} "
-            f"reconcileCount={st['reconcileCount']}"
+            f"==> status: readyReplicas={st.ready_replicas} observedGeneration={st.observed_generation} "
+            f"reconcileCount={st.reconcile_count}"
         )
         stop.set()
         await task

@@ -62,6 +62,13 @@ async def test_left_with_a_foreign_finalizer(
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    page = (KUBEOP_SOURCE / "docs" / "tutorials" / "memcached.md").read_text()
+    for command in (  # what scaffold() runs below, as the page tells a reader to (its own domain)
+        "kubeop init --domain example.com --repo github.com/example/memcached-operator",
+        "kubeop create api --group cache --version v1 --kind Memcached",
+        "spec:\n  size: 2",
+    ):
+        assert command in page, f"docs/tutorials/memcached.md no longer says {command!r}: update this test"
     root = scaffold(tmp_path_factory.mktemp("tutorial"), "memcached-operator", "cache", "Memcached")
     model = root / "memcached_operator/api/v1/memcached.py"
     generated = model.read_text()

@@ -153,6 +153,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "WatcherEvent",
         "WatcherStats",
         "chain",
+        "compact",
         "drop_fields",
         "label_index",
         "mutation_detection_enabled",

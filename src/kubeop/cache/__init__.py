@@ -9,7 +9,7 @@
 - :class:`Indexer`: the keyed, indexed store (``ns/name`` keys, namespace index built in).
 - :class:`Informer` and :class:`SharedInformerFactory`: one watch and one cache per collection,
   shared by any number of :class:`ResourceEventHandler` s.
-- Transforms (:func:`strip_managed_fields` by default) and the :class:`MutationDetector`.
+- Transforms (:func:`compact` by default) and the :class:`MutationDetector`.
 
 Cached objects are the decoded dicts themselves, shared by every reader: **never mutate an
 object you got from a cache**; copy it first. ``KUBEOP_CACHE_MUTATION_DETECTOR=1`` checks this.
@@ -27,7 +27,7 @@ from kubeop.cache.mutation import CacheMutationError, MutationDetector, mutation
 from kubeop.cache.probe import ServerProbe, probe_for
 from kubeop.cache.reflector import Reflector, ReflectorStore, reflector
 from kubeop.cache.tombstone import DeletedFinalStateUnknown
-from kubeop.cache.transform import Transform, chain, drop_fields, strip_managed_fields
+from kubeop.cache.transform import Transform, chain, compact, drop_fields, strip_managed_fields
 from kubeop.cache.watcher import (
     Apply,
     Delete,
@@ -84,6 +84,7 @@ __all__ = [
     "WatcherEvent",
     "WatcherStats",
     "chain",
+    "compact",
     "drop_fields",
     "label_index",
     "mutation_detection_enabled",

@@ -21,7 +21,7 @@ from typing import Any
 from kubeop.cache.informer import Informer
 from kubeop.cache.listwatch import ListWatch
 from kubeop.cache.probe import probe_for
-from kubeop.cache.transform import Transform, strip_managed_fields
+from kubeop.cache.transform import Transform, compact
 from kubeop.cache.watcher import Config
 from kubeop.client.client import Client, ResourceLike
 from kubeop.core.gvk import GroupVersionKind
@@ -38,7 +38,7 @@ class SharedInformerFactory:
     Args:
         client: the client every informer lists and watches with (not closed by the factory).
         resync_period: default resync period of every informer's handlers (0: none).
-        transform: applied to every object before caching (``strip_managed_fields`` by default).
+        transform: applied to every object before caching (``compact`` by default).
         page_size: objects per list page when a paged list is used.
         config: further watcher settings for all informers (page_size overrides its own).
         detect_mutations: see :class:`~kubeop.cache.informer.Informer`.
@@ -49,7 +49,7 @@ class SharedInformerFactory:
         client: Client,
         *,
         resync_period: float = 0.0,
-        transform: Transform | None = strip_managed_fields,
+        transform: Transform | None = compact,
         page_size: int = 500,
         config: Config | None = None,
         detect_mutations: bool | None = None,

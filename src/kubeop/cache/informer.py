@@ -30,6 +30,7 @@ from typing import Any
 
 from kubeop.cache.backoff import Backoff
 from kubeop.cache.delta_fifo import DELETED, SYNC, DeltaFIFO, Deltas, FIFOClosed
+from kubeop.cache.gcpause import GcPause
 from kubeop.cache.handler import (
     MINIMUM_RESYNC_PERIOD,
     Distributor,
@@ -42,7 +43,7 @@ from kubeop.cache.listwatch import ListerWatcher
 from kubeop.cache.mutation import MutationDetector, mutation_detection_enabled
 from kubeop.cache.reflector import Reflector
 from kubeop.cache.tombstone import DeletedFinalStateUnknown
-from kubeop.cache.transform import Transform, strip_managed_fields
+from kubeop.cache.transform import Transform, compact
 from kubeop.cache.watcher import Config, Watcher
 
 __all__ = ["Informer"]
@@ -61,8 +62,8 @@ class Informer:
         source: what to list and watch (a :class:`~kubeop.cache.listwatch.ListWatch` for a client).
         resync_period: default resync period of handlers, in seconds (0: no resyncs). A resync
             re-delivers every cached object as ``on_update(obj, obj)`` without any API call.
-        transform: applied to every object before it is cached; ``strip_managed_fields`` by
-            default, None to keep objects whole.
+        transform: applied to every object before it is cached; ``compact`` by default (drops
+            managedFields, shares repeated strings), None to keep objects as decoded.
         indexers: extra index functions (the namespace index is always there).
         config: watcher settings (page size, streaming lists, timeouts, backoff).
         detect_mutations: check that nobody mutates cached objects (default: the
@@ -74,7 +75,7 @@ class Informer:
         source: ListerWatcher,
         *,
         resync_period: float = 0.0,
-        transform: Transform | None = strip_managed_fields,
+        transform: Transform | None = compact,
         indexers: Mapping[str, IndexFunc] | None = None,
         config: Config | None = None,
         detect_mutations: bool | None = None,
@@ -90,8 +91,15 @@ class Informer:
         self._resync_check_period = self._default_resync
         self._distributor = Distributor(self.name)
         self._reflector = Reflector(
-            self._fifo, self.watcher, should_resync=self._distributor.should_resync, name=self.name
+            self._fifo,
+            self.watcher,
+            should_resync=self._distributor.should_resync,
+            name=self.name,
+            on_list=self._on_list if config.gc_pause > 0 else None,
         )
+        self._gc_pause_seconds = config.gc_pause
+        self._gc_pause: GcPause | None = None  # held from a list's start until it is processed
+        self._list_loaded = False
         enabled = mutation_detection_enabled() if detect_mutations is None else detect_mutations
         self.mutation_detector = MutationDetector(self.name) if enabled else None
         self._tasks: list[asyncio.Task[None]] = []
@@ -241,6 +249,7 @@ class Informer:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._fifo.close()
+        self._resume_gc()
         if self.mutation_detector is not None:
             self.mutation_detector.check()
 
@@ -262,6 +271,24 @@ class Informer:
                 log.exception("%s: the watch failed; restarting it", self.name)
             await asyncio.sleep(backoff.next_delay())
 
+    def _on_list(self, started: bool) -> None:
+        """The reflector began a (re)list (``started``) or handed it to the FIFO (or failed):
+        the garbage collector is paused until the listed objects are processed (see
+        :mod:`kubeop.cache.gcpause`)."""
+        if started:
+            self._list_loaded = False
+            if self._gc_pause is None or self._gc_pause.released:
+                self._gc_pause = GcPause(self._gc_pause_seconds)
+            return
+        self._list_loaded = True
+        if len(self._fifo) == 0:
+            self._resume_gc()
+
+    def _resume_gc(self) -> None:
+        if self._gc_pause is not None:
+            self._gc_pause.release()
+            self._gc_pause = None
+
     async def _process(self) -> None:
         fifo = self._fifo
         handle = self._handle
@@ -278,6 +305,8 @@ class Informer:
                 if done >= _BATCH:
                     done = 0
                     await asyncio.sleep(0)
+            if self._gc_pause is not None and self._list_loaded:
+                self._resume_gc()  # the list's objects are in the store
 
     def _handle(self, key: str, deltas: Deltas, is_in_initial_list: bool) -> None:
         store = self.store

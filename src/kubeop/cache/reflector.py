@@ -56,6 +56,7 @@ class Reflector:
         resync_period: float = 0.0,
         should_resync: Callable[[], bool] | None = None,
         name: str = "",
+        on_list: Callable[[bool], None] | None = None,
     ) -> None:
         self.store = store
         self.events = events
@@ -63,6 +64,9 @@ class Reflector:
         self.should_resync = should_resync
         self.name = name or (events.description if isinstance(events, Watcher) else "reflector")
         self._last_sync_rv = ""
+        # Told True when a (re)list starts, False once it is in the store or has failed.
+        self.on_list = on_list
+        self._listing = False
 
     @property
     def last_sync_resource_version(self) -> str:
@@ -85,6 +89,24 @@ class Reflector:
                     await resync
 
     async def _apply_events(self) -> None:
+        try:
+            await self._apply_all()
+        finally:
+            self._list_ended()
+
+    def _list_started(self) -> None:
+        if not self._listing:
+            self._listing = True
+            if self.on_list is not None:
+                self.on_list(True)
+
+    def _list_ended(self) -> None:
+        if self._listing:
+            self._listing = False
+            if self.on_list is not None:
+                self.on_list(False)
+
+    async def _apply_all(self) -> None:
         store = self.store
         buffer: list[Any] = []
         async for event in self.events:
@@ -104,9 +126,13 @@ class Reflector:
                     self._last_sync_rv = obj["metadata"].get("resourceVersion") or self._last_sync_rv
                 elif type(event) is Init:
                     buffer = []
+                    self._list_started()
                 elif type(event) is InitDone:
                     objects, buffer = buffer, []
-                    store.replace(objects, event.resource_version)
+                    try:
+                        store.replace(objects, event.resource_version)
+                    finally:
+                        self._list_ended()
                     self._last_sync_rv = event.resource_version
             except Exception:
                 log.exception("%s: could not apply %s to the store; skipped", self.name, type(event).__name__)

@@ -5,9 +5,17 @@ holds it (the watcher applies it to every listed, added, modified and deleted ob
 change the object in place and return it. It must be idempotent and fast: it runs on the hot
 path, once per event.
 
-:func:`strip_managed_fields` is the default of every informer: ``metadata.managedFields`` is
-bookkeeping for server-side apply that controllers never read, and is often the largest part of
-a small object. Combine transforms with :func:`chain`.
+:func:`compact` is the default of every informer: it drops ``metadata.managedFields``
+(:func:`strip_managed_fields`: bookkeeping for server-side apply that controllers never read,
+often the largest part of a small object) and makes repeated strings one object (below). Combine
+transforms with :func:`chain`, e.g. ``chain(compact, drop_fields("status"))``.
+
+A JSON decoder makes a new string for every value, so 100,000 cached objects hold 100,000 copies
+of their apiVersion, kind and namespace, of their owners' apiVersion and kind, and of label
+values and creation times that many share: ~0.3 KB per object, 12-15 % of a small ConfigMap
+(bench/scale). :func:`compact` looks each of these up in one table of shared strings, bounded to
+``SHARED_STRINGS_MAX`` entries (cleared when full, so values that never repeat cost nothing
+lasting). Strings are immutable: sharing them changes nothing a reader can see.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Transform", "chain", "drop_fields", "strip_managed_fields"]
+__all__ = ["SHARED_STRINGS_MAX", "Transform", "chain", "compact", "drop_fields", "strip_managed_fields"]
 
 Obj = dict[str, Any]
 
@@ -28,6 +36,52 @@ def strip_managed_fields(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if meta is not None and "managedFields" in meta:
         del meta["managedFields"]
+    return obj
+
+
+#: Entries of the table of shared strings before it is cleared (a few MB at most).
+SHARED_STRINGS_MAX = 50_000
+_shared: dict[str, str] = {}
+
+
+def compact(obj: Obj) -> Obj:
+    """Drop ``metadata.managedFields`` and share repeated strings (in place; see the module doc)."""
+    meta = obj.get("metadata")
+    if meta is None:
+        return obj
+    if "managedFields" in meta:
+        del meta["managedFields"]
+    table = _shared
+    if len(table) >= SHARED_STRINGS_MAX:
+        table.clear()
+    share = table.setdefault
+    value = obj.get("apiVersion")
+    if type(value) is str:
+        obj["apiVersion"] = share(value, value)
+    value = obj.get("kind")
+    if type(value) is str:
+        obj["kind"] = share(value, value)
+    value = meta.get("namespace")
+    if type(value) is str:
+        meta["namespace"] = share(value, value)
+    value = meta.get("creationTimestamp")
+    if type(value) is str:
+        meta["creationTimestamp"] = share(value, value)
+    labels = meta.get("labels")
+    if type(labels) is dict:
+        for key, value in labels.items():
+            if type(value) is str:
+                labels[key] = share(value, value)
+    owners = meta.get("ownerReferences")
+    if type(owners) is list:
+        for owner in owners:
+            if type(owner) is dict:
+                value = owner.get("apiVersion")
+                if type(value) is str:
+                    owner["apiVersion"] = share(value, value)
+                value = owner.get("kind")
+                if type(value) is str:
+                    owner["kind"] = share(value, value)
     return obj
 
 

@@ -158,6 +158,9 @@ class Config:
     #: End backoff waits early when the shared /readyz probe sees the server come back
     #: (False: the backoff alone, as client-go).
     server_probe: bool = True
+    #: Informers pause CPython's cyclic garbage collector while they load a (re)list, for at most
+    #: this many seconds (0: never pause); see :mod:`kubeop.cache.gcpause`.
+    gc_pause: float = 60.0
 
     def __post_init__(self) -> None:
         if self.page_size is not None and self.page_size <= 0:

@@ -12,7 +12,7 @@ from typing import ClassVar
 import pytest
 
 import kubeop.cache
-from kubeop.cache import Informer, SharedInformerFactory, WatcherConfig, strip_managed_fields
+from kubeop.cache import Informer, SharedInformerFactory, WatcherConfig, compact
 from kubeop.client import Client, ClientConfig
 from kubeop.core import ApiResource, GroupVersionKind
 
@@ -62,7 +62,7 @@ async def test_options_reach_the_informers(client: Client) -> None:
     informer = factory.informer(CM)
     assert informer.watcher.config.page_size == 100
     assert informer.watcher.config.stall_timeout == 5
-    assert informer.watcher.config.transform is strip_managed_fields
+    assert informer.watcher.config.transform is compact
     assert informer.add_event_handler(kubeop.cache.FuncHandler()).resync_period == 30
     raw = SharedInformerFactory(client, transform=None).informer(CM)
     assert raw.watcher.config.transform is None

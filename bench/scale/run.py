@@ -593,9 +593,10 @@ def print_tables(results: list[dict[str, Any]]) -> None:
     if ops:
         print()
         print(
-            "| implementation | run | sync s | RSS MB | initial pass s (CPU s) | change s | CPU ms/change |"
+            "| implementation | run | sync s | RSS MB | initial pass s (CPU s, writes) | change s "
+            "| CPU ms/change | writes/change |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|")
         for r in ops:
             print(
                 f"| {r['impl']} | {r['run']} | {r['sync_s']:.2f} | {r['rss_settled_mb']:.0f} | "

@@ -123,6 +123,11 @@ class Controller:
 
     def triggered_by(self, trigger: Trigger) -> Controller:
         """Also reconcile the requests sent to ``trigger`` (events from outside the watches)."""
+        if not isinstance(trigger, Trigger):
+            raise TypeError(
+                f"triggered_by takes a Trigger, got {type(trigger).__name__}: "
+                "make one with kubeop.controller.Trigger() and call it with Requests"
+            )
         return dataclasses.replace(self, _triggers=(*self._triggers, trigger))
 
     def with_predicates(self, *predicates: Predicate) -> Controller:
@@ -131,6 +136,8 @@ class Controller:
 
     def max_concurrent(self, workers: int) -> Controller:
         """Reconcile up to ``workers`` different objects at once (never one object twice)."""
+        if not isinstance(workers, int) or isinstance(workers, bool):
+            raise TypeError(f"max_concurrent takes a number of workers (int), got {workers!r}")
         if workers < 1:
             raise ValueError(f"max_concurrent needs at least 1 worker, got {workers}")
         return dataclasses.replace(self, _workers=workers)
@@ -148,6 +155,10 @@ class Controller:
     def reconcile(self, fn: Reconciler) -> Controller:
         """Set the reconciler: ``async def fn(request, ctx) -> Result | None`` or a plain ``def``,
         which runs in a worker thread with a synchronous ``ctx.client``."""
+        if not callable(fn):
+            raise TypeError(
+                f"reconcile takes a function (request, ctx) -> Result | None, got {type(fn).__name__}"
+            )
         return dataclasses.replace(self, _reconciler=fn)
 
     # -- reading -------------------------------------------------------------------------------

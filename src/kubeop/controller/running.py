@@ -13,6 +13,7 @@ import concurrent.futures.thread
 import contextvars
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from kubeop.controller.predicate import Predicate
 from kubeop.controller.request import Request, Result, TerminalError, request_for
 from kubeop.core.errors import ServerTimeout, ServiceUnavailable
 from kubeop.core.model import ModelMismatch
+from kubeop.core.resource import ApiResource
 from kubeop.queue import Clock, QueueShutDown, RateLimiter, RateLimitingQueue
 
 if TYPE_CHECKING:
@@ -107,6 +109,22 @@ def _fields(ctx: Context | None, **more: str) -> dict[str, str]:
 #: wait first: 0.2 s doubling to 30 s (each stretched by up to 2x), from 0.2 s again once the
 #: server is seen back or after 2 minutes without such failures.
 UNAVAILABLE_BACKOFF = BackoffConfig(initial=0.2, cap=30.0)
+
+
+def _from_any_thread(add: Callable[[Request], None]) -> Callable[[Request], None]:
+    """``add`` for a trigger, which may be called from any thread (a sync reconciler's worker
+    thread, another library's callback): the queue belongs to the event loop running now, so a
+    call from another thread is handed to that loop."""
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def add_from_any_thread(request: Request) -> None:
+        if threading.get_ident() == loop_thread:
+            add(request)
+        else:
+            loop.call_soon_threadsafe(add, request)
+
+    return add_from_any_thread
 
 
 def _rate_limiter(source: RateLimiterSource | None) -> RateLimiter[Request] | None:
@@ -184,8 +202,35 @@ class RunningController:
         primary = await client.resource(description._for.what)
         self._kind = primary.kind or self._kind
         owner = enqueue_for_owner(primary.group, primary.kind)
+        try:
+            await self._register(primary, owner)
+            await self._wait_for_caches()
+        finally:
+            if self._stopped:  # stopped while it started: take back what was registered since
+                self._unregister()
+        if self._stopped:
+            return
+        if not self._is_async:
+            self._sync_client = SyncClient(client, asyncio.get_running_loop())
+        add = self._queue.add if runtime.shards is None else self._sharded_add(runtime.shards)
+        from_any_thread = _from_any_thread(add)
+        self._disconnects = [trigger.connect(from_any_thread) for trigger in description._triggers]
+        if runtime.shards is not None:
+            runtime.shards.attach(self.name, self._enqueue_owned, self._queue.__len__)
+        self._tasks = [
+            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self._workers)
+        ]
+        log.info("controller started", extra={"controller": self.name, "workers": self._workers})
+
+    async def _register(self, primary: ApiResource, owner: EventHandler) -> None:
+        """Put this run's handlers on the informers of its watches (none once it is stopped)."""
+        runtime = self._runtime
+        description = self.description
+        client = runtime.client
         for watch in (description._for, *description._watches):
             res = primary if watch is description._for else await client.resource(watch.what)
+            if self._stopped:
+                return
             selector = watch.label_selector
             if runtime.shards is not None and watch is description._for:  # label mode: this shard only
                 selector = runtime.shards.label_selector(self.name, res, watch.namespace, selector)
@@ -203,20 +248,6 @@ class RunningController:
             self._registrations.append((informer, reg))
             if self._primary is None:
                 self._primary = informer
-        await self._wait_for_caches()
-        if self._stopped:  # stopped while it started: take back what was registered since
-            self._unregister()
-            return
-        if not self._is_async:
-            self._sync_client = SyncClient(client, asyncio.get_running_loop())
-        add = self._queue.add if runtime.shards is None else self._sharded_add(runtime.shards)
-        self._disconnects = [trigger.connect(add) for trigger in description._triggers]
-        if runtime.shards is not None:
-            runtime.shards.attach(self.name, self._enqueue_owned, self._queue.__len__)
-        self._tasks = [
-            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self._workers)
-        ]
-        log.info("controller started", extra={"controller": self.name, "workers": self._workers})
 
     def _unregister(self) -> None:
         registrations, self._registrations = self._registrations, []

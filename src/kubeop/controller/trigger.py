@@ -3,13 +3,15 @@
     trigger = Trigger()
     manager.add(Controller.for_(Release).triggered_by(trigger).reconcile(reconcile))
     ...
-    trigger(Request("default", "web"))      # e.g. from a callback of another system
+    trigger(Request("default", "web"))      # e.g. from a callback of another system, any thread
 
 controller-runtime's channel source and kube-rs' ``reconcile_on`` do the same. A
 :class:`~kubeop.controller.Controller` is a description and has no queue; every running
 controller made of a description with ``triggered_by(trigger)`` is connected to the trigger
 while it runs, and each receives what the trigger is given. A request given while none runs goes
-nowhere: a controller that starts reconciles every object its watches list anyway.
+nowhere: a controller that starts reconciles every object its watches list anyway. A trigger
+may be called from any thread (a sync reconciler, another library's callback): the request is
+handed to the event loop each controller runs on.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ class Trigger:
         self._targets: tuple[Callable[[Request], None], ...] = ()
 
     def __call__(self, request: Request) -> None:
+        if not isinstance(request, Request):
+            raise TypeError(
+                f"a Trigger takes a Request, got {type(request).__name__}: "
+                "call trigger(Request(namespace, name))"
+            )
         for enqueue in self._targets:
             enqueue(request)
 

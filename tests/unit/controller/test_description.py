@@ -189,3 +189,60 @@ async def test_a_run_stopped_while_its_caches_sync_leaves_no_handler() -> None:
             await running.start()
     finally:
         await env.close()
+
+
+async def test_a_trigger_called_from_another_thread_reaches_the_loop() -> None:
+    """A sync reconciler or another library's callback fires the trigger from its own thread."""
+    env = ClusterCache()
+    env.factory.start()
+    trigger = Trigger()
+    seen: list[Request] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        seen.append(req)
+
+    try:
+        running = await run(Controller.for_(APPS).triggered_by(trigger).reconcile(reconcile), _runtime(env))
+        asyncio.get_running_loop().set_debug(True)  # a loop call from another thread raises
+        await asyncio.sleep(0.05)  # the worker waits in the queue's get
+        await asyncio.to_thread(trigger, Request("default", "from-a-thread"))
+        await _until(lambda: seen == [Request("default", "from-a-thread")])
+        await running.stop()
+    finally:
+        await env.close()
+
+
+def test_misuse_of_the_builder_names_the_argument_and_the_fix() -> None:
+    with pytest.raises(TypeError, match=r"triggered_by takes a Trigger, got function: make one with"):
+        Controller.for_(APPS).triggered_by(lambda req: None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"a Trigger takes a Request, got tuple: call trigger\(Request"):
+        Trigger()(("default", "x"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"max_concurrent takes a number of workers \(int\), got '3'"):
+        Controller.for_(APPS).max_concurrent("3")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"got True"):
+        Controller.for_(APPS).max_concurrent(True)
+    with pytest.raises(TypeError, match=r"reconcile takes a function \(request, ctx\)"):
+        Controller.for_(APPS).reconcile("reconcile")  # type: ignore[arg-type]
+
+
+async def test_a_run_stopped_while_it_resolves_its_watches_registers_nothing() -> None:
+    env = ClusterCache()
+    env.factory.start()
+    try:
+        runtime = _runtime(env)
+        running = RunningController(Controller.for_(APPS).owns(CONFIGMAPS).reconcile(_nothing), runtime)
+        resolve = runtime.client.resource
+        stopped = asyncio.Event()
+
+        async def slow_resource(what: Any) -> Any:
+            if what is CONFIGMAPS:
+                await running.stop()  # stop() lands while start() awaits discovery
+                stopped.set()
+            return await resolve(what)
+
+        runtime.client.resource = slow_resource  # type: ignore[method-assign]
+        await running.start()
+        assert stopped.is_set() and not running._registrations and not running._tasks
+        assert all(not informer.handlers for informer in env.factory.informers)
+    finally:
+        await env.close()

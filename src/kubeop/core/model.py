@@ -14,6 +14,7 @@ Conversion happens only at the edge, when the caller passed a model class or ins
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -185,7 +186,7 @@ def _validation_errors(exc: Exception) -> list[tuple[str, str]] | None:
     return out
 
 
-def from_dict(cls: type[M], data: dict[str, Any], *, lazy: bool = False) -> M:
+def from_dict(cls: type[M], data: dict[str, Any], *, lazy: bool = False, shared: bool = False) -> M:
     """Build a model instance from an object dict; :class:`ModelMismatch` when it does not fit.
 
     ``lazy=True`` defers the work to the first use of the instance (any attribute, a dump, a
@@ -194,6 +195,10 @@ def from_dict(cls: type[M], data: dict[str, Any], *, lazy: bool = False) -> M:
     afterwards ``cls`` itself; a :class:`ModelMismatch` is raised at that first use. ``data``
     is read then, so it must not change in between (the cache's and the server's dicts do not).
     Classes other than pydantic models are built at once.
+
+    ``shared=True``: ``data`` is also kept elsewhere (a cache): the model is built from a copy of
+    it, since a field typed ``Any`` or ``dict[str, Any]`` holds its value as given and changing
+    the model would change ``data`` too (with ``lazy``, the copy is made at the first use).
     """
     if lazy:
         lazy_cls = _LAZY_CLASSES.get(cls)
@@ -201,8 +206,10 @@ def from_dict(cls: type[M], data: dict[str, Any], *, lazy: bool = False) -> M:
             lazy_cls = _LAZY_CLASSES[cls] = _lazy_class(cls)
         if lazy_cls is not None:
             obj: Any = object.__new__(lazy_cls)
-            object.__setattr__(obj, "__pydantic_private__", _Pending(data))  # until validated
+            object.__setattr__(obj, "__pydantic_private__", _Pending(data, shared))  # until validated
             return obj  # type: ignore[no-any-return]
+    if shared:
+        data = copy_json(data)
     validate = _validator(cls)
     if validate is not None:
         try:
@@ -252,10 +259,23 @@ _LAZY_CLASSES: dict[type, type | None] = {}
 class _Pending:
     """The source of a lazy model that has not been built yet."""
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "shared")
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: Any, shared: bool) -> None:
         self.data = data
+        self.shared = shared
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of decoded JSON (dicts, lists, scalars): several times faster than deepcopy."""
+    t = type(value)
+    if t is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if t is list:
+        return [copy_json(v) for v in value]
+    if t is str or t is int or t is float or t is bool or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def _lazy_class(cls: type) -> type | None:
@@ -272,7 +292,8 @@ def _lazy_class(cls: type) -> type | None:
         if type(state) is _Pending:  # else a copy made by copy.copy of one: built already
             object.__setattr__(self, "__pydantic_private__", None)
             try:
-                cls.__pydantic_validator__.validate_python(state.data, self_instance=self)
+                data = copy_json(state.data) if state.shared else state.data
+                cls.__pydantic_validator__.validate_python(data, self_instance=self)
             except BaseException as exc:
                 object.__setattr__(self, "__class__", lazy)  # stay unbuilt: each use raises
                 object.__setattr__(self, "__pydantic_private__", state)

@@ -156,3 +156,19 @@ async def test_every_write_answers_a_model_with_a_model() -> None:
     remembered = await client.get(CONFIGMAPS, "c", namespace="default")
     assert type(remembered) is dict and remembered["data"] == {"v": "4"}
     assert [w[0] for w in api.writes] == ["POST", "PUT", "PATCH", "PATCH"]
+
+
+async def test_a_change_deep_in_a_written_model_stays_out_of_read_your_writes() -> None:
+    """A field typed ``dict[str, Any]`` holds what it was given: the model answered by a write is
+    built from a copy of the server's dict, which the client remembers for the next read."""
+    client, _api, _ = _client()
+    given = await client.create(_owner("a", "u1"))
+    given.status = {"conditions": [{"type": "Ready", "status": "True"}]}
+    created = await client.update_status(given)
+    assert isinstance(created, App)
+    created.status["conditions"][0]["status"] = "False"  # type: ignore[index]
+    created.status["conditions"].append({"type": "Mine"})  # type: ignore[index]
+    remembered = await client.get(APPS, "a", namespace="default")
+    assert remembered["status"] == {"conditions": [{"type": "Ready", "status": "True"}]}
+    again = await client.get(App, "a", namespace="default")
+    assert again.status == {"conditions": [{"type": "Ready", "status": "True"}]}

@@ -157,3 +157,15 @@ def test_private_attributes_and_post_init_run_when_a_lazy_model_is_built() -> No
     }
     lazy = from_dict(Counted, data, lazy=True)
     assert lazy._ready and lazy._reads == 0 and lazy == from_dict(Counted, data)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_model_of_shared_data_does_not_share_its_values(lazy: bool) -> None:
+    data = _gizmo(size=1)
+    data["status"] = {"conditions": [{"type": "Ready"}]}
+    shared = from_dict(Gizmo, data, lazy=lazy, shared=True)
+    assert shared.status is not None
+    shared.status["conditions"].append({"type": "Mine"})
+    assert data["status"] == {"conditions": [{"type": "Ready"}]}
+    plain = from_dict(Gizmo, data, lazy=lazy)  # without: a field typed Any holds the same list
+    assert plain.status is not None and plain.status["conditions"] is data["status"]["conditions"]

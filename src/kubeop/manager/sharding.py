@@ -52,7 +52,7 @@ from kubeop.client import Client
 from kubeop.controller import EventRecorder, Request, request_for
 from kubeop.core.request import label_selector_text
 from kubeop.core.resource import ApiResource
-from kubeop.manager.labeller import ShardLabeller
+from kubeop.manager.labeller import LABEL_PREFIX, ShardLabeller
 from kubeop.manager.membership import Membership, ShardLeaseLost
 from kubeop.manager.rendezvous import owner
 
@@ -180,6 +180,13 @@ class Sharder:
                     f"Sharding(labels=True): the identity {self.membership.identity!r} is not a valid "
                     "label value (at most 63 letters, digits, '-', '_' or '.', starting and ending "
                     "with a letter or digit): pass Sharding(identity=...) or leave it unset"
+                )
+            if not _LABEL_VALUE.match(self.membership.name):  # a label name's rule is the value's
+                raise ValueError(
+                    f"Sharding(labels=True): the ring name {self.membership.name!r} cannot name the "
+                    f"label {LABEL_PREFIX}<ring> (at most 63 letters, digits, '-', '_' or '.', "
+                    "starting and ending with a letter or digit): pass Sharding(name=...) or name the "
+                    "manager so"
                 )
             self.labeller = ShardLabeller(
                 client,

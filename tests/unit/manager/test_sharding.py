@@ -227,12 +227,21 @@ async def test_label_mode_reconciles_a_deletion_but_not_an_object_it_has_not_rec
         await api.close()
 
 
-def test_label_mode_needs_an_identity_usable_as_a_label_value() -> None:
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (Sharding(labels=True, identity="x" * 64), r"identity 'x+' is not a valid label value"),
+        (Sharding(labels=True, identity="a/b"), r"identity 'a/b' is not a valid label value"),
+        (Sharding(labels=True, name="r" * 64), r"ring name 'r+' cannot name the label shard\.kubeop\.io/"),
+        (Sharding(labels=True, name="-ring"), r"pass Sharding\(name=\.\.\.\)"),
+    ],
+)
+def test_label_mode_needs_an_identity_and_ring_usable_in_the_label(options: Sharding, error: str) -> None:
     from kubeop.manager.sharding import Sharder
 
-    with pytest.raises(ValueError, match="not a valid label value"):
+    with pytest.raises(ValueError, match=error):
         Sharder(
-            Sharding(labels=True, identity="x" * 64),
+            options,
             FakeCluster().client(),
             None,  # type: ignore[arg-type]
             name="x",

@@ -11,17 +11,28 @@ The pause is process-wide and reference counted: the collector runs again when t
 releases, or at the latest after ``max_seconds`` (a list that stalls must not leave it off), and
 only if it was enabled when the first holder paused it (an application that turned it off keeps
 it off). Cycles that become garbage meanwhile are collected once it runs again.
+
+When the pause ends the loaded objects are all in the youngest generation, and the collections
+that follow would walk the whole cache again to promote them. Instead the end of the pause moves
+everything alive to the permanent generation (``gc.freeze()``), unless the application froze
+objects itself (then freezing is left to it). Frozen objects are still freed by reference
+counting; only cycles among them wait: the next pause thaws them (``gc.unfreeze()``) and, if the
+freeze is older than ``THAW_COLLECT_AFTER`` seconds (a relist, not the next informer's first
+list at start-up), collects them once before it disables the collector.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import time
 
 __all__ = ["GcPause"]
 
 _holders = 0
 _resume = False
+_frozen_at: float | None = None  # when the end of a pause froze the process's objects
+THAW_COLLECT_AFTER = 60.0
 
 
 class GcPause:
@@ -31,10 +42,15 @@ class GcPause:
     __slots__ = ("_released", "_timer")
 
     def __init__(self, max_seconds: float = 60.0) -> None:
-        global _holders, _resume
+        global _holders, _resume, _frozen_at
         if _holders == 0:
             _resume = gc.isenabled()
             gc.disable()
+            if _frozen_at is not None:
+                gc.unfreeze()
+                if time.monotonic() - _frozen_at >= THAW_COLLECT_AFTER:
+                    gc.collect()  # the cycles that died while frozen
+                _frozen_at = None
         _holders += 1
         self._released = False
         self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
@@ -46,7 +62,7 @@ class GcPause:
         return self._released
 
     def release(self) -> None:
-        global _holders
+        global _holders, _frozen_at
         if self._released:
             return
         self._released = True
@@ -55,4 +71,7 @@ class GcPause:
             self._timer = None
         _holders -= 1
         if _holders == 0 and _resume:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                _frozen_at = time.monotonic()
             gc.enable()

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 
-from kubeop.cache import FuncHandler, Informer, WatcherConfig, compact
+from kubeop.cache import FuncHandler, Informer, WatcherConfig, compact, gcpause
 from kubeop.cache import transform as transform_module
 from kubeop.cache.gcpause import GcPause
 
@@ -22,8 +23,12 @@ from .test_informer import CONFIG, eventually, filled, running
 @pytest.fixture(autouse=True)
 def gc_enabled() -> Iterator[None]:
     gc.enable()
+    gc.unfreeze()
+    gcpause._frozen_at = None
     yield
     gc.enable()
+    gc.unfreeze()
+    gcpause._frozen_at = None
 
 
 async def test_pause_is_reference_counted_and_release_is_idempotent() -> None:
@@ -46,7 +51,48 @@ async def test_pause_ends_by_itself_after_max_seconds() -> None:
 async def test_a_collector_turned_off_by_the_application_stays_off() -> None:
     gc.disable()
     GcPause().release()
-    assert not gc.isenabled()
+    assert not gc.isenabled() and gc.get_freeze_count() == 0
+
+
+async def test_the_end_of_a_pause_freezes_what_was_loaded_and_the_next_pause_thaws_it() -> None:
+    pause = GcPause()
+    loaded = [{"metadata": {"name": f"cm-{i}"}} for i in range(100)]
+    assert gc.get_freeze_count() == 0  # nothing frozen while the pause holds
+    pause.release()
+    frozen = gc.get_freeze_count()
+    assert frozen >= len(loaded) and gc.isenabled()
+    relist = GcPause()  # a relist replaces the cache: what was frozen is collectable again
+    assert gc.get_freeze_count() == 0
+    relist.release()
+    assert gc.get_freeze_count() >= len(loaded)
+
+
+class Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+async def test_a_relist_collects_the_cycles_that_died_while_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    cycle = Cycle()
+    alive = weakref.ref(cycle)
+    GcPause().release()
+    del cycle
+    gc.collect()
+    assert alive() is not None  # frozen: a collection does not see it
+    monkeypatch.setattr(gcpause, "THAW_COLLECT_AFTER", 0.0)
+    relist = GcPause()
+    assert alive() is None
+    relist.release()
+
+
+async def test_a_freeze_made_by_the_application_is_left_alone() -> None:
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    pause = GcPause()
+    assert gc.get_freeze_count() == frozen
+    [{"i": i} for i in range(100)]
+    pause.release()
+    assert gc.get_freeze_count() == frozen  # neither thawed nor frozen further
 
 
 async def test_informer_pauses_the_collector_while_it_loads_a_list() -> None:

@@ -46,10 +46,12 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import tarfile
 import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -228,3 +230,66 @@ def test_kopf_embedded_example(control_plane: ControlPlane, tmp_path: Path) -> N
         assert f"Hello, kopf-example-{step}!" in output, output[-6000:]
         assert f"Good bye, kopf-example-{step}!" in output, output[-6000:]
     assert "Exiting the main app." in output and "Traceback" not in output, output[-6000:]
+
+
+PEERED = """
+import kubeop.kopf as kopf
+
+
+@kopf.on.create("kopfexamples.kopf.dev")
+def create_fn(**_):
+    return {"message": "led"}
+
+
+@kopf.on.probe(id="objects_seen")
+def objects_seen(**_):
+    return 1
+"""
+
+
+def test_peering_is_leader_election_and_liveness_runs_the_probes(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """06-peering's ``--peering NAME`` on kubeop: handling starts once the Lease ``kopf-NAME`` is
+    held (in ``settings.peering.namespace``); ``--liveness`` serves kubeop's health endpoint,
+    which calls every probe handler."""
+    from kubeop.kopf import OperatorSettings, Registry
+    from kubeop.kopf.testing import KopfRunner
+
+    control_plane.install_crds([unpack_suite(tmp_path / "sdist") / "examples" / "crd.yaml"])
+    script = tmp_path / "peered.py"
+    script.write_text(PEERED)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = OperatorSettings()
+    settings.peering.namespace = namespace
+    args = ["run", "-n", namespace, "--peering", "team", "--liveness", f"http://127.0.0.1:{port}/healthz"]
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/kopf-team"
+    obj_path = f"/apis/kopf.dev/v1/namespaces/{namespace}/kopfexamples"
+    with KopfRunner(
+        [*args, "--verbose", str(script)],
+        registry=Registry(),
+        settings=settings,
+        env={"KUBECONFIG": control_plane.kubeconfig_path},
+        timeout=60,
+    ):
+        deadline = time.monotonic() + 30
+        while control_plane.api.raw("GET", lease)[0] != 200:
+            assert time.monotonic() < deadline, "no Lease kopf-team"
+            time.sleep(0.1)
+        assert control_plane.api.call("GET", lease)["spec"].get("holderIdentity")
+        control_plane.api.call(
+            "POST",
+            obj_path,
+            {"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "led"}, "spec": {}},
+        )
+        while (
+            (control_plane.api.call("GET", f"{obj_path}/led").get("status") or {}).get("create_fn")
+        ) is None:
+            assert time.monotonic() < deadline, "the create handler did not run under the lease"
+            time.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz?verbose", timeout=5) as response:
+            assert response.status == 200
+            assert b"kopf-objects_seen" in response.read()
+        control_plane.api.call("DELETE", f"{obj_path}/led")

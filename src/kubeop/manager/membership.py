@@ -52,6 +52,9 @@ class ShardLeaseLost(LeadershipLost):
     taken its keys, so it stops (a restart joins again under a new identity)."""
 
 
+_LEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
 def member_identity() -> str:
     """A fresh identity, usable in a Lease name: the host name and 8 random hex digits."""
     host = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-")[:40] or "replica"
@@ -89,6 +92,13 @@ class Membership:
         self.namespace = namespace
         self.identity = identity or member_identity()
         self.lease_name = f"{name}-shard-{self.identity}"
+        if len(self.lease_name) > 253 or not _LEASE_NAME.match(self.lease_name):
+            raise ValueError(
+                f"sharding: the Lease name {self.lease_name!r} (<ring name>-shard-<identity>) is "
+                "not a DNS-1123 subdomain (at most 253 lowercase letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit): pass Sharding(name=...) and "
+                "Sharding(identity=...) in that form, or leave them unset"
+            )
         self.ring_name = f"{name}-shards"
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline

@@ -231,7 +231,9 @@ async def test_label_mode_reconciles_a_deletion_but_not_an_object_it_has_not_rec
     ("options", "error"),
     [
         (Sharding(labels=True, identity="x" * 64), r"identity 'x+' is not a valid label value"),
-        (Sharding(labels=True, identity="a/b"), r"identity 'a/b' is not a valid label value"),
+        (Sharding(labels=True, identity="a/b"), r"Lease name 'x-shard-a/b' .* is not a DNS-1123 subdomain"),
+        (Sharding(identity="Replica_A"), r"'x-shard-Replica_A' .* Sharding\(identity=\.\.\.\) in that form"),
+        (Sharding(identity="a" * 250), r"is not a DNS-1123 subdomain"),
         (Sharding(labels=True, name="r" * 64), r"ring name 'r+' cannot name the label shard\.kubeop\.io/"),
         (Sharding(labels=True, name="-ring"), r"pass Sharding\(name=\.\.\.\)"),
     ],

@@ -6,7 +6,9 @@ status write) and the update cycles of N Widgets against a client stub that answ
 (decode, essence, diff, encode) and the building of the one write. What run.py measures on top
 is the informer, the queue, the HTTP of the status write and the handler's own client calls.
 
-    PYTHONPATH=src .venv/bin/python bench/operator/kopf_cycle_cost.py [--n 2000]
+    PYTHONPATH=src .venv/bin/python bench/operator/kopf_cycle_cost.py [--n 2000] [--async]
+
+``--async``: the handlers are coroutines (kopf_operator_async.py's), run without a thread.
 """
 
 from __future__ import annotations
@@ -52,16 +54,28 @@ def widget(i: int, value: str, state: str | None = None) -> dict[str, Any]:
     }
 
 
-async def main(n: int) -> None:
+async def main(n: int, coroutines: bool) -> None:
     reg = kopf.Registry()
 
-    @kopf.on.create(RESOURCE, registry=reg)
-    def create(name: str, meta: Any, patch: Any, **_: Any) -> None:
-        _status(patch, meta, name)
+    if coroutines:  # kopf_operator_async.py's handlers (no thread hop)
 
-    @kopf.on.update(RESOURCE, registry=reg, field="spec")
-    def update(name: str, meta: Any, patch: Any, **_: Any) -> None:
-        _status(patch, meta, name)
+        @kopf.on.create(RESOURCE, registry=reg)
+        async def create_async(name: str, meta: Any, patch: Any, **_: Any) -> None:
+            _status(patch, meta, name)
+
+        @kopf.on.update(RESOURCE, registry=reg, field="spec")
+        async def update_async(name: str, meta: Any, patch: Any, **_: Any) -> None:
+            _status(patch, meta, name)
+
+    else:
+
+        @kopf.on.create(RESOURCE, registry=reg)
+        def create(name: str, meta: Any, patch: Any, **_: Any) -> None:
+            _status(patch, meta, name)
+
+        @kopf.on.update(RESOURCE, registry=reg, field="spec")
+        def update(name: str, meta: Any, patch: Any, **_: Any) -> None:
+            _status(patch, meta, name)
 
     processor = Processor(RESOURCE, list(reg.changing(RESOURCE)))
     client: Any = Answering()
@@ -78,5 +92,13 @@ async def main(n: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--async", dest="coroutines", action="store_true", help="async handlers")
+    parser.add_argument("--profile", help="write cProfile stats of the cycles to this file")
+    args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(main(parser.parse_args().n))
+    if args.profile:
+        import cProfile
+
+        cProfile.run("asyncio.run(main(args.n, args.coroutines))", args.profile)
+    else:
+        asyncio.run(main(args.n, args.coroutines))

@@ -15,7 +15,10 @@ operator process.
 
 Operators: kubeop, kubeop-typed (the same reconcile on typed models), kubeop-base and
 kubeop-typed-base (the same two scripts on --baseline-src), lean, kopf, kopf-on-kubeop
-(kopf_operator.py unchanged, on kubeop.kopf: see kopf_on_kubeop.py).
+(kopf_operator.py unchanged, on kubeop.kopf: see kopf_on_kubeop.py), kopf-async and
+kopf-async-on-kubeop (kopf_operator_async.py, async handlers writing through one kept-alive
+client, under real kopf and on kubeop.kopf; kopf-async-on-kubeop-base: the same on
+--baseline-src).
 """
 
 from __future__ import annotations
@@ -128,9 +131,9 @@ BASELINE_SRC: str | None = None
 
 
 def command(name: str, workers: int) -> list[str]:
+    if name.endswith("-base") and BASELINE_SRC is None:
+        raise SystemExit(f"operator {name} needs --baseline-src")
     if name in ("kubeop-base", "kubeop-typed-base"):
-        if BASELINE_SRC is None:
-            raise SystemExit(f"operator {name} needs --baseline-src")
         script = "kubeop_typed_operator.py" if name == "kubeop-typed-base" else "kubeop_operator.py"
         return [sys.executable, str(HERE / script), str(workers)]
     if name == "kubeop":
@@ -141,8 +144,13 @@ def command(name: str, workers: int) -> list[str]:
         return [sys.executable, str(HERE / "lean_operator.py"), str(workers)]
     if name == "kopf-on-kubeop":
         return [str(ensure_kopf_on_kubeop()), str(HERE / "kopf_on_kubeop.py"), str(workers)]
-    if name == "kopf":
-        py = ensure_kopf()
+    if name in ("kopf-async-on-kubeop", "kopf-async-on-kubeop-base"):
+        script = "kopf_operator_async.py"
+        return [str(ensure_kopf_on_kubeop()), str(HERE / "kopf_on_kubeop.py"), str(workers), script]
+    if name in ("kopf", "kopf-async"):
+        # kopf-async's handlers use kubeop's Client as a library: the venv needs kubeop's deps
+        py = ensure_kopf() if name == "kopf" else ensure_kopf_on_kubeop()
+        script = "kopf_operator.py" if name == "kopf" else "kopf_operator_async.py"
         return [
             str(py),
             "-m",
@@ -151,7 +159,7 @@ def command(name: str, workers: int) -> list[str]:
             "--standalone",
             "--all-namespaces",
             "--quiet",
-            str(HERE / "kopf_operator.py"),
+            str(HERE / script),
         ]
     raise ValueError(name)
 
@@ -245,12 +253,14 @@ async def run_one(
                 c0, _, _ = proc_stats(proc.pid)
                 t0 = time.monotonic()
                 await asyncio.gather(*(fn(i) for i in range(n)))
+                t_written = time.monotonic()  # the driver's own writes bound the wall time from below
                 t1 = await wait_converged(client, ns, n, value)
                 await asyncio.sleep(1.0)  # let trailing writes land before counting
                 c1, rss, _ = proc_stats(proc.pid)
                 writes = api_writes(cp) - w0 - n
                 results[phase] = {
                     "seconds": round(t1 - t0, 2),
+                    "driver_seconds": round(t_written - t0, 2),
                     "writes_per_object": round(writes / n, 3),
                     "cpu_ms_per_object": round((c1 - c0) * 1000 / n, 3),
                     "rss_mb": round(rss, 1),
@@ -331,10 +341,10 @@ async def clear_namespace(cp: ControlPlane, ns: str) -> None:
 def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) -> subprocess.Popen[str]:
     """Start an operator process and return once it says it is ready (kopf: after 5 s)."""
     env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
-    if name in ("kubeop-base", "kubeop-typed-base") and BASELINE_SRC is not None:
+    if name.endswith("-base") and BASELINE_SRC is not None:
         env["PYTHONPATH"] = BASELINE_SRC
-    if name == "kopf-on-kubeop":  # another venv: this checkout's kubeop on its path
-        env["PYTHONPATH"] = str(HERE.parent.parent / "src")
+    elif name in ("kopf-on-kubeop", "kopf-async-on-kubeop", "kopf-async"):
+        env["PYTHONPATH"] = str(HERE.parent.parent / "src")  # another venv: this checkout's kubeop
     proc = subprocess.Popen(
         command(name, workers),
         env=env,
@@ -343,7 +353,7 @@ def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) 
         text=True,
         cwd=HERE,
     )
-    if name != "kopf":
+    if name not in ("kopf", "kopf-async"):
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
     else:

@@ -22,7 +22,9 @@ Both modes run the scenario. Predicate mode (``Sharding()``): each object that m
 joining replica says so in a ShardAcquired Event. Label mode (``Sharding(labels=True)``): after
 each step every Widget carries ``shard.kubeop.io/widget-operator=<replica>`` naming the replica
 that reconciled it last, written by the labeller's field manager, and each replica caches
-exactly the Widgets labelled with its name (its ``kubeop_shard_owned_objects``); the overlap
+exactly the Widgets labelled with its name (its ``kubeop_shard_owned_objects``); each ConfigMap
+carries its Widget's label (written with the ConfigMap by the operator when it was created, by
+the labeller when its Widget moved), so each replica caches only its shard's ConfigMaps; the overlap
 check covers the label handover (the old owner drains before the label moves, the new owner
 starts only once the object arrived in its cache).
 
@@ -151,10 +153,18 @@ def last_reconciler(records: list[tuple[str, str, int, int]]) -> dict[str, int]:
 
 
 async def check_labels(
-    client: Client, ns: str, replicas: list[ShardedOperator], log: Path, timeout: float
+    client: Client,
+    ns: str,
+    replicas: list[ShardedOperator],
+    log: Path,
+    timeout: float,
+    *,
+    created: bool = False,
 ) -> None:
     """Label mode: each Widget's label names the replica that reconciled it last (written by the
-    labeller's field manager) and each replica caches exactly the Widgets labelled with it."""
+    labeller's field manager) and each replica caches exactly the Widgets labelled with it; each
+    ConfigMap carries its Widget's label (``created``: written by the operator as it created the
+    ConfigMap, not by the labeller)."""
     by_identity = {r.identity(): r for r in replicas}
     deadline = time.monotonic() + timeout
     while True:  # the last moves' reconciles may still be on their way
@@ -164,13 +174,25 @@ async def check_labels(
         cached = {identity: r.cached() for identity, r in by_identity.items()}
         last = last_reconciler(read_log(log))
         wrong = [n for n, who in labels.items() if who not in by_identity or by_identity[who].pid != last[n]]
-        done = set(counts) == set(by_identity) and not wrong
+        cms = await client.list(CONFIGMAPS, namespace=ns)
+        children = {c["metadata"]["name"]: (c["metadata"].get("labels") or {}).get(LABEL) for c in cms}
+        done = set(counts) == set(by_identity) and not wrong and children == labels
         if (done and cached == {i: counts[i] for i in by_identity}) or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.5)
     assert set(counts) == set(by_identity), f"labels {counts} for replicas {sorted(by_identity)}"
     assert cached == {i: counts[i] for i in by_identity}, f"cached {cached}, labelled {counts}"
     assert not wrong, f"{len(wrong)} Widgets labelled with another replica than their last reconciler"
+    astray = [n for n, who in labels.items() if children.get(n) != who]
+    assert not astray, f"{len(astray)} ConfigMaps not labelled as their Widget, e.g. {astray[:3]}"
+    if created:
+        by_labeller = [
+            c["metadata"]["name"]
+            for c in cms
+            for m in c["metadata"].get("managedFields") or []
+            if m.get("manager") == "widget-operator-labeller"
+        ]
+        assert not by_labeller, f"{len(by_labeller)} ConfigMaps labelled after their creation"
     managers = {
         m.get("manager")
         for w in widgets.items[:50]
@@ -239,7 +261,7 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
         assert set(share) == pids, f"reconciles per process: {share}"
         assert all(n >= N / 6 for n in share.values()), f"unbalanced: {share}"
         if labels:
-            await check_labels(client, ns, replicas, log, timeout)
+            await check_labels(client, ns, replicas, log, timeout, created=True)
 
         # 2. SIGKILL one replica; its keys move within lease duration + 2 s.
         victim = replicas.pop(0)

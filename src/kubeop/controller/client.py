@@ -13,6 +13,10 @@ Writes go to the API server, and their results are remembered until the cache ha
 wrote, instead of writing again or meeting a conflict. The write helpers compare first and skip
 the request when nothing would change, so a steady-state resync costs no API writes.
 
+A manager may add labels to the objects written (:attr:`ReconcilerClient.write_labels`):
+``Sharding(labels=True)`` puts the shard label of a controller's children on them as they are
+created, updated or applied, so that the replica owning their owner caches them.
+
 Every write that changes something is logged at INFO on ``kubeop.controller`` ("created
 ConfigMap default/web"), tagged with the reconcile that made it; a write that changed nothing
 (an apply or patch the server found identical) and a delete of an object already gone, at DEBUG.
@@ -125,10 +129,28 @@ class ReconcilerClient:
         self.write_guard: Callable[[], None] | None = None
         """Called before every write; raising refuses the write. The Manager fences writes with
         its lease: a leader that may have been replaced does not write."""
+        self.write_labels: Callable[[ApiResource, Obj], Mapping[str, str] | None] | None = None
+        """Labels to put on an object written by :meth:`create`, :meth:`update`, :meth:`apply`
+        and the create-or-update helpers (given its resource and dict; None: none)."""
 
     def _fence(self) -> None:
         if self.write_guard is not None:
             self.write_guard()
+
+    def _labelled(self, res: ApiResource, body: Obj) -> Obj:
+        """``body`` with :attr:`write_labels`' labels (a copy down to its labels when they
+        change anything: the caller's dict is not touched)."""
+        labeller = self.write_labels
+        if labeller is None:
+            return body
+        add = labeller(res, body)
+        if not add:
+            return body
+        md = body.get("metadata") or {}
+        labels = md.get("labels") or {}
+        if all(labels.get(k) == v for k, v in add.items()):
+            return body
+        return {**body, "metadata": {**md, "labels": {**labels, **add}}}
 
     # -- resolving -----------------------------------------------------------------------------
     async def resource(self, what: ResourceLike | Mapping[str, Any]) -> ApiResource:
@@ -287,7 +309,7 @@ class ReconcilerClient:
     async def create(self, obj: Any, **kwargs: Any) -> Any:
         res = await self.resource(obj)
         self._fence()
-        out: Obj = await self.api.create(to_dict(obj), resource=res, **kwargs)
+        out: Obj = await self.api.create(self._labelled(res, to_dict(obj)), resource=res, **kwargs)
         if not kwargs.get("dry_run"):
             self._remember(res, out)
             _changed("created", res, out)
@@ -296,7 +318,7 @@ class ReconcilerClient:
     async def update(self, obj: Any, **kwargs: Any) -> Any:
         res = await self.resource(obj)
         self._fence()
-        out: Obj = await self.api.update(to_dict(obj), resource=res, **kwargs)
+        out: Obj = await self.api.update(self._labelled(res, to_dict(obj)), resource=res, **kwargs)
         if not kwargs.get("dry_run"):
             self._remember(res, out)
             _changed("updated", res, out, before=obj)
@@ -328,7 +350,7 @@ class ReconcilerClient:
         """Server-side apply ``obj`` (always one request; prefer :meth:`create_or_patch` in hot paths)."""
         res = await self.resource(obj)
         self._fence()
-        body = to_dict(obj)
+        body = self._labelled(res, to_dict(obj))
         before = None
         if log.isEnabledFor(logging.INFO):
             md = body.get("metadata") or {}
@@ -379,6 +401,7 @@ class ReconcilerClient:
     async def _ensure(self, desired: Any, *, patch: bool) -> tuple[str, Any]:
         want = to_dict(desired)
         res = await self.resource(want if type(desired) is dict else desired)
+        want = self._labelled(res, want)
         md = want.get("metadata") or {}
         name, namespace = md.get("name"), md.get("namespace")
         if not name:

@@ -232,8 +232,13 @@ class RunningController:
             if self._stopped:
                 return
             selector = watch.label_selector
-            if runtime.shards is not None and watch is description._for:  # label mode: this shard only
-                selector = runtime.shards.label_selector(self.name, res, watch.namespace, selector)
+            if runtime.shards is not None:  # label mode: this shard only
+                if watch is description._for:
+                    selector = runtime.shards.label_selector(self.name, res, watch.namespace, selector)
+                elif watch.handler is None:  # owns(): the children of this shard's objects
+                    selector = runtime.shards.label_selector(
+                        self.name, res, watch.namespace, selector, owner=primary
+                    )
             informer = runtime.cache.informer(
                 res,
                 namespace=watch.namespace,

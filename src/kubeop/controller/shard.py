@@ -26,8 +26,11 @@ class ShardGate(Protocol):
         resource: ApiResource,
         namespace: str | None,
         selector: str | None,
+        *,
+        owner: ApiResource | None = None,
     ) -> str | None:
-        """The selector of the controller's informer of its primary kind, given its own
+        """The selector of the controller's informer of its primary kind, or with ``owner`` (the
+        primary kind) of a kind it :meth:`~kubeop.controller.Controller.owns`, given its own
         (``Sharding(labels=True)``: narrowed to this replica's shard label)."""
         ...
 

@@ -3,16 +3,24 @@ replica's informer selects (lists, watches and caches) only its own shard.
 
 ``Sharding(labels=True)`` puts the label ``shard.kubeop.io/<ring>=<member>`` on every object of
 a sharded controller's primary kind (``kubectl get widgets -L shard.kubeop.io/widget-operator``
-shows who reconciles what). Each replica watches the kind with the selector
-``shard.kubeop.io/<ring>=<its identity>`` (and the controller's own selector). The labeller
-(:class:`ShardLabeller`) runs on one replica, the owner of the key ``labeller:<ring>`` (the
-ring's *leader*, picked like any key), and patches the label of
+shows who reconciles what), and the same label on its *children*, the objects of the kinds it
+:meth:`~kubeop.controller.Controller.owns` whose controller reference names one of its primary
+objects (the child's label is its owner's). Each replica watches these kinds with the selector
+``shard.kubeop.io/<ring>=<its identity>`` (and the controller's own selector), so it caches only
+its shard's objects and their children. The labeller (:class:`ShardLabeller`) runs on one
+replica, the owner of the key ``labeller:<ring>`` (the ring's *leader*, picked like any key),
+and patches the label of
 
 - every object whose label is not its owner under the ring, once per settled ring generation
-  (a paged metadata-only list of the kind: a join or a leave moves ~1/n of the objects, and
-  each move is one patch);
+  (a paged metadata-only list of each kind: a join or a leave moves ~1/n of the objects, and
+  each move is one patch per object and one per child);
 - every object that has no label yet (new objects: a metadata-only watch with the selector
   ``!shard.kubeop.io/<ring>``, empty once everything is labelled).
+
+New children cost no write of the labeller: the reconciler's client (through which a
+controller creates, updates or applies its children) puts the label on them in the same write
+(:meth:`kubeop.manager.sharding.Sharder.labels_for`); the labeller labels only children written
+by other means (its unlabelled watch sees them), and moves them.
 
 Safety is the handover protocol's (:mod:`kubeop.manager.handover`), not the label's: the
 labeller runs as a reconcile of its key, so it starts only under a settled ring and a ring
@@ -24,6 +32,16 @@ it); the new owner sees it arrive (an add: it reconciles it). A new owner that o
 the ring but has not received the object yet does not reconcile it (the object is not in its
 cache, which it would take for a deletion): the add that comes with the label enqueues it.
 
+Children move first: in a pass, every child's label is patched (and answered) before any
+primary object's, so a moved object reaches its new owner after its children were relabelled
+for it. No change of a child is lost to the new owner: a change made before the child's label
+moved is in the object the new owner receives with the label (an add, which enqueues the
+owner's key), and every change after it is an event of the new owner's watch. (The two kinds
+arrive through two watches, so the new owner may still reconcile the object before its own
+watch delivered the child; its cache then lags as after any write, and the create-or-update
+helpers handle that: the create meets AlreadyExists and becomes an update, which also moves
+the label.)
+
 The cost: one write per new object (its first label) and one per moved object per membership
 change, each an update event for every watcher of the kind.
 """
@@ -33,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +63,7 @@ from kubeop.core.resource import ApiResource
 from kubeop.manager.membership import Membership
 from kubeop.manager.rendezvous import owner
 
-__all__ = ["LabelledKind", "ShardLabeller", "label_key"]
+__all__ = ["LabelledKind", "ShardLabeller", "controller_owner", "label_key"]
 
 log = logging.getLogger("kubeop.sharding")
 
@@ -60,15 +78,33 @@ def label_key(ring: str) -> str:
     return LABEL_PREFIX + ring
 
 
+def controller_owner(obj: Mapping[str, Any], group: str, kind: str) -> Request | None:
+    """The object of kind ``group``/``kind`` that ``obj``'s controller reference names, if any
+    (any version; a namespaced owner lives in its child's namespace)."""
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if not ref.get("controller") or ref.get("kind") != kind:
+            continue
+        api_version = ref.get("apiVersion") or ""
+        if (api_version.rpartition("/")[0] if "/" in api_version else "") == group:
+            return Request(meta.get("namespace") or "", ref.get("name") or "")
+    return None
+
+
 @dataclass
 class LabelledKind:
-    """One sharded controller's primary kind as the labeller sees it."""
+    """One sharded controller's primary kind, or a kind it owns, as the labeller sees it."""
 
     controller: str
     resource: ApiResource
     namespace: str | None
     selector: str | None  # the controller's own label selector
     unlabelled: Informer  # metadata only: the objects without the label
+    owner: tuple[str, str] | None = None  # a child kind: its owner's (group, kind)
+
+    @property
+    def tag(self) -> str:
+        return self.controller if self.owner is None else f"{self.controller}/{self.resource.plural}"
 
 
 class ShardLabeller:
@@ -103,9 +139,16 @@ class ShardLabeller:
         self.patches = 0
 
     def add_kind(
-        self, controller: str, resource: ApiResource, namespace: str | None, selector: str | None
+        self,
+        controller: str,
+        resource: ApiResource,
+        namespace: str | None,
+        selector: str | None,
+        *,
+        owner: ApiResource | None = None,
     ) -> None:
-        """Label the objects of ``controller``'s primary kind (``selector``: its own selector)."""
+        """Label the objects of ``controller``'s primary kind (``selector``: its own selector),
+        or with ``owner`` (the primary kind) its children of kind ``resource``."""
         unlabelled = f"{selector},!{self.label}" if selector else f"!{self.label}"
         informer = self.cache.informer(
             resource, namespace=namespace, label_selector=unlabelled, metadata_only=True
@@ -116,7 +159,8 @@ class ShardLabeller:
             pending.set()
 
         informer.add_event_handler(FuncHandler(on_add=appeared))
-        self.kinds.append(LabelledKind(controller, resource, namespace, selector, informer))
+        owned_by = (owner.group, owner.kind or "") if owner is not None else None
+        self.kinds.append(LabelledKind(controller, resource, namespace, selector, informer, owned_by))
         self._done_for = 0  # check the new kind's objects
 
     def leads(self) -> bool:
@@ -163,6 +207,16 @@ class ShardLabeller:
                 for w in waits:
                     w.cancel()
 
+    def _owner_key(self, kind: LabelledKind, obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(the key hashed to pick ``obj``'s label, its own ``namespace/name``); None for a child
+        without a controller reference to its controller's primary kind."""
+        req = request_for(obj)
+        own = f"{req.namespace}/{req.name}"
+        if kind.owner is None:
+            return self._key(kind.controller, req), own
+        parent = controller_owner(obj, *kind.owner)
+        return (self._key(kind.controller, parent), own) if parent is not None else None
+
     async def _label(self, full: bool) -> bool:
         """One pass; False when the ring moved under it (the next pass starts over)."""
         handover = self.handover
@@ -173,7 +227,6 @@ class ShardLabeller:
         sent = self._sent
         patched = 0
         sem = asyncio.Semaphore(CONCURRENCY)
-        tasks: list[asyncio.Task[bool]] = []
 
         def current() -> bool:
             return handover.generation == g and handover.holds()
@@ -202,48 +255,58 @@ class ShardLabeller:
                     self._on_patch()
                 return True
 
-        for kind in self.kinds:
-            if not kind.unlabelled.has_synced():
+        if not all(kind.unlabelled.has_synced() for kind in self.kinds):
+            return False
+        # Children first (see the module docstring): their patches are answered before any
+        # primary object's label moves.
+        children = [kind for kind in self.kinds if kind.owner is not None]
+        primaries = [kind for kind in self.kinds if kind.owner is None]
+        for kinds in (children, primaries):
+            tasks: list[asyncio.Task[bool]] = []
+            for kind in kinds:
+                if full:
+                    objects: list[Any] = []
+                    token: str | None = None
+                    while True:
+                        page = await self.client.list(
+                            kind.resource,
+                            namespace=kind.namespace,
+                            all_namespaces=kind.namespace is None,
+                            label_selector=kind.selector,
+                            limit=PAGE_SIZE,
+                            continue_=token,
+                            metadata_only=True,
+                            share_strings=False,
+                        )
+                        objects.extend(page.items)
+                        token = page.continue_
+                        if not current():
+                            return False
+                        if not token:
+                            break
+                else:
+                    objects = list(kind.unlabelled.store.list())
+                tag = kind.tag
+                for obj in objects:
+                    keys = self._owner_key(kind, obj)
+                    if keys is None:
+                        continue
+                    want = owner(keys[0], members)
+                    if want is None:
+                        continue
+                    sent_key = (tag, keys[1])
+                    has = (obj["metadata"].get("labels") or {}).get(self.label)
+                    if has != want and sent.get(sent_key) != want:
+                        sent[sent_key] = want
+                        tasks.append(asyncio.ensure_future(patch(kind, obj, want, sent_key)))
+                        patched += 1
+                if not full:  # forget what the watch has reported labelled since
+                    store = kind.unlabelled.store
+                    for sent_key in [k for k in sent if k[0] == tag]:
+                        if sent_key[1].lstrip("/") not in store:
+                            del sent[sent_key]
+            if not (all(await asyncio.gather(*tasks)) and current()):
                 return False
-            if full:
-                objects: list[Any] = []
-                token: str | None = None
-                while True:
-                    page = await self.client.list(
-                        kind.resource,
-                        namespace=kind.namespace,
-                        all_namespaces=kind.namespace is None,
-                        label_selector=kind.selector,
-                        limit=PAGE_SIZE,
-                        continue_=token,
-                        metadata_only=True,
-                        share_strings=False,
-                    )
-                    objects.extend(page.items)
-                    token = page.continue_
-                    if not current():
-                        return False
-                    if not token:
-                        break
-            else:
-                objects = list(kind.unlabelled.store.list())
-            for obj in objects:
-                req = request_for(obj)
-                want = owner(self._key(kind.controller, req), members)
-                if want is None:
-                    continue
-                sent_key = (kind.controller, f"{req.namespace}/{req.name}")
-                has = (obj["metadata"].get("labels") or {}).get(self.label)
-                if has != want and sent.get(sent_key) != want:
-                    sent[sent_key] = want
-                    tasks.append(asyncio.ensure_future(patch(kind, obj, want, sent_key)))
-                    patched += 1
-            if not full:  # forget what the watch has reported labelled since
-                store = kind.unlabelled.store
-                for sent_key in [k for k in sent if k[0] == kind.controller]:
-                    if sent_key[1].lstrip("/") not in store:
-                        del sent[sent_key]
-        ok = all(await asyncio.gather(*tasks)) and current()
         if patched:
             log.info(
                 "shard labeller: %d objects labelled under ring generation %d",
@@ -251,4 +314,4 @@ class ShardLabeller:
                 g,
                 extra={"full": full, "seconds": round(time.monotonic() - t0, 3)},
             )
-        return ok
+        return True

@@ -216,6 +216,8 @@ class Manager:
                 recorder=self.recorder,
             )
             self.client.write_guard = self.sharder.fence
+            if self.sharder.labeller is not None:  # label mode: children carry their owner's label
+                self.client.write_labels = self.sharder.labels_for
         if recording is not None:
             recording.observe_bookkeeping(self.client, self.recorder)
         runtime = ControllerRuntime(

@@ -26,13 +26,13 @@ Two modes. By default (*predicate mode*) every replica watches and caches every 
 sharded kinds and drops, at its event handlers, the events of keys it does not own: no writes
 to the objects, but each replica decodes every event and holds every object.
 ``Sharding(labels=True)`` (*label mode*, :mod:`kubeop.manager.labeller`): the ring's leader
-labels every primary object ``shard.kubeop.io/<ring>=<member>`` and each replica's informer of
-a sharded controller's primary kind selects its own label, so that it lists, watches and caches
-only its shard. It costs a write per new object and per moved object; the label is the visible
-shard (no ShardAcquired Events). Only the primary kind is label-selected: the kinds a controller
-owns or watches stay cached whole (their events map to the owner's key and are filtered as in
-predicate mode), since labelling them would take a write per child per move as well and the
-reconciler's cooperation for new children.
+labels every primary object ``shard.kubeop.io/<ring>=<member>`` and each replica's informers of
+a sharded controller's primary kind and of the kinds it ``owns()`` select its own label, so that
+it lists, watches and caches only its shard's objects and their children. The children get
+their owner's label from the reconciler's client as they are written (no extra write) or from
+the labeller. It costs a write per new object and one per moved object and per moved child;
+the label is the visible shard (no ShardAcquired Events). The kinds a controller ``watches()``
+with its own mapping stay cached whole (their events are filtered as in predicate mode).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from kubeop.client import Client
 from kubeop.controller import EventRecorder, Request, request_for
 from kubeop.core.request import label_selector_text
 from kubeop.core.resource import ApiResource
-from kubeop.manager.labeller import LABEL_PREFIX, ShardLabeller
+from kubeop.manager.labeller import LABEL_PREFIX, ShardLabeller, controller_owner
 from kubeop.manager.membership import Membership, ShardLeaseLost
 from kubeop.manager.rendezvous import owner
 
@@ -173,6 +173,9 @@ class Sharder:
         self._recorder = recorder if options.events and not options.labels else None
         self._cache = cache
         self._shards: dict[str, _Shard] = {}
+        # label mode: (group, plural) of a kind some controllers own -> (controller, owner's
+        # group, owner's kind) for each of them
+        self._children: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         self.labeller: ShardLabeller | None = None
         if options.labels:
             if not _LABEL_VALUE.match(self.membership.identity):
@@ -225,6 +228,8 @@ class Sharder:
         resource: ApiResource,
         namespace: str | None,
         selector: str | None,
+        *,
+        owner: ApiResource | None = None,
     ) -> str | None:
         labeller = self.labeller
         if labeller is None or controller in self._unsharded:
@@ -232,6 +237,12 @@ class Sharder:
         text = label_selector_text(selector)
         own = f"{labeller.label}={self.identity}"
         combined = f"{text},{own}" if text else own
+        if owner is not None:  # a kind the controller owns: the children of its shard
+            self._children.setdefault((resource.group, resource.plural), []).append(
+                (controller, owner.group, owner.kind or "")
+            )
+            labeller.add_kind(controller, resource, namespace, text, owner=owner)
+            return combined
         informer = self._cache.informer(resource, namespace=namespace, label_selector=combined)
         shard = self._shards[controller] = _Shard(informer.store, set())
         owns, key = self.handover.owns, self.key
@@ -250,6 +261,21 @@ class Sharder:
         informer.add_event_handler(FuncHandler(on_delete=deleted))
         labeller.add_kind(controller, resource, namespace, text)
         return combined
+
+    def labels_for(self, resource: ApiResource, obj: dict[str, Any]) -> dict[str, str] | None:
+        """The shard label of a child about to be written (the reconciler client's
+        ``write_labels``): its owner's replica under the newest ring, for an object of a kind a
+        sharded controller owns whose controller reference names that controller's primary kind."""
+        owners = self._children.get((resource.group, resource.plural))
+        labeller = self.labeller
+        if owners is None or labeller is None:
+            return None
+        for controller, group, kind in owners:
+            parent = controller_owner(obj, group, kind)
+            if parent is not None:
+                member = self.handover.owner(self.key(controller, parent))
+                return {labeller.label: member} if member is not None else None
+        return None
 
     def _present(self, controller: str, request: Request) -> bool:
         """Label mode: is the object in this replica's cache (or was it deleted here)? A key

@@ -12,13 +12,14 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from kubeop.client import Client
-from kubeop.controller import Context, Controller, Request
+from kubeop.controller import Context, Controller, Request, set_controller_reference
 from kubeop.core.resource import ApiResource
 from kubeop.manager import Manager, Sharding
 from kubeop.testing import FakeCluster
 
 CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
+SECRETS = ApiResource("", "v1", "secrets", kind="Secret")
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0) -> None:
@@ -35,9 +36,10 @@ async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout: float
 
 
 class Fleet:
-    def __init__(self, cluster: FakeCluster, sharding: Sharding) -> None:
+    def __init__(self, cluster: FakeCluster, sharding: Sharding, *, children: bool = False) -> None:
         self.cluster = cluster
         self.sharding = sharding
+        self.children = children  # each ConfigMap owns a Secret of its name, written by its reconcile
         self.running: dict[str, str] = {}  # key -> replica reconciling it now
         self.overlaps: list[str] = []
         self.seen: dict[str, str] = {}  # key -> "replica:value" of the last reconcile
@@ -67,6 +69,15 @@ class Fleet:
                 await asyncio.sleep(0.002)
                 cm = await ctx.client.get(CONFIGMAPS, req.name, namespace=req.namespace)
                 if cm is not None:
+                    if self.children:
+                        secret = {
+                            "apiVersion": "v1",
+                            "kind": "Secret",
+                            "metadata": {"name": req.name, "namespace": req.namespace},
+                            "stringData": {"v": (cm.get("data") or {}).get("v", "")},
+                        }
+                        set_controller_reference(cm, secret)
+                        await ctx.client.create_or_update(secret)
                     self.seen[key] = f"{name}:{(cm.get('data') or {}).get('v')}"
                     self.by[name] += 1
                 else:
@@ -74,7 +85,10 @@ class Fleet:
             finally:
                 del self.running[key]
 
-        manager.add(Controller.for_(CONFIGMAPS, namespace="default").max_concurrent(4).reconcile(reconcile))
+        controller = Controller.for_(CONFIGMAPS, namespace="default")
+        if self.children:
+            controller = controller.owns(SECRETS)
+        manager.add(controller.max_concurrent(4).reconcile(reconcile))
         stop = asyncio.Event()
         self.replicas[name] = (manager, stop, asyncio.ensure_future(manager.start(stop)))
         return manager
@@ -198,6 +212,75 @@ async def test_label_mode_caches_only_the_own_shard_and_moves_labels_with_the_ke
         assert set(moved.values()) == {"b", "c"}
         assert all(moved[k] == v for k, v in shard.items() if v != "a"), "only a's objects move"
         await eventually(lambda: cached("b") | cached("c") == set(moved) and not cached("b") & cached("c"))
+        assert not fleet.overlaps, fleet.overlaps
+    finally:
+        await fleet.close()
+        await api.close()
+
+
+async def test_label_mode_labels_children_with_their_owners_shard_and_moves_them_first() -> None:
+    cluster = FakeCluster()
+    fleet = Fleet(cluster, Sharding(labels=True), children=True)
+    api = cluster.client()
+    n = 45
+    label = "shard.kubeop.io/shared"
+
+    async def labels(kind: ApiResource) -> dict[str, str]:
+        objs = await api.list(kind, namespace="default")
+        return {o["metadata"]["name"]: (o["metadata"].get("labels") or {}).get(label, "") for o in objs}
+
+    def cached_children(name: str) -> set[str]:
+        manager = fleet.replicas[name][0]
+        informer = manager.cache.informer(SECRETS, namespace="default", label_selector=f"{label}={name}")
+        return {s["metadata"]["name"] for s in informer.store.list()}
+
+    def labeller_patches() -> int:
+        return sum(
+            m.sharder.labeller.patches
+            for m, _, _ in fleet.replicas.values()
+            if m.sharder is not None and m.sharder.labeller is not None
+        )
+
+    try:
+        for name in ("a", "b", "c"):
+            fleet.start(name)
+        await eventually(lambda: fleet.settled(3))
+        await write_all(api, n, "1", create=True)
+        await eventually(lambda: len([v for v in fleet.seen.values() if v.endswith(":1")]) == n)
+        parents, children = await labels(CONFIGMAPS), await labels(SECRETS)
+        # Each Secret was created with its ConfigMap's label (the labeller wrote only the
+        # ConfigMaps' labels: no extra write per child), and each replica caches only its own.
+        assert children == parents
+        assert labeller_patches() == n
+        for name in ("a", "b", "c"):
+            assert cached_children(name) == {k for k, v in children.items() if v == name}
+
+        # A child written by other means (no label) gets its owner's from the labeller.
+        stray = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "stray", "namespace": "default"}}
+        cm0 = await api.get(CONFIGMAPS, "cm-0", namespace="default")
+        set_controller_reference(cm0, stray)
+        await api.create(stray, resource=SECRETS)
+        await eventually(lambda: "stray" in cached_children(parents["cm-0"]))
+
+        # a leaves: its objects' children move with them.
+        await fleet.stop("a")
+        fleet.by.clear()
+        await write_all(api, n, "2")
+        await eventually(lambda: len([v for v in fleet.seen.values() if v.endswith(":2")]) == n)
+        moved = await labels(CONFIGMAPS)
+        assert set(moved.values()) == {"b", "c"}
+
+        async def children_follow() -> bool:
+            now = await labels(SECRETS)
+            return all(now[k] == moved[k] for k in moved) and now["stray"] == moved["cm-0"]
+
+        await eventually(children_follow)
+        await eventually(
+            lambda: (
+                cached_children("b") | cached_children("c") == {*moved, "stray"}
+                and not cached_children("b") & cached_children("c")
+            )
+        )
         assert not fleet.overlaps, fleet.overlaps
     finally:
         await fleet.close()

@@ -2,7 +2,8 @@
 ``labels`` ``Sharding(labels=True)`` (each replica caches only its shard).
 
 Run: KUBECONFIG=... python sharded_operator.py NAMESPACE [workers] [predicate|labels]
-Prints ``ready`` once its caches synced.
+Prints ``ready`` once its caches synced. With ``BENCH_PROFILE=PATH`` it runs under cProfile and
+writes the stats to ``PATH.<pid>`` when it stops.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -56,7 +58,14 @@ def main() -> None:
     mode = sys.argv[3] if len(sys.argv) > 3 else "predicate"
     if mode not in ("predicate", "labels"):
         raise SystemExit(f"mode must be predicate or labels, not {mode!r}")
-    asyncio.run(run(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 16, mode == "labels"))
+    args = (sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 16, mode == "labels")
+    profile = os.environ.get("BENCH_PROFILE")
+    if profile:  # cProfile the whole run into BENCH_PROFILE.<pid>; written on SIGTERM
+        import cProfile
+
+        cProfile.runctx("asyncio.run(run(*args))", globals(), {"args": args}, f"{profile}.{os.getpid()}")
+    else:
+        asyncio.run(run(*args))
 
 
 if __name__ == "__main__":

@@ -42,35 +42,12 @@ from kubeop.core.resource import ApiResource
 from kubeop.testing import ControlPlane
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.resolve().parent.parent))
+from tests.support.crds import widget_crd  # noqa: E402
+
 WIDGETS = ApiResource("bench.kubeop.dev", "v1", "widgets", kind="Widget")
 CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.bench.kubeop.dev"},
-    "spec": {
-        "group": "bench.kubeop.dev",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {"type": "object", "properties": {"value": {"type": "string"}}},
-                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+CRD = widget_crd("bench.kubeop.dev")
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"}
 KOPF_VENV = HERE / ".venv-kopf"
 

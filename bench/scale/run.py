@@ -46,36 +46,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.support.crds import widget_crd  # noqa: E402
+
 NAMESPACE = "scale"
 GROUP, VERSION = "bench.kubeop.dev", "v1"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"widgets.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "versions": [
-            {
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {"type": "object", "properties": {"value": {"type": "string"}}},
-                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+CRD = widget_crd(GROUP)
 # A spec.value of ~200 bytes: the ConfigMap carries it too, so each object is a few hundred bytes
 # of JSON before metadata, like a small real object.
 PAD = "x" * 192

@@ -81,6 +81,7 @@ from typing import Any, TypeVar
 from kubeop.client import Client
 from kubeop.core.resource import ApiResource
 from kubeop.testing import ControlPlane
+from tests.support.crds import widget_crd
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -111,33 +112,7 @@ CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 OWNER_LABEL = f"{GROUP}/widget"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
-WIDGET_CRD: Obj = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"widgets.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {"type": "object", "properties": {"value": {"type": "string"}}},
-                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+WIDGET_CRD: Obj = widget_crd(GROUP)
 
 
 def client_for(plane: ControlPlane, **overrides: Any) -> Client:

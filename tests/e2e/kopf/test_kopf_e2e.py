@@ -27,6 +27,7 @@ from kubeop.kopf.processing import Processor
 from kubeop.kopf.running import processors, run_manager
 from kubeop.manager import Manager
 from kubeop.testing import ControlPlane
+from tests.support.crds import widget_crd
 
 pytestmark = pytest.mark.controlplane
 T = TypeVar("T")
@@ -34,33 +35,7 @@ T = TypeVar("T")
 GROUP = "kopf-e2e.kubeop.dev"
 PLURAL = "kopfwidgets"
 RESOURCE = f"{PLURAL}.{GROUP}"
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": RESOURCE},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": PLURAL, "singular": "kopfwidget", "kind": "KopfWidget"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+CRD = widget_crd(GROUP, plural=PLURAL, kind="KopfWidget", free_spec=True)
 
 
 @pytest.fixture(scope="module")

@@ -176,6 +176,7 @@ class Sharder:
         # label mode: (group, plural) of a kind some controllers own -> (controller, owner's
         # group, owner's kind) for each of them
         self._children: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+        self._primary_kinds: dict[tuple[str, str], str] = {}  # label mode: (group, plural) -> controller
         self.labeller: ShardLabeller | None = None
         if options.labels:
             if not _LABEL_VALUE.match(self.membership.identity):
@@ -237,12 +238,27 @@ class Sharder:
         text = label_selector_text(selector)
         own = f"{labeller.label}={self.identity}"
         combined = f"{text},{own}" if text else own
-        if owner is not None:  # a kind the controller owns: the children of its shard
-            self._children.setdefault((resource.group, resource.plural), []).append(
-                (controller, owner.group, owner.kind or "")
+        kind = (resource.group, resource.plural)
+        # One label cannot name both an object's own shard and its owner's.
+        primary_of = self._primary_kinds.get(kind)
+        children = self._children.get(kind)
+        clash = None
+        if owner is not None and primary_of is not None:
+            clash = (primary_of, controller)
+        elif owner is None and children:
+            clash = (controller, children[0][0])
+        if clash is not None:
+            raise ValueError(
+                f"Sharding(labels=True): {resource.kind or resource.plural} is controller "
+                f"{clash[0]!r}'s primary kind and a kind controller {clash[1]!r} owns, and one shard "
+                "label cannot follow both: put one of the controllers in Sharding(unsharded=...), or shard in "
+                "predicate mode (labels=False)"
             )
+        if owner is not None:  # a kind the controller owns: the children of its shard
+            self._children.setdefault(kind, []).append((controller, owner.group, owner.kind or ""))
             labeller.add_kind(controller, resource, namespace, text, owner=owner)
             return combined
+        self._primary_kinds[kind] = controller
         informer = self._cache.informer(resource, namespace=namespace, label_selector=combined)
         shard = self._shards[controller] = _Shard(informer.store, set())
         owns, key = self.handover.owns, self.key

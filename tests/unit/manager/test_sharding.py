@@ -287,6 +287,30 @@ async def test_label_mode_labels_children_with_their_owners_shard_and_moves_them
         await api.close()
 
 
+@pytest.mark.parametrize("owner_first", [False, True])
+async def test_label_mode_refuses_a_kind_that_is_one_controllers_primary_and_anothers_child(
+    owner_first: bool,
+) -> None:
+    manager = Manager(
+        FakeCluster().client(),
+        name="shared",
+        metrics_address=None,
+        health_address=None,
+        sharding=Sharding(identity="a", labels=True),
+    )
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        pass
+
+    configmaps = Controller.for_(CONFIGMAPS, namespace="default").reconcile(reconcile)
+    secrets = Controller.for_(SECRETS, namespace="default").owns(CONFIGMAPS).reconcile(reconcile)
+    for controller in (secrets, configmaps) if owner_first else (configmaps, secrets):
+        manager.add(controller)
+    with pytest.raises(ValueError, match=r"ConfigMap is controller '(configmap|secret)''s primary kind"):
+        async with asyncio.timeout(10):
+            await manager.start(asyncio.Event())
+
+
 async def test_label_mode_reconciles_a_deletion_but_not_an_object_it_has_not_received() -> None:
     cluster = FakeCluster()
     fleet = Fleet(cluster, Sharding(labels=True))

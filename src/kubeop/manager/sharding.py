@@ -250,9 +250,9 @@ class Sharder:
         if clash is not None:
             raise ValueError(
                 f"Sharding(labels=True): {resource.kind or resource.plural} is controller "
-                f"{clash[0]!r}'s primary kind and a kind controller {clash[1]!r} owns, and one shard "
-                "label cannot follow both: put one of the controllers in Sharding(unsharded=...), or shard in "
-                "predicate mode (labels=False)"
+                f"{clash[0]!r}'s primary kind and a kind controller {clash[1]!r} owns, and one "
+                "shard label cannot follow both: put one of the controllers in "
+                "Sharding(unsharded=...), or shard in predicate mode (labels=False)"
             )
         if owner is not None:  # a kind the controller owns: the children of its shard
             self._children.setdefault(kind, []).append((controller, owner.group, owner.kind or ""))

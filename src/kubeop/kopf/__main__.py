@@ -4,8 +4,9 @@ Loads the files and modules (``-m``) that register handlers, then runs them unti
 SIGINT. kopf's options: ``--namespace``/``-n`` (one: kubeop watches one namespace or all) or
 ``--all-namespaces``/``-A`` (the default); ``--standalone`` (the default) or ``--peering NAME``
 (kubeop's Lease-based leader election, the Lease named ``kopf-NAME``, in place of kopf's
-peering; ``--priority`` is accepted, the first replica leads); ``--liveness URL`` (kubeop's
-health server on that host and port: ``/healthz`` and ``/livez`` run the probe handlers);
+peering; ``--priority`` is accepted, the first replica leads); ``--liveness URL`` (kopf's
+liveness endpoint: a GET of the URL's path answers the probe handlers' results as JSON, see
+:mod:`kubeop.kopf.probing`);
 ``--verbose``/``--debug`` log the handling cycles, ``--quiet`` warnings only.
 """
 

@@ -258,7 +258,8 @@ def login(**options: Any) -> Callable[[F], F]:
 
 
 def probe(**options: Any) -> Callable[[F], F]:
-    """Run on every query of the liveness endpoint (``--liveness``); failing makes it unhealthy."""
+    """Report on the liveness endpoint (``--liveness``): the result is served as JSON under the
+    handler's id, computed at most every 10 s; failing for good answers 500."""
     return _activity("probe", Activity.PROBE, options)
 
 

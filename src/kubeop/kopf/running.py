@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import inspect
 import logging
 import signal
 import sys
@@ -28,7 +27,6 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from kubeop.client import Client, ClientConfig, load_config
 from kubeop.controller import Controller
@@ -43,12 +41,14 @@ from kubeop.kopf.activities import (
 from kubeop.kopf.admission import admission_handlers
 from kubeop.kopf.admission import webhooks as admission_webhooks
 from kubeop.kopf.indexing import IndexSet, indexing_handlers
+from kubeop.kopf.probing import Probes, parse_endpoint
+from kubeop.kopf.probing import serve as serve_liveness
 from kubeop.kopf.processing import Memo, Processor
 from kubeop.kopf.registry import Registry, default_registry
 from kubeop.kopf.settings import OperatorSettings, current_settings, reset_settings, use_settings
 from kubeop.kopf.watching import EventDispatcher
 from kubeop.manager import Manager
-from kubeop.manager.server import Check
+from kubeop.manager.server import ProbeServer
 
 __all__ = [
     "Flag",
@@ -66,6 +66,7 @@ Flag = asyncio.Event | threading.Event | asyncio.Future[Any] | concurrent.future
 """kopf's flag types for ``stop_flag`` and ``ready_flag``."""
 
 log = logging.getLogger("kubeop.kopf")
+probe_log = logging.getLogger("kubeop.kopf.activities.probe")
 
 
 def build_manager(
@@ -233,16 +234,6 @@ def _activity_kwargs(logger: logging.Logger, memo: Memo, settings: OperatorSetti
     return {"logger": logger, "memo": memo, "settings": settings}
 
 
-def _liveness_address(endpoint: str) -> str:
-    """``http://0.0.0.0:8080/healthz`` -> ``0.0.0.0:8080`` (kubeop serves /healthz and /livez)."""
-    url = urlsplit(endpoint)
-    if url.scheme != "http" or not url.port:
-        raise ValueError(
-            f"liveness endpoint {endpoint!r}: give http://HOST:PORT/path, e.g. http://0.0.0.0:8080/healthz"
-        )
-    return f"{url.hostname}:{url.port}"
-
-
 def _set(flag: Flag | None) -> None:
     if flag is None:
         return
@@ -302,7 +293,7 @@ async def operator(
         if settings.peering.namespace:
             manager_options.setdefault("leader_election_namespace", settings.peering.namespace)
     if liveness_endpoint:
-        manager_options.setdefault("health_address", _liveness_address(liveness_endpoint))
+        parse_endpoint(liveness_endpoint)  # a bad URL fails before anything starts
     token = use_settings(settings)
     root_memo = Memo(memo or {})
     stop = asyncio.Event()
@@ -310,6 +301,7 @@ async def operator(
     before = asyncio.all_tasks()
     watching = asyncio.create_task(_wait(stop_flag, stop)) if stop_flag is not None else None
     client: Client | None = None
+    liveness: ProbeServer | None = None
     started = False
     try:
         log.debug("Starting kopf's handlers on kubeop.")
@@ -331,13 +323,18 @@ async def operator(
             settings=settings,
             **manager_options,
         )
-        for probe in registry.activities(Activity.PROBE):
-            manager.add_health_check(
-                f"kopf-{probe.id}", _probe(probe, root_memo, settings, _indices(manager))
+        if liveness_endpoint:
+            indices = _indices(manager)
+            probes = Probes(
+                registry.activities(Activity.PROBE),
+                lambda: dict(_activity_kwargs(probe_log, root_memo, settings), **indices),
             )
+            liveness = await serve_liveness(liveness_endpoint, probes)
         _set(ready_flag)
         await run_manager(manager, stop)
     finally:
+        if liveness is not None:
+            await liveness.stop()
         try:
             if started:
                 cleanup_log = logging.getLogger("kubeop.kopf.activities.cleanup")
@@ -374,36 +371,6 @@ def _indices(manager: Manager) -> Mapping[str, Any]:
     """The ``@kopf.index`` indices of a manager from :func:`build_manager`, by handler id."""
     found = _INDEXES.get(manager)
     return found[0].indices if found is not None else {}
-
-
-def _probe(
-    handler: ActivityHandler,
-    memo: Memo,
-    settings: OperatorSettings,
-    indices: Mapping[str, Any] | None = None,
-) -> Check:
-    """A health check calling one probe handler once per query (no retries: a failure is unhealthy)."""
-    probe_log = logging.getLogger("kubeop.kopf.activities.probe")
-
-    async def check() -> bool:
-        kwargs = dict(
-            _activity_kwargs(probe_log, memo, settings),
-            **(indices or {}),
-            activity="probe",
-            param=handler.param,
-        )
-        try:
-            if inspect.iscoroutinefunction(handler.fn):
-                result = await handler.fn(**kwargs)
-            else:
-                result = await asyncio.to_thread(handler.fn, **kwargs)
-        except Exception as exc:
-            probe_log.warning("%s failed: %s", handler, exc)
-            return False
-        probe_log.debug("%s: %r", handler, result)
-        return True
-
-    return check
 
 
 def run(

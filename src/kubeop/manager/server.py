@@ -18,9 +18,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-__all__ = ["Check", "ProbeServer", "parse_address"]
+__all__ = ["Check", "ProbeServer", "Route", "parse_address"]
 
 Check = Callable[[], bool | Awaitable[bool]]
+Route = Callable[[], Awaitable[tuple[int, bytes, str]]]
+"""An extra endpoint: answers (status, body, content type) to a GET of its path."""
 
 _MAX_HEAD = 16 * 1024
 _IDLE_SECONDS = 60.0
@@ -51,6 +53,8 @@ class ProbeServer:
         self.registry = registry
         self.health: dict[str, Check] = {"ping": lambda: True}
         self.ready: dict[str, Check] = {"ping": lambda: True}
+        self.routes: dict[str, Route] = {}
+        """Extra endpoints by path (they take precedence over the built-in ones)."""
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -148,6 +152,9 @@ class ProbeServer:
             writer.write(body)
 
     async def _route(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes, str]:
+        route = self.routes.get(path)
+        if route is not None:
+            return await route()
         if path in ("/healthz", "/livez"):
             return await self._run(self.health, "verbose" in query)
         if path == "/readyz":

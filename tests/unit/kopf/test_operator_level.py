@@ -13,7 +13,7 @@ import pytest
 import kubeop.kopf as kopf
 from kubeop.kopf.__main__ import parse
 from kubeop.kopf.activities import Activity, ActivityError, client_config, run_activity
-from kubeop.kopf.running import _liveness_address, _probe, _stop_hung, _wait
+from kubeop.kopf.running import _stop_hung, _wait
 from kubeop.kopf.settings import current_settings, default_backoff, reset_settings, use_settings
 from kubeop.kopf.testing import KopfRunner
 
@@ -133,9 +133,6 @@ def test_cli_arguments_as_kopf_run_takes_them() -> None:
     for bad in (["run", "-n", "a", "-A", "x.py"], ["run", "-n", "a", "-n", "b", "x.py"], ["run"]):
         with pytest.raises(SystemExit):
             parse(bad)
-    assert _liveness_address("http://0.0.0.0:8080/healthz") == "0.0.0.0:8080"
-    with pytest.raises(ValueError, match="http://HOST:PORT/path"):
-        _liveness_address("0.0.0.0:8080")
 
 
 async def test_flags_of_every_kind_kopf_takes() -> None:
@@ -172,21 +169,6 @@ def test_kopf_runner_reports_usage_errors_and_exceptions(tmp_path: Any) -> None:
     running = KopfRunner(["run", str(script)])
     with pytest.raises(RuntimeError, match="after the with block"):
         running.output  # noqa: B018 - the property raises
-
-
-async def test_a_probe_is_one_call_and_a_failure_is_unhealthy() -> None:
-    reg = kopf.Registry()
-
-    @kopf.on.probe(registry=reg, id="count")
-    async def count(**_: Any) -> int:
-        return 3
-
-    @kopf.on.probe(registry=reg, id="broken")
-    def broken(**_: Any) -> int:
-        raise kopf.TemporaryError("not now", delay=60)  # never retried in a probe
-
-    checks = [_probe(h, kopf.Memo(), kopf.OperatorSettings()) for h in reg.activities(Activity.PROBE)]
-    assert [await asyncio.wait_for(c(), 2) for c in checks] == [True, False]
 
 
 async def test_the_operator_does_not_start_when_a_startup_handler_fails_for_good() -> None:

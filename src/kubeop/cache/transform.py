@@ -15,13 +15,20 @@ of their apiVersion, kind and namespace, of their owners' apiVersion and kind, a
 values and creation times that many share: ~0.3 KB per object, 12-15 % of a small ConfigMap
 (bench/scale). :func:`compact` looks each of these up in one table of shared strings, bounded to
 ``SHARED_STRINGS_MAX`` entries (cleared when full, so values that never repeat cost nothing
-lasting). Strings are immutable: sharing them changes nothing a reader can see.
+lasting). Strings are immutable: sharing them changes nothing a reader can see. It also returns
+the object itself, its ``metadata``, ``labels``, ``annotations`` and ``ownerReferences`` entries
+as *shaped* dicts (:mod:`kubeop.cache.shapes`): plain dicts that share one table of keys with the
+other objects' (~0.4 KB less per metadata-only object, ~2 us more per object); the content below
+(``spec``, ``status``, ``data``) stays as decoded. An owner reference with the object's own name
+gets the same name string.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from kubeop.cache.shapes import shaped
 
 __all__ = ["SHARED_STRINGS_MAX", "Transform", "chain", "compact", "drop_fields", "strip_managed_fields"]
 
@@ -45,9 +52,11 @@ _shared: dict[str, str] = {}
 
 
 def compact(obj: Obj) -> Obj:
-    """Drop ``metadata.managedFields`` and share repeated strings (in place; see the module doc)."""
+    """Drop ``metadata.managedFields``, share repeated strings and key tables (see the module doc).
+
+    Returns an equal object, possibly a new dict (the input's containers are reused or dropped)."""
     meta = obj.get("metadata")
-    if meta is None:
+    if type(meta) is not dict:
         return obj
     if "managedFields" in meta:
         del meta["managedFields"]
@@ -68,13 +77,18 @@ def compact(obj: Obj) -> Obj:
     if type(value) is str:
         meta["creationTimestamp"] = share(value, value)
     labels = meta.get("labels")
-    if type(labels) is dict:
+    if type(labels) is dict and labels:
         for key, value in labels.items():
             if type(value) is str:
                 labels[key] = share(value, value)
+        meta["labels"] = shaped(labels)
+    annotations = meta.get("annotations")
+    if type(annotations) is dict and annotations:
+        meta["annotations"] = shaped(annotations)
     owners = meta.get("ownerReferences")
     if type(owners) is list:
-        for owner in owners:
+        name = meta.get("name")
+        for i, owner in enumerate(owners):
             if type(owner) is dict:
                 value = owner.get("apiVersion")
                 if type(value) is str:
@@ -82,7 +96,12 @@ def compact(obj: Obj) -> Obj:
                 value = owner.get("kind")
                 if type(value) is str:
                     owner["kind"] = share(value, value)
-    return obj
+                if name is not None and owner.get("name") == name:
+                    owner["name"] = name  # an owned object is often named after its owner
+                owners[i] = shaped(owner)
+    if meta:
+        obj["metadata"] = shaped(meta)
+    return shaped(obj)
 
 
 def drop_fields(*paths: str) -> Transform:

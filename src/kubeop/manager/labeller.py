@@ -51,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -261,50 +261,56 @@ class ShardLabeller:
         # primary object's label moves.
         children = [kind for kind in self.kinds if kind.owner is not None]
         primaries = [kind for kind in self.kinds if kind.owner is None]
+        tasks: list[asyncio.Task[bool]] = []
+
+        def consider(kind: LabelledKind, objects: Iterable[Any]) -> None:
+            nonlocal patched
+            tag = kind.tag
+            for obj in objects:
+                keys = self._owner_key(kind, obj)
+                if keys is None:
+                    continue
+                want = owner(keys[0], members)
+                if want is None:
+                    continue
+                sent_key = (tag, keys[1])
+                has = (obj["metadata"].get("labels") or {}).get(self.label)
+                if has != want and sent.get(sent_key) != want:
+                    sent[sent_key] = want
+                    tasks.append(asyncio.ensure_future(patch(kind, obj, want, sent_key)))
+                    patched += 1
+
         for kinds in (children, primaries):
-            tasks: list[asyncio.Task[bool]] = []
+            tasks.clear()
             for kind in kinds:
-                if full:
-                    objects: list[Any] = []
-                    token: str | None = None
-                    while True:
-                        page = await self.client.list(
-                            kind.resource,
-                            namespace=kind.namespace,
-                            all_namespaces=kind.namespace is None,
-                            label_selector=kind.selector,
-                            limit=PAGE_SIZE,
-                            continue_=token,
-                            metadata_only=True,
-                            share_strings=False,
-                        )
-                        objects.extend(page.items)
-                        token = page.continue_
-                        if not current():
-                            return False
-                        if not token:
-                            break
-                else:
-                    objects = list(kind.unlabelled.store.list())
-                tag = kind.tag
-                for obj in objects:
-                    keys = self._owner_key(kind, obj)
-                    if keys is None:
-                        continue
-                    want = owner(keys[0], members)
-                    if want is None:
-                        continue
-                    sent_key = (tag, keys[1])
-                    has = (obj["metadata"].get("labels") or {}).get(self.label)
-                    if has != want and sent.get(sent_key) != want:
-                        sent[sent_key] = want
-                        tasks.append(asyncio.ensure_future(patch(kind, obj, want, sent_key)))
-                        patched += 1
-                if not full:  # forget what the watch has reported labelled since
+                if not full:
                     store = kind.unlabelled.store
-                    for sent_key in [k for k in sent if k[0] == tag]:
+                    consider(kind, list(store.list()))
+                    # forget what the watch has reported labelled since
+                    for sent_key in [k for k in sent if k[0] == kind.tag]:
                         if sent_key[1].lstrip("/") not in store:
                             del sent[sent_key]
+                    continue
+                # Page by page (the patches of a page start as the next one is listed): the
+                # pass holds the objects still to patch, not the whole kind.
+                token: str | None = None
+                while True:
+                    page = await self.client.list(
+                        kind.resource,
+                        namespace=kind.namespace,
+                        all_namespaces=kind.namespace is None,
+                        label_selector=kind.selector,
+                        limit=PAGE_SIZE,
+                        continue_=token,
+                        metadata_only=True,
+                        share_strings=False,
+                    )
+                    if not current():
+                        return False
+                    consider(kind, page.items)
+                    token = page.continue_
+                    if not token:
+                        break
             if not (all(await asyncio.gather(*tasks)) and current()):
                 return False
         if patched:

@@ -1,7 +1,7 @@
 """Benchmark: converge N Widgets with 1, 2 and 3 sharded replicas of bench/operator's kubeop
 operator, in predicate mode (``Sharding()``: every replica caches every Widget and drops the
 events of others' keys) and label mode (``Sharding(labels=True)``: each replica caches only the
-Widgets labelled with its name), against one real local control plane.
+Widgets labelled with its name and their ConfigMaps), against one real local control plane.
 
 For each mode, N and replica count, in a fresh namespace: start the replicas, wait until the
 shard ring lists them all, create N Widgets and time until every one has its ConfigMap and

@@ -1,5 +1,5 @@
 """bench/operator's kubeop operator, sharded: ``Manager(sharding=Sharding())``, or with
-``labels`` ``Sharding(labels=True)`` (each replica caches only its shard).
+``labels`` ``Sharding(labels=True)`` (each replica caches only its shard's Widgets and ConfigMaps).
 
 Run: KUBECONFIG=... python sharded_operator.py NAMESPACE [workers] [predicate|labels]
 Prints ``ready`` once its caches synced. With ``BENCH_PROFILE=PATH`` it runs under cProfile and

@@ -45,7 +45,8 @@ def main() -> None:
     if profile:  # cProfile the whole run; stats are written on SIGTERM
         import cProfile
 
-        cProfile.runctx("manager.run()", globals(), {"manager": manager}, profile)
+        out = f"{profile}.{os.getpid()}"  # one file per process: the idle phase restarts it
+        cProfile.runctx("manager.run()", globals(), {"manager": manager}, out)
     else:
         manager.run()
 

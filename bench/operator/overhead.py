@@ -293,6 +293,32 @@ async def _run_manager(n: int, widgets: Any, configmaps: Any, reconcile: Any) ->
     return result
 
 
+async def run_kopf_async(n: int) -> dict[str, float]:
+    """kopf_operator_async.py's handlers on kubeop.kopf (its one client is the fake one here)."""
+    import runpy
+
+    import kubeop.kopf
+    from kubeop.kopf.running import build_manager
+
+    sys.modules["kopf"] = kubeop.kopf
+    before, registry = kubeop.kopf.get_default_registry(), kubeop.kopf.Registry()
+    kubeop.kopf.set_default_registry(registry)
+    try:
+        runpy.run_path(str(HERE / "kopf_operator_async.py"), run_name="__kopf_script__")
+    finally:
+        kubeop.kopf.set_default_registry(before)
+    server = FakeServer(Meter())
+    client = Client(transport=FakeTransport(server))  # type: ignore[arg-type]
+    manager = build_manager(registry=registry, client=client, memo={"client": client}, workers=16)
+    stop = asyncio.Event()
+    task = asyncio.create_task(manager.start(stop))
+    await asyncio.sleep(0.2)
+    result = await drive(server, "bench", n)
+    stop.set()
+    await task
+    return result
+
+
 async def run_lean(n: int) -> dict[str, float]:
     import lean_operator as lean
 
@@ -360,7 +386,12 @@ async def run_lean(n: int) -> dict[str, float]:
     return result
 
 
-RUNS = {"kubeop": run_kubeop, "kubeop-typed": run_kubeop_typed, "lean": run_lean}
+RUNS = {
+    "kubeop": run_kubeop,
+    "kubeop-typed": run_kubeop_typed,
+    "lean": run_lean,
+    "kopf-async-on-kubeop": run_kopf_async,
+}
 
 
 def main() -> None:
@@ -386,6 +417,10 @@ def main() -> None:
         if "kubeop" in report and "kubeop-typed" in report:
             typed, untyped = report["kubeop-typed"][phase], report["kubeop"][phase]
             report[f"{phase}_typed_extra_pct"] = round(100 * (typed - untyped) / untyped, 1)
+        if "kubeop" in report and "kopf-async-on-kubeop" in report:
+            report[f"{phase}_kopf_extra_us"] = round(
+                report["kopf-async-on-kubeop"][phase] - report["kubeop"][phase], 1
+            )
     print(json.dumps(report, indent=1))
 
 

@@ -12,9 +12,10 @@ diff format, so handlers that read ``diff`` work unchanged.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
+
+from kubeop.core.model import copy_json
 
 __all__ = [
     "Diff",
@@ -73,7 +74,7 @@ def essence(body: Mapping[str, Any], extra_fields: Iterable[FieldPath] = ()) -> 
     watching that field).
     """
     out: dict[str, Any] = {
-        k: copy.deepcopy(v) for k, v in body.items() if k not in ("apiVersion", "kind", "metadata", "status")
+        k: copy_json(v) for k, v in body.items() if k not in ("apiVersion", "kind", "metadata", "status")
     }
     md = body.get("metadata") or {}
     meta: dict[str, Any] = {}
@@ -99,7 +100,7 @@ def essence(body: Mapping[str, Any], extra_fields: Iterable[FieldPath] = ()) -> 
             if not isinstance(nxt, dict):
                 nxt = target[key] = {}
             target = nxt
-        target[path[-1]] = copy.deepcopy(value)
+        target[path[-1]] = copy_json(value)
     return out
 
 

@@ -22,12 +22,14 @@ controller to come back then.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import inspect
 import json
 import logging
 import time
+import weakref
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,10 +141,22 @@ class Processor:
     _spawned: dict[tuple[str | None, str], Spawned] = field(default_factory=dict)
     _status_ok: bool = True
     _recorder_set: bool = False
+    _own_writes: dict[tuple[str | None, str], str] = field(default_factory=dict)
+    """resourceVersion of the object as the cycle's own status write left it, by object."""
 
     def __post_init__(self) -> None:
         self._extra_fields = sorted(
             {h.field for h in self.handlers if h.field and h.field[0] in ("status", "metadata")}
+        )
+        # The cycle that the event of its own status write causes is a no-op, and is skipped,
+        # when nothing of it can depend on status: no handler filter that calls user code (it
+        # gets status), no status field in the essence, no daemon or timer (they get the body).
+        self._skip_own_writes = (
+            not self.spawners
+            and not any(f[0] == "status" for f in self._extra_fields)
+            and not any(
+                h.when is not None or _calls(h.labels) or _calls(h.annotations) for h in self.handlers
+            )
         )
 
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
@@ -157,10 +171,16 @@ class Processor:
         if res is None:
             res = self._resource = await client.resource(self.resource_name)
         body = await client.get(res, req.name, namespace=req.namespace)
+        key = (req.namespace or None, req.name)  # as the cycle keys it: no namespace is None
+        own = self._own_writes.pop(key, None) if self._own_writes else None
         logger = ObjectLogger(objects_log, {"object_namespace": req.namespace, "object_name": req.name})
+        if own is not None and body is not None and own == body["metadata"].get("resourceVersion"):
+            # The object exactly as this operator's last cycle wrote it: handled, state recorded.
+            logger.debug("Something has changed, but we are not interested (the essence is the same).")
+            return None
         if body is None:
-            self._memos.pop((req.namespace, req.name), None)
-            spawned = self._spawned.pop((req.namespace, req.name), None)
+            self._memos.pop(key, None)
+            spawned = self._spawned.pop(key, None)
             if spawned is not None:
                 await spawned.stop()
             logger.debug("Deleted, really deleted, and we are notified.")
@@ -276,7 +296,7 @@ class Processor:
         if finish_delete:
             logger.debug("Removing the finalizer, thus allowing the actual deletion.")
         if record or patch or remove_finalizer or finish_delete:
-            await self._write(
+            written = await self._write(
                 client,
                 res,
                 body,
@@ -285,6 +305,15 @@ class Processor:
                 remove_finalizer=remove_finalizer or finish_delete,
                 logger=logger,
             )
+            if (
+                written is not None
+                and self._skip_own_writes
+                and done
+                and not delays
+                and not state.progress
+                and state.essence == new
+            ):
+                self._own_writes[key] = written
         if delays:
             return Result(requeue_after=max(min(delays), 0.001))
         return None
@@ -373,7 +402,7 @@ class Processor:
             token = current_body.set(body)
             collector, collecting = subhandlers.collecting(self.resource_name)
             try:
-                if inspect.iscoroutinefunction(handler.fn):
+                if _is_coroutine(handler.fn):
                     result = await handler.fn(**kwargs)
                 else:
                     result = await asyncio.to_thread(handler.fn, **kwargs)
@@ -461,19 +490,23 @@ class Processor:
         logger: ObjectLogger,
         add_finalizer: bool = False,
         remove_finalizer: bool = False,
-    ) -> None:
+    ) -> str | None:
         """Write ``patch`` (+ ``state``, + the finalizer change) in one request where the API allows.
 
         The state goes where the write goes: with a status subresource and a status-only patch,
         into ``status``; otherwise into the annotation. Finalizer changes carry the object's
         resourceVersion (another controller may change the list meanwhile): on a conflict the
         list is recomputed from a fresh read and the write retried, without running handlers again.
+
+        Returns the resourceVersion the object has after a write that was only the status with
+        the state in it (the object as this cycle left it), else None.
         """
         md = body.get("metadata") or {}
         name, namespace = md.get("name") or "", md.get("namespace")
         subresource = "status" in res.subresources
         main: dict[str, Any] = {k: v for k, v in patch.items() if not (subresource and k == "status")}
         status_part = patch.get("status") if subresource else None
+        encoded = ""
         if state is not None:
             state.seq += 1
             encoded = state.encode()
@@ -512,14 +545,14 @@ class Processor:
                     await client.patch(res, name, out, namespace=namespace)
                     break
                 except NotFound:
-                    return
+                    return None
                 except Conflict:
                     if attempt == WRITE_ATTEMPTS - 1 or not (add_finalizer or remove_finalizer):
                         raise
                     try:
                         current = await client.api.get(res, name, namespace=namespace)
                     except NotFound:
-                        return
+                        return None
         if status_part is not None:
             self.writes += 1
             try:
@@ -527,12 +560,12 @@ class Processor:
                     res, name, {"status": status_part}, namespace=namespace, subresource="status"
                 )
             except NotFound:
-                return
+                return None
             if encoded_in_status and state is not None:
                 got = (
                     (written.get("status") or {}).get(STATUS_FIELD) if isinstance(written, Mapping) else None
                 )
-                if got != state.encode():
+                if got != encoded:
                     self._status_ok = False
                     logger.warning(
                         "the API server drops status.%s of %s (a structural schema without "
@@ -546,9 +579,18 @@ class Processor:
                     await client.patch(
                         res,
                         name,
-                        {"metadata": {"annotations": {ANNOTATION: state.encode()}}},
+                        {"metadata": {"annotations": {ANNOTATION: encoded}}},
                         namespace=namespace,
                     )
+                elif not (main or add_finalizer or remove_finalizer):
+                    rv = (written.get("metadata") or {}).get("resourceVersion")
+                    return rv if isinstance(rv, str) else None
+        return None
+
+
+def _calls(filters: Mapping[str, Any] | None) -> bool:
+    """Does a labels/annotations filter call user code (a callback gets every kwarg)?"""
+    return filters is not None and any(callable(f) for f in filters.values())
 
 
 def _kwargs(
@@ -582,6 +624,21 @@ def _kwargs(
         "diff": the_diff,
         "reason": None,
     }
+
+
+_COROUTINE: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _is_coroutine(fn: Any) -> bool:
+    """Is the handler a coroutine function (run on the loop, no thread)? Asked once per handler."""
+    try:
+        return _COROUTINE[fn]
+    except (KeyError, TypeError):  # not asked yet, or not weakly referenceable
+        pass
+    found = inspect.iscoroutinefunction(fn)
+    with contextlib.suppress(TypeError):
+        _COROUTINE[fn] = found
+    return found
 
 
 def _deliver(patch: Patch, handler_id: str, result: Any) -> None:

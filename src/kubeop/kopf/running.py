@@ -90,7 +90,9 @@ def build_manager(
     manager_options.setdefault("metrics_address", None)
     manager_options.setdefault("health_address", None)
     manager = Manager(client, **manager_options)
-    for hook in admission_webhooks(admission_handlers(registry), memo=memo or {}):
+    admitting = admission_handlers(registry)
+    # kubeop.webhook (pydantic, cryptography: ~20 MB of RSS) only when there is something to serve
+    for hook in admission_webhooks(admitting, memo=memo or {}) if admitting else ():
         manager.add_webhook(hook)
     indexing = indexing_handlers(registry)
     indexes = IndexSet(indexing, memo or {}) if indexing else None

@@ -11,11 +11,12 @@ per handler in progress.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 __all__ = ["ANNOTATION", "STATUS_FIELD", "Progress", "State"]
 
@@ -77,14 +78,14 @@ class State:
             doc["essence"] = self.essence
         if self.progress:
             doc["progress"] = {k: v.to_json() for k, v in self.progress.items()}
-        return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS).decode()
 
     @classmethod
     def decode(cls, text: Any) -> State | None:
         if not isinstance(text, str):
             return None
         try:
-            doc = json.loads(text)
+            doc = orjson.loads(text)
             return cls(
                 seq=int(doc.get("seq", 0)),
                 essence=doc.get("essence"),

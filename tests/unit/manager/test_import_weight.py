@@ -43,3 +43,22 @@ sys.exit(', '.join(sorted(heavy)) or 0)
 """
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, f"importing kubeop.kinds loaded {done.stderr.strip()}"
+
+
+def test_kopf_handlers_without_admission_handlers_stay_light() -> None:
+    """kubeop.kopf loads kubeop.webhook (pydantic, cryptography) only for @kopf.on.validate/mutate."""
+    code = """
+import sys
+import kubeop.kopf as kopf
+from kubeop.client import Client, ClientConfig
+from kubeop.kopf.running import build_manager
+
+@kopf.on.create('widgets.v1.bench.kubeop.dev')
+async def create(**_): pass
+
+build_manager(client=Client(ClientConfig(server='https://example.invalid')))
+heavy = {'pydantic', 'cryptography', 'aiohttp', 'kubeop.webhook'} & set(sys.modules)
+sys.exit(', '.join(sorted(heavy)) or 0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 0, f"a kopf operator without admission handlers loaded {done.stderr.strip()}"

@@ -15,7 +15,8 @@ and patches the label of
   (a paged metadata-only list of each kind: a join or a leave moves ~1/n of the objects, and
   each move is one patch per object and one per child);
 - every object that has no label yet (new objects: a metadata-only watch with the selector
-  ``!shard.kubeop.io/<ring>``, empty once everything is labelled).
+  ``!shard.kubeop.io/<ring>``, empty once everything is labelled; run only while this replica
+  leads, so that the others do not receive two events for every new object).
 
 New children cost no write of the labeller: the reconciler's client (through which a
 controller creates, updates or applies its children) puts the label on them in the same write
@@ -55,7 +56,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeop.cache import FuncHandler, Informer, SharedInformerFactory
+from kubeop.cache import FuncHandler, Informer, ListWatch, SharedInformerFactory, probe_for
 from kubeop.client import Client
 from kubeop.controller import Request, request_for
 from kubeop.core.errors import ApiError, NotFound
@@ -99,8 +100,9 @@ class LabelledKind:
     resource: ApiResource
     namespace: str | None
     selector: str | None  # the controller's own label selector
-    unlabelled: Informer  # metadata only: the objects without the label
     owner: tuple[str, str] | None = None  # a child kind: its owner's (group, kind)
+    # metadata only: the objects without the label (while this replica leads)
+    unlabelled: Informer | None = None
 
     @property
     def tag(self) -> str:
@@ -149,19 +151,40 @@ class ShardLabeller:
     ) -> None:
         """Label the objects of ``controller``'s primary kind (``selector``: its own selector),
         or with ``owner`` (the primary kind) its children of kind ``resource``."""
-        unlabelled = f"{selector},!{self.label}" if selector else f"!{self.label}"
-        informer = self.cache.informer(
-            resource, namespace=namespace, label_selector=unlabelled, metadata_only=True
-        )
+        owned_by = (owner.group, owner.kind or "") if owner is not None else None
+        self.kinds.append(LabelledKind(controller, resource, namespace, selector, owned_by))
+        self._done_for = 0  # check the new kind's objects
+
+    def _watch_unlabelled(self) -> None:
+        """Watch the objects without the label of each kind (while this replica leads: not
+        through the shared cache, which keeps its informers for good)."""
         pending = self._pending
 
         def appeared(obj: Any, is_in_initial_list: bool = False) -> None:
             pending.set()
 
-        informer.add_event_handler(FuncHandler(on_add=appeared))
-        owned_by = (owner.group, owner.kind or "") if owner is not None else None
-        self.kinds.append(LabelledKind(controller, resource, namespace, selector, informer, owned_by))
-        self._done_for = 0  # check the new kind's objects
+        cache = self.cache
+        for kind in self.kinds:
+            if kind.unlabelled is None:
+                selector = f"{kind.selector},!{self.label}" if kind.selector else f"!{self.label}"
+                source = ListWatch(
+                    cache.client,
+                    kind.resource,
+                    namespace=kind.namespace,
+                    label_selector=selector,
+                    metadata_only=True,
+                    probe=probe_for(cache.client),
+                )
+                informer = Informer(source, transform=cache.transform, config=cache.config)
+                informer.add_event_handler(FuncHandler(on_add=appeared))
+                informer.start()
+                kind.unlabelled = informer
+
+    async def _unwatch_unlabelled(self) -> None:
+        for kind in self.kinds:
+            informer, kind.unlabelled = kind.unlabelled, None
+            if informer is not None:
+                await informer.stop()
 
     def leads(self) -> bool:
         """Is the labeller this replica's to run, under the newest ring?"""
@@ -169,12 +192,19 @@ class ShardLabeller:
 
     async def run(self) -> None:
         """Until cancelled: label what needs it whenever this replica leads a settled ring."""
+        try:
+            await self._run()
+        finally:
+            await self._unwatch_unlabelled()
+
+    async def _run(self) -> None:
         while True:
             changed = self.membership.changed
             handover = self.handover
             g = handover.generation
             retry = False
             if handover.settled() and self.leads() and self.kinds:
+                self._watch_unlabelled()
                 full = self._done_for != g
                 if (full or self._pending.is_set()) and handover.try_begin(self.task_key):
                     self._pending.clear()
@@ -201,6 +231,8 @@ class ShardLabeller:
                 waits.add(asyncio.ensure_future(self._pending.wait()))
             else:
                 self._pending.clear()
+                if not self.leads():  # another replica's job now
+                    await self._unwatch_unlabelled()
             try:
                 await asyncio.wait(waits, timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -255,7 +287,7 @@ class ShardLabeller:
                     self._on_patch()
                 return True
 
-        if not all(kind.unlabelled.has_synced() for kind in self.kinds):
+        if not all(kind.unlabelled is not None and kind.unlabelled.has_synced() for kind in self.kinds):
             return False
         # Children first (see the module docstring): their patches are answered before any
         # primary object's label moves.
@@ -284,6 +316,7 @@ class ShardLabeller:
             tasks.clear()
             for kind in kinds:
                 if not full:
+                    assert kind.unlabelled is not None
                     store = kind.unlabelled.store
                     consider(kind, list(store.list()))
                     # forget what the watch has reported labelled since

@@ -198,6 +198,16 @@ async def test_label_mode_caches_only_the_own_shard_and_moves_labels_with_the_ke
         assert {k.split("/")[1]: v.split(":")[0] for k, v in fleet.seen.items()} == shard
         for name in ("a", "b", "c"):
             assert cached(name) == {k for k, v in shard.items() if v == name}
+        # Only the labeller's replica (the ring's leader) watches the unlabelled objects.
+        leading, watching = [], []
+        for name in ("a", "b", "c"):
+            sharder = fleet.replicas[name][0].sharder
+            assert sharder is not None and sharder.labeller is not None
+            if sharder.labeller.leads():
+                leading.append(name)
+            if any(kind.unlabelled is not None for kind in sharder.labeller.kinds):
+                watching.append(name)
+        assert len(leading) == 1 and watching == leading, (leading, watching)
         # Idle replicas stay idle (the replicas that do not label waited on a set event: a spin).
         cpu = time.process_time()
         await asyncio.sleep(1.0)
@@ -230,8 +240,9 @@ async def test_label_mode_labels_children_with_their_owners_shard_and_moves_them
         return {o["metadata"]["name"]: (o["metadata"].get("labels") or {}).get(label, "") for o in objs}
 
     def cached_children(name: str) -> set[str]:
-        manager = fleet.replicas[name][0]
-        informer = manager.cache.informer(SECRETS, namespace="default", label_selector=f"{label}={name}")
+        cache = fleet.replicas[name][0].cache
+        assert cache is not None
+        informer = cache.informer(SECRETS, namespace="default", label_selector=f"{label}={name}")
         return {s["metadata"]["name"] for s in informer.store.list()}
 
     def labeller_patches() -> int:

@@ -41,6 +41,7 @@ __all__ = [
     "Credentials",
     "ExecAuth",
     "NoAuth",
+    "SharedRefresh",
     "StaticToken",
     "TokenFile",
     "auth_for",
@@ -100,6 +101,11 @@ class _Generations:
             if used.generation != self.generation:
                 return True  # renewed while we waited for the lock
             return await self.refresh()
+
+
+SharedRefresh = _Generations
+"""The base of an authenticator whose concurrent 401s share one :meth:`refresh`: hand out
+:class:`Credentials` numbered with ``generation`` and bump it whenever they are replaced."""
 
 
 async def refresh_after_unauthorized(auth: Auth, used: Credentials) -> bool:

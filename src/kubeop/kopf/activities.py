@@ -2,12 +2,14 @@
 
 They belong to the operator, not to an object. Startup handlers run before anything is watched
 (the operator does not start if one fails for good), cleanup handlers after everything stopped,
-login handlers once at start (the first :class:`ConnectionInfo` returned configures kubeop's
-client; without login handlers kubeop's own configuration is used: ``$KUBECONFIG``,
-``~/.kube/config``, the in-cluster service account), and probe handlers on every query of the
-liveness endpoint. Retries are kopf's: ``TemporaryError(delay=)`` waits that long, another
-exception waits ``backoff`` (or ``settings.execution.default_backoff``) unless
-``errors=ErrorsMode.PERMANENT``/``IGNORED``, and ``retries=``/``timeout=`` bound them.
+login handlers at start and again whenever the API server rejects their credentials or they
+expire (their :class:`ConnectionInfo` results feed kubeop's client through
+:class:`kubeop.kopf.credentials.Vault`; without login handlers kubeop's own configuration is
+used: ``$KUBECONFIG``, ``~/.kube/config``, the in-cluster service account, which renews token
+files and exec credentials itself), and probe handlers from the liveness endpoint. Retries
+are kopf's: ``TemporaryError(delay=)`` waits that long, another exception waits ``backoff``
+(or ``settings.execution.default_backoff``) unless ``errors=ErrorsMode.PERMANENT``/``IGNORED``,
+and ``retries=``/``timeout=`` bound them.
 """
 
 from __future__ import annotations
@@ -103,10 +105,6 @@ class ConnectionInfo:
         for what in ("ca", "certificate", "private_key"):
             if getattr(self, f"{what}_path") and getattr(self, f"{what}_data"):
                 raise ValueError(f"ConnectionInfo: give {what}_path or {what}_data, not both")
-        if self.scheme not in (None, "Bearer", "bearer"):
-            raise ValueError(
-                f"ConnectionInfo: scheme={self.scheme!r}: kubeop's client sends Bearer tokens only"
-            )
 
 
 def _pem(data: str | bytes | None) -> bytes | None:

@@ -6,8 +6,9 @@ a future as in kopf; ``kopf.build_manager()`` gives the Manager for embedding (a
 controllers, webhooks, checks). Each resource gets one shared informer, one level-based work
 queue and one :class:`~kubeop.kopf.processing.Processor` as its reconciler.
 
-The operator's life, as kopf's: startup handlers, login (a login handler's
-:class:`~kubeop.kopf.activities.ConnectionInfo`, else kubeop's own configuration), the ready
+The operator's life, as kopf's: startup handlers, login (the login handlers'
+:class:`~kubeop.kopf.activities.ConnectionInfo`, renewed by running them again after a 401 or
+their expiration; else kubeop's own configuration), the ready
 flag, the handlers until the stop flag, cleanup handlers, then the tasks the handlers left
 behind get 5 s to finish before they are cancelled. Peering maps to kubeop's leader election:
 ``standalone=False`` waits for the Lease named after the peering (``peering_name``, default
@@ -30,16 +31,10 @@ from typing import Any
 
 from kubeop.client import Client, ClientConfig, load_config
 from kubeop.controller import Controller
-from kubeop.kopf.activities import (
-    Activity,
-    ActivityHandler,
-    ConnectionInfo,
-    LoginError,
-    client_config,
-    run_activity,
-)
+from kubeop.kopf.activities import Activity, ActivityHandler, LoginError, run_activity
 from kubeop.kopf.admission import admission_handlers
 from kubeop.kopf.admission import webhooks as admission_webhooks
+from kubeop.kopf.credentials import Vault, connect
 from kubeop.kopf.indexing import IndexSet, indexing_handlers
 from kubeop.kopf.probing import Probes, parse_endpoint
 from kubeop.kopf.probing import serve as serve_liveness
@@ -208,28 +203,43 @@ def login_via_kubeop(logger: logging.Logger, **_: Any) -> ClientConfig:
     return config.with_options(qps=None)
 
 
-async def login(registry: Registry, *, memo: Memo, settings: OperatorSettings) -> ClientConfig:
-    """The client configuration from the login handlers (the first credentials returned), or
-    from :func:`login_via_kubeop` when none is registered."""
+async def login(registry: Registry, *, memo: Memo, settings: OperatorSettings) -> Client:
+    """The operator's client, from the login handlers (or :func:`login_via_kubeop` when none is
+    registered). The handlers' :class:`~kubeop.kopf.ConnectionInfo` go into a
+    :class:`~kubeop.kopf.credentials.Vault`, which runs the handlers again when the API server
+    answers 401 or the credentials expire; a ``ClientConfig`` (kubeop's own configuration) is
+    used as it is: kubeop renews its token files and exec credentials itself."""
     handlers = registry.activities(Activity.AUTHENTICATION) or [
         ActivityHandler(fn=login_via_kubeop, id="login_via_kubeop", activity=Activity.AUTHENTICATION)
     ]
     activity_log = logging.getLogger("kubeop.kopf.activities.authentication")
-    results = await run_activity(
-        handlers,
-        Activity.AUTHENTICATION,
-        logger=activity_log,
-        kwargs=_activity_kwargs(activity_log, memo, settings),
-    )
-    for hid, info in results.items():
-        if isinstance(info, ConnectionInfo | ClientConfig):
+
+    async def run_handlers() -> dict[str, Any]:
+        results = await run_activity(
+            handlers,
+            Activity.AUTHENTICATION,
+            logger=activity_log,
+            kwargs=_activity_kwargs(activity_log, memo, settings),
+        )
+        return {hid: info for hid, info in results.items() if info is not None}
+
+    activity_log.info("Initial authentication has been initiated.")
+    results = await run_handlers()
+    for info in results.values():
+        if isinstance(info, ClientConfig):
             activity_log.info("Initial authentication has finished.")
-            return client_config(info) if isinstance(info, ConnectionInfo) else info
-        if info is not None:
-            raise LoginError(
-                f"login handler {hid!r} returned {type(info).__name__}; return a kopf.ConnectionInfo"
-            )
-    raise LoginError("no login handler returned credentials (a kopf.ConnectionInfo)")
+            return Client(info)
+    vault = Vault(run_handlers)
+    vault.populate(results)
+    if not results:
+        activity_log.warning(
+            "Initial authentication has failed: no credentials were retrieved from the login handlers."
+        )
+        raise LoginError(
+            "no login handler returned credentials: return a kopf.ConnectionInfo from @kopf.on.login"
+        )
+    activity_log.info("Initial authentication has finished.")
+    return await connect(vault)
 
 
 def _activity_kwargs(logger: logging.Logger, memo: Memo, settings: OperatorSettings) -> dict[str, Any]:
@@ -316,7 +326,7 @@ async def operator(
             stop=stop,
         )
         started = True
-        client = Client(await login(registry, memo=root_memo, settings=settings))
+        client = await login(registry, memo=root_memo, settings=settings)
         manager = build_manager(
             registry=registry,
             namespace=namespace,

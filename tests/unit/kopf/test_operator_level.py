@@ -109,8 +109,6 @@ def test_connection_info_becomes_kubeops_client_config() -> None:
     )
     with pytest.raises(ValueError, match="ca_path or ca_data"):
         kopf.ConnectionInfo(server="https://x", ca_path="/a", ca_data="b")
-    with pytest.raises(ValueError, match="Bearer tokens only"):
-        kopf.ConnectionInfo(server="https://x", scheme="Digest")
 
 
 def test_label_sets_missing_keys_and_nested_templates() -> None:

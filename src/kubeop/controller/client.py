@@ -126,6 +126,9 @@ class ReconcilerClient:
         self._sweep_at = _SWEEP_MIN
         self._canonical: dict[tuple[str, str, str], ApiResource] = {}
         self._informers: dict[ApiResource, Any] = {}
+        # Informers limited to another namespace than the resource's first one (controllers of one
+        # kind in several namespaces): reads in that namespace use them.
+        self._scoped: dict[tuple[ApiResource, str], Any] = {}
         self.write_guard: Callable[[], None] | None = None
         """Called before every write; raising refuses the write. The Manager fences writes with
         its lease: a leader that may have been replaced does not write."""
@@ -189,9 +192,13 @@ class ReconcilerClient:
         a label selector) instead of starting a cluster-wide one: one watch and one cache per
         kind, and reads that see exactly what the controller's events saw. The first informer
         registered for a resource wins; objects outside its scope read as absent, as with
-        controller-runtime's namespaced caches."""
+        controller-runtime's namespaced caches, except in the namespace of a later informer
+        limited to one namespace, which serves the reads in that namespace."""
         res = self._canonical.setdefault((res.group, res.version, res.plural), res)
-        self._informers.setdefault(res, informer)
+        first = self._informers.setdefault(res, informer)
+        namespace = getattr(getattr(informer, "source", None), "namespace", None)
+        if first is not informer and namespace and res.namespaced:
+            self._scoped.setdefault((res, namespace), informer)
 
     async def _informer(self, res: ApiResource) -> Any:
         informer = self._informers.get(res)
@@ -203,8 +210,14 @@ class ReconcilerClient:
             await informer.wait_for_sync()
         return informer
 
-    async def _store(self, res: ApiResource) -> Any:
-        return (await self._informer(res)).store
+    async def _in_namespace(self, res: ApiResource, namespace: str, default: Any) -> Any:
+        """The informer limited to ``namespace`` registered for ``res``, synced; else ``default``."""
+        informer = self._scoped.get((res, namespace))
+        if informer is None:
+            return default
+        if not informer.has_synced():
+            await informer.wait_for_sync()
+        return informer
 
     # -- reads (cache) -------------------------------------------------------------------------
     async def get(self, what: ResourceLike, name: str, *, namespace: str | None = None) -> Any:
@@ -216,6 +229,8 @@ class ReconcilerClient:
         res = await self.resource(what)
         key = f"{namespace}/{name}" if (res.namespaced and namespace) else name
         informer = await self._informer(res)
+        if self._scoped and namespace:
+            informer = await self._in_namespace(res, namespace, informer)
         obj = informer.store.get_by_key(key)
         recent = self._recent.get((res, key))
         if recent is not None:
@@ -241,7 +256,10 @@ class ReconcilerClient:
     ) -> list[Any]:
         """Cached objects of a kind, optionally in one namespace and matching a label selector."""
         res = await self.resource(what)
-        store = await self._store(res)
+        informer = await self._informer(res)
+        if self._scoped and namespace:
+            informer = await self._in_namespace(res, namespace, informer)
+        store = informer.store
         items = store.by_index("namespace", namespace) if (namespace and res.namespaced) else store.list()
         if labels is not None:
             if isinstance(labels, LabelSelector):

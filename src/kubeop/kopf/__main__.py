@@ -1,8 +1,9 @@
 """``python -m kubeop.kopf run operator.py [...]``: kopf's ``kopf run`` on kubeop's runtime.
 
 Loads the files and modules (``-m``) that register handlers, then runs them until SIGTERM or
-SIGINT. kopf's options: ``--namespace``/``-n`` (one: kubeop watches one namespace or all) or
-``--all-namespaces``/``-A`` (the default); ``--standalone`` (the default) or ``--peering NAME``
+SIGINT. kopf's options: ``--namespace``/``-n`` (repeated; a name or kopf's pattern such as
+``'team-*'`` or ``'!kube-*'``, see :mod:`kubeop.kopf.namespaces`) or ``--all-namespaces``/``-A``
+(the default); ``--standalone`` (the default) or ``--peering NAME``
 (kubeop's Lease-based leader election, the Lease named ``kopf-NAME``, in place of kopf's
 peering; ``--priority`` is accepted, the first replica leads); ``--liveness URL`` (kopf's
 liveness endpoint: a GET of the URL's path answers the probe handlers' results as JSON, see
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubeop.kopf.namespaces import Namespaces
 from kubeop.kopf.running import configure, run
 
 __all__ = ["RunArgs", "load", "main", "parse"]
@@ -32,7 +34,7 @@ class RunArgs:
 
     paths: tuple[str, ...]
     modules: tuple[str, ...]
-    namespace: str | None
+    namespaces: tuple[str, ...]
     standalone: bool | None
     peering_name: str | None
     priority: int | None
@@ -44,7 +46,7 @@ class RunArgs:
     def operator_options(self) -> dict[str, Any]:
         """The keyword arguments of ``kopf.operator()``/``kopf.run()`` for these arguments."""
         return {
-            "namespace": self.namespace,
+            "namespaces": self.namespaces,
             "standalone": self.standalone,
             "peering_name": self.peering_name,
             "priority": self.priority,
@@ -58,7 +60,13 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run the handlers registered by the given files/modules")
     r.add_argument("paths", nargs="*", help="Python files that register handlers")
     r.add_argument("-m", "--module", action="append", default=[], help="a module that registers handlers")
-    r.add_argument("-n", "--namespace", action="append", default=[], help="handle objects in this namespace")
+    r.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="handle objects in this namespace (repeat it; globs and !negations as kopf)",
+    )
     r.add_argument("-A", "--all-namespaces", action="store_true", help="handle objects in every namespace")
     r.add_argument("--standalone", action="store_true", default=None, help="no leader election (default)")
     r.add_argument(
@@ -94,8 +102,10 @@ def parse(argv: Sequence[str] | None = None) -> RunArgs:
     args = parser.parse_args(argv)
     if args.namespace and args.all_namespaces:
         parser.error("--namespace and --all-namespaces exclude each other")
-    if len(args.namespace) > 1:
-        parser.error("one --namespace at most (or --all-namespaces): kubeop watches one namespace or all")
+    try:
+        Namespaces.of(namespaces=args.namespace)
+    except (TypeError, ValueError) as exc:
+        parser.error(f"--namespace: {exc}")
     if not args.paths and not args.module:
         parser.error("name the files (or -m modules) that register the handlers")
     if args.standalone and args.peering_name:
@@ -103,7 +113,7 @@ def parse(argv: Sequence[str] | None = None) -> RunArgs:
     return RunArgs(
         paths=tuple(args.paths),
         modules=tuple(args.module),
-        namespace=args.namespace[0] if args.namespace else None,
+        namespaces=tuple(args.namespace),
         standalone=True if args.standalone else False if args.peering_name else None,
         peering_name=args.peering_name,
         priority=args.priority,

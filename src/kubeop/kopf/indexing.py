@@ -26,6 +26,7 @@ from kubeop.kopf import on
 from kubeop.kopf.bodies import Body
 from kubeop.kopf.diffs import FieldPath, resolve
 from kubeop.kopf.handlers import MISSING, ErrorsMode, Filter, check, prematches
+from kubeop.kopf.namespaces import Namespaces, filtered
 from kubeop.kopf.registry import Registry, default_registry
 
 if TYPE_CHECKING:
@@ -273,17 +274,21 @@ class IndexSet:
         }
         self.ready = asyncio.Event()
 
-    async def run(self, manager: Manager, namespace: str | None) -> None:
-        """Feed the indices from the manager's shared informers (once it has its cache)."""
+    async def run(self, manager: Manager, scope: Namespaces) -> None:
+        """Feed the indices from the manager's shared informers of the served namespaces (once
+        it has its cache)."""
         while manager.cache is None or manager.client is None:  # noqa: ASYNC110 - no event to await
             await asyncio.sleep(0.02)
         async with asyncio.TaskGroup() as tasks:
             for resource, indexers in self.indexers.items():
                 res = await manager.client.resource(resource)
-                informer = manager.cache.informer(res, namespace=namespace if res.namespaced else None)
-                informer.add_event_handler(indexers.informer_handler())
+                targets = scope.targets() if res.namespaced else [None]
+                informers = [manager.cache.informer(res, namespace=target) for target in targets]
+                for informer, target in zip(informers, targets, strict=True):
+                    informer.add_event_handler(filtered(indexers.informer_handler(), scope, target))
                 tasks.create_task(indexers.run())
-                await informer.wait_for_sync()
+                for informer in informers:
+                    await informer.wait_for_sync()
             for indexers in self.indexers.values():
                 while indexers.pending():  # noqa: ASYNC110 - the queue has no "drained" event
                     await asyncio.sleep(0.01)

@@ -25,7 +25,7 @@ import signal
 import sys
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from kubeop.kopf.admission import admission_handlers
 from kubeop.kopf.admission import webhooks as admission_webhooks
 from kubeop.kopf.credentials import Vault, connect
 from kubeop.kopf.indexing import IndexSet, indexing_handlers
+from kubeop.kopf.namespaces import NamespacePattern, Namespaces, filtered
 from kubeop.kopf.probing import Probes, parse_endpoint
 from kubeop.kopf.probing import serve as serve_liveness
 from kubeop.kopf.processing import Memo, Processor
@@ -67,14 +68,18 @@ probe_log = logging.getLogger("kubeop.kopf.activities.probe")
 def build_manager(
     *,
     registry: Registry | None = None,
-    namespace: str | None = None,
+    namespace: NamespacePattern | None = None,
+    namespaces: Iterable[NamespacePattern] = (),
     memo: Mapping[str, Any] | None = None,
     client: Client | None = None,
     workers: int | None = None,
     settings: OperatorSettings | None = None,
     **manager_options: Any,
 ) -> Manager:
-    """A Manager that runs ``registry``'s handlers (the default registry: the decorated ones)."""
+    """A Manager that runs ``registry``'s handlers (the default registry: the decorated ones)
+    in ``namespaces`` (names or kopf's patterns, see :mod:`kubeop.kopf.namespaces`; none: all)."""
+    scope = Namespaces.of(namespaces=namespaces, namespace=namespace)
+    targets = scope.targets()
     registry = registry if registry is not None else default_registry()
     settings = settings if settings is not None else current_settings()
     if not (len(registry) or admission_handlers(registry) or indexing_handlers(registry)):
@@ -92,7 +97,7 @@ def build_manager(
     indexing = indexing_handlers(registry)
     indexes = IndexSet(indexing, memo or {}) if indexing else None
     if indexes is not None:
-        _INDEXES[manager] = (indexes, namespace)
+        _INDEXES[manager] = (indexes, scope)
     for resource in registry.resources():
         processor = Processor(
             resource,
@@ -102,16 +107,18 @@ def build_manager(
             finalizer=settings.persistence.finalizer,
             indexes=indexes,
         )
-        controller = (
-            Controller.for_(resource, namespace=namespace)
-            .named(f"kopf-{resource}")
-            .max_concurrent(workers)
-            .reconcile(processor.reconcile)
-        )
-        manager.add(controller)
+        for target in targets:  # one informer per named namespace, else one for all
+            only = scope.predicate(target)
+            controller = (
+                Controller.for_(resource, *([only] if only else []), namespace=target)
+                .named(f"kopf-{resource}" if len(targets) == 1 else f"kopf-{resource}@{target}")
+                .max_concurrent(workers)
+                .reconcile(processor.reconcile)
+            )
+            manager.add(controller)
         watchers = list(registry.watching(resource))
         if watchers:
-            dispatch = _Dispatch(resource, namespace, EventDispatcher(watchers, memo or {}))
+            dispatch = _Dispatch(resource, scope, EventDispatcher(watchers, memo or {}))
             _DISPATCHERS.setdefault(manager, []).append(dispatch)
     return manager
 
@@ -119,12 +126,12 @@ def build_manager(
 @dataclass
 class _Dispatch:
     resource: str
-    namespace: str | None
+    scope: Namespaces
     dispatcher: EventDispatcher
 
 
 _DISPATCHERS: weakref.WeakKeyDictionary[Manager, list[_Dispatch]] = weakref.WeakKeyDictionary()
-_INDEXES: weakref.WeakKeyDictionary[Manager, tuple[IndexSet, str | None]] = weakref.WeakKeyDictionary()
+_INDEXES: weakref.WeakKeyDictionary[Manager, tuple[IndexSet, Namespaces]] = weakref.WeakKeyDictionary()
 
 
 def dispatchers(manager: Manager) -> list[_Dispatch]:
@@ -138,15 +145,16 @@ async def _watch(manager: Manager, d: _Dispatch) -> None:
     while manager.cache is None or manager.client is None:  # noqa: ASYNC110 - no event to await
         await asyncio.sleep(0.02)
     res = await manager.client.resource(d.resource)
-    informer = manager.cache.informer(res, namespace=d.namespace)
-    informer.add_event_handler(d.dispatcher.informer_handler())
+    for target in d.scope.targets() if res.namespaced else [None]:
+        informer = manager.cache.informer(res, namespace=target)
+        informer.add_event_handler(filtered(d.dispatcher.informer_handler(), d.scope, target))
     await d.dispatcher.run()
 
 
 def processors(manager: Manager) -> list[Processor]:
     """The kopf processors of a manager built by :func:`build_manager` (their write counters)."""
     found = (getattr(c.reconciler, "__self__", None) for c in manager.controllers)
-    return [p for p in found if isinstance(p, Processor)]
+    return list({id(p): p for p in found if isinstance(p, Processor)}.values())
 
 
 async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) -> None:
@@ -156,8 +164,8 @@ async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) 
         for d in dispatchers(manager)
     ]
     if manager in _INDEXES:
-        indexes, namespace = _INDEXES[manager]
-        tasks.append(asyncio.create_task(indexes.run(manager, namespace), name="kopf indices"))
+        indexes, scope = _INDEXES[manager]
+        tasks.append(asyncio.create_task(indexes.run(manager, scope), name="kopf indices"))
     try:
         await manager.start(stop_flag)
     finally:
@@ -271,8 +279,8 @@ async def operator(
     *,
     registry: Registry | None = None,
     settings: OperatorSettings | None = None,
-    namespace: str | None = None,
-    namespaces: list[str] | tuple[str, ...] = (),
+    namespace: NamespacePattern | None = None,
+    namespaces: Iterable[NamespacePattern] = (),
     clusterwide: bool = False,
     standalone: bool | None = None,
     priority: int | None = None,
@@ -286,11 +294,7 @@ async def operator(
     """Run the handlers until ``stop_flag`` is set (kopf's ``kopf.operator()``)."""
     registry = registry if registry is not None else default_registry()
     settings = settings if settings is not None else OperatorSettings()
-    if len(namespaces) > 1:
-        raise ValueError(f"namespaces={list(namespaces)!r}: kubeop.kopf handles one namespace or all of them")
-    namespace = namespace or (namespaces[0] if namespaces else None)
-    if clusterwide and namespace:
-        raise ValueError("clusterwide=True and namespace= exclude each other")
+    scope = Namespaces.of(namespaces=namespaces, namespace=namespace, clusterwide=clusterwide)
     if peering_name is not None:
         settings.peering.name = peering_name
     if priority is not None:
@@ -329,7 +333,7 @@ async def operator(
         client = await login(registry, memo=root_memo, settings=settings)
         manager = build_manager(
             registry=registry,
-            namespace=namespace,
+            namespaces=scope.patterns,
             memo=root_memo,
             client=client,
             settings=settings,
@@ -389,8 +393,8 @@ def run(
     *,
     registry: Registry | None = None,
     settings: OperatorSettings | None = None,
-    namespace: str | None = None,
-    namespaces: list[str] | tuple[str, ...] = (),
+    namespace: NamespacePattern | None = None,
+    namespaces: Iterable[NamespacePattern] = (),
     clusterwide: bool = False,
     standalone: bool | None = None,
     priority: int | None = None,

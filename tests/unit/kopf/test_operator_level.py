@@ -124,11 +124,13 @@ def test_label_sets_missing_keys_and_nested_templates() -> None:
 
 def test_cli_arguments_as_kopf_run_takes_them() -> None:
     args = parse(["run", "--all-namespaces", "--standalone", "--verbose", "x.py"])
-    assert (args.paths, args.namespace, args.standalone, args.verbose) == (("x.py",), None, True, True)
+    assert (args.paths, args.namespaces, args.standalone, args.verbose) == (("x.py",), (), True, True)
     peered = parse(["run", "--peering", "team", "--priority", "5", "-n", "ns", "x.py"])
     assert peered.operator_options()["peering_name"] == "team" and peered.standalone is False
-    assert peered.namespace == "ns"
-    for bad in (["run", "-n", "a", "-A", "x.py"], ["run", "-n", "a", "-n", "b", "x.py"], ["run"]):
+    assert peered.namespaces == ("ns",)
+    several = parse(["run", "-n", "a", "--namespace", "team-*,!team-test", "x.py"])
+    assert several.operator_options()["namespaces"] == ("a", "team-*,!team-test")
+    for bad in (["run", "-n", "a", "-A", "x.py"], ["run", "-n", "a,,b", "x.py"], ["run"]):
         with pytest.raises(SystemExit):
             parse(bad)
 

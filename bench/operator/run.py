@@ -13,6 +13,9 @@ operator process.
 
     python bench/operator/run.py [--n 1000] [--operators kubeop,lean,kopf] [--workers 16]
 
+An operator named ``name@N`` runs with N workers instead of --workers (real kopf has no such
+limit: it runs every object's handlers concurrently).
+
 Operators: kubeop, kubeop-typed (the same reconcile on typed models), kubeop-base and
 kubeop-typed-base (the same two scripts on --baseline-src), lean, kopf, kopf-on-kubeop
 (kopf_operator.py unchanged, on kubeop.kopf: see kopf_on_kubeop.py), kopf-async and
@@ -366,10 +369,14 @@ async def main() -> None:
         cp.install_crds([CRD])
         await warm_up(cp, args.n)
         runs = []
-        for name in args.operators.split(","):
-            runs.append(
-                await run_one(cp, name, args.n, args.workers, args.idle, args.resync, not args.no_fault)
+        for label in args.operators.split(","):
+            name, _, workers = label.partition("@")  # "kopf-async-on-kubeop@64": its own workers
+            result = await run_one(
+                cp, name, args.n, int(workers or args.workers), args.idle, args.resync, not args.no_fault
             )
+            if workers:
+                result["workers"] = int(workers)
+            runs.append(result)
     report = {
         "machine": {
             "cpus": os.cpu_count(),

@@ -72,8 +72,9 @@ def _learn(keys: tuple[str, ...]) -> type[Any] | None:
 
 def _make_class(keys: tuple[str, ...]) -> type[Any] | None:
     """A class whose instances' key table holds ``keys`` (and room for one more) and nothing else."""
-    if any(key.startswith("__") for key in keys):  # __dict__, __class__, __weakref__: attributes
-        return None
+    for key in keys:
+        if type(key) is not str or key.startswith("__"):  # __dict__, __class__: attributes
+            return None
     cls = type("_Shape", (), {})  # instances live only as long as it takes to take their __dict__
     trainer: Any = _new(cls)
     for key in keys:
@@ -92,6 +93,8 @@ def _works() -> bool:
         shaped(plain)
         last = shaped(plain)
         return type(last) is dict and last == plain and sys.getsizeof(last) < sys.getsizeof(plain)
+    except Exception:  # an interpreter without sys.getsizeof or instance dicts
+        return False
     finally:
         _shapes.clear()
         _seen.clear()

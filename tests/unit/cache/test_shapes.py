@@ -55,6 +55,13 @@ def test_a_shaped_dict_is_a_dict_when_changed() -> None:
     assert shaped(meta(2)) == meta(2)  # other dicts of the shape are untouched
 
 
+def test_any_string_is_a_key() -> None:
+    d = {"": 1, "app.kubernetes.io/name": "x", "a b": 2, "\u00e9": 3, "class": 4}
+    shaped(d)
+    out = shaped(d)
+    assert out == d and list(out) == list(d) and sys.getsizeof(out) < sys.getsizeof(d)
+
+
 def test_other_orders_and_subsets_are_other_shapes() -> None:
     reordered = dict(reversed(list(meta(1).items())))
     for _ in range(2):
@@ -68,6 +75,7 @@ def test_what_is_not_shaped() -> None:
         {},
         {"__dict__": 1, "a": 2},  # would name an attribute of the instance
         {"__class__": 1},
+        {1: "not a string key"},
         {f"k{i}": i for i in range(shapes_module.MAX_KEYS + 1)},
     ]
     for d in odd:

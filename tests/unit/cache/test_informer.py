@@ -325,6 +325,22 @@ async def test_mutating_a_cached_object_fails_at_stop() -> None:
             await informer.stop()
 
 
+async def test_mutating_the_shared_metadata_of_a_cached_object_is_caught() -> None:
+    """compact stores metadata as shaped dicts (kubeop.cache.shapes): a change is still seen."""
+    async with cluster_with(4) as server:
+        informer = Informer(server.listwatch(), config=CONFIG, detect_mutations=True)
+        informer.start()
+        await informer.wait_for_sync(2)
+        cached = informer.store.get("default/cm3")
+        assert cached is not None
+        cached["metadata"]["labels"]["app"] = "mutated"
+        with pytest.raises(
+            CacheMutationError, match=r"default/cm3 was mutated after it was cached: metadata\.labels\.app"
+        ):
+            await informer.stop()
+        assert informer.store.get("default/cm1")["metadata"]["labels"]["app"] == "web"  # type: ignore[index]
+
+
 async def test_mutation_detection_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBEOP_CACHE_MUTATION_DETECTOR", "1")
     assert Informer(FakeListWatch(FakeServer())).mutation_detector is not None

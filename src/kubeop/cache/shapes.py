@@ -10,8 +10,9 @@ dictionaries); each such dict holds only its values (~100-150 bytes instead of 1
 a ``dict`` in every respect: its type is ``dict``, it compares, iterates (in its own order),
 serializes and copies as one; a reader that mutates it (which the cache forbids anyway) gets a
 dict that quietly takes a table of its own. :func:`shaped` returns such a copy of a dict: one
-class per *shape* (the tuple of its keys, in order), whose key table a first instance fills, and
-each copy is the ``__dict__`` of a new, immediately dropped, instance.
+class per *shape* (the tuple of its keys, in order), whose key table a first instance fills; the
+``__dict__`` of another instance, with every key set, is the shape's prototype, and each shaped
+dict is a copy of it (a copy of a shared dict shares its table) updated with the values.
 
 Bounds: a shape gets a class the second time it is seen (keys seen once, such as a ConfigMap's
 file names, cost a set entry, then nothing once the set is cleared), at most ``SHAPES_MAX``
@@ -27,14 +28,15 @@ from typing import Any
 
 __all__ = ["MAX_KEYS", "SHAPES_MAX", "shaped"]
 
-#: Classes (shapes) made at most; later new shapes stay plain dicts.
+#: Shapes (classes) made at most; later new shapes stay plain dicts.
 SHAPES_MAX = 1024
 #: Larger dicts stay plain (a class's shared table holds 30 keys).
 MAX_KEYS = 24
 _SEEN_MAX = 20_000
 
 _new = object.__new__
-_shapes: dict[tuple[str, ...], type[Any] | None] = {}  # None: not shaped
+# Per shape: a shaped dict of its keys (all None), never handed out, or None: not shaped.
+_shapes: dict[tuple[str, ...], dict[str, Any] | None] = {}
 _seen: set[tuple[str, ...]] = set()
 
 
@@ -42,21 +44,19 @@ def shaped(d: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``d`` (equal, same order) that shares its key table with every dict of its
     shape, or ``d`` itself where that is not possible or not worth it (see the module doc)."""
     keys = tuple(d)
-    cls = _shapes.get(keys)
-    if cls is None:
+    prototype = _shapes.get(keys)
+    if prototype is None:
         if keys in _shapes:
             return d
-        cls = _learn(keys)
-        if cls is None:
+        prototype = _learn(keys)
+        if prototype is None:
             return d
-    out: dict[str, Any] = _new(cls).__dict__
-    first = keys[0]
-    out[first] = d[first]  # an empty shared dict would be replaced by update's wholesale copy
+    out = prototype.copy()  # a copy of a shared dict shares its table
     out.update(d)
     return out
 
 
-def _learn(keys: tuple[str, ...]) -> type[Any] | None:
+def _learn(keys: tuple[str, ...]) -> dict[str, Any] | None:
     if keys not in _seen:
         if _enabled and 0 < len(keys) <= MAX_KEYS:
             if len(_seen) >= _SEEN_MAX:
@@ -65,23 +65,27 @@ def _learn(keys: tuple[str, ...]) -> type[Any] | None:
         return None
     if len(_shapes) >= SHAPES_MAX:
         return None
-    cls: type[Any] | None = _make_class(keys)
-    _shapes[keys] = cls
-    return cls
+    prototype = _make_prototype(keys)
+    _shapes[keys] = prototype
+    return prototype
 
 
-def _make_class(keys: tuple[str, ...]) -> type[Any] | None:
-    """A class whose instances' key table holds ``keys`` (and room for one more) and nothing else."""
+def _make_prototype(keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """A dict of ``keys`` whose table holds them (and room for one more) and nothing else: the
+    ``__dict__`` of an instance of a new class."""
     for key in keys:
         if type(key) is not str or key.startswith("__"):  # __dict__, __class__: attributes
             return None
-    cls = type("_Shape", (), {})  # instances live only as long as it takes to take their __dict__
+    cls = type("_Shape", (), {})
     trainer: Any = _new(cls)
     for key in keys:
         setattr(trainer, key, None)
     for _ in range(32):  # each new instance shrinks the room left for more keys, down to one
         _new(cls)
-    return cls
+    prototype: dict[str, Any] = _new(cls).__dict__
+    for key in keys:
+        prototype[key] = None
+    return prototype
 
 
 def _works() -> bool:

@@ -139,3 +139,50 @@ def test_indices_always_equal_a_rebuild_from_scratch(
         assert sorted(store.list_index_values(index)) == sorted(fresh.list_index_values(index))
         for value in fresh.list_index_values(index):
             assert sorted(store.index_keys(index, value)) == sorted(fresh.index_keys(index, value))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops)
+def test_the_namespace_index_equals_the_namespaces_of_the_stored_objects(
+    operations: list[tuple[str, str, str, str | None]],
+) -> None:
+    """Whether the index keeps sets (two namespaces or more) or not (one), it answers alike."""
+    store = Indexer()
+    model: dict[str, dict[str, Any]] = {}
+    for op, name, ns, _ in operations:
+        o = obj(name, ns)
+        if op == "add":
+            store.add(o)
+            model[object_key(o)] = o
+        elif op == "delete":
+            store.delete(o)
+            model.pop(object_key(o), None)
+        else:
+            batch = [o, obj("z", ns)] if name != "d" else []
+            store.replace(batch)
+            model = {object_key(b): b for b in batch}
+        expected: dict[str, set[str]] = {}
+        for key, stored in model.items():
+            expected.setdefault(stored["metadata"].get("namespace") or "", set()).add(key)
+        assert sorted(store.list_index_values(NAMESPACE_INDEX)) == sorted(expected)
+        for value in ("x", "y", "", "absent"):
+            keys = expected.get(value, set())
+            assert sorted(store.index_keys(NAMESPACE_INDEX, value)) == sorted(keys)
+            assert sorted(object_key(b) for b in store.by_index(NAMESPACE_INDEX, value)) == sorted(keys)
+            probe = obj("probe", value if value != "absent" else "q")
+            assert sorted(object_key(b) for b in store.index(NAMESPACE_INDEX, probe)) == sorted(
+                expected.get(probe["metadata"].get("namespace") or "", set())
+            )
+
+
+def test_a_store_of_one_namespace_keeps_no_namespace_sets() -> None:
+    store = Indexer()
+    store.replace([obj(f"o{i}", "ns") for i in range(10)])
+    assert store._indices[NAMESPACE_INDEX] == {}
+    assert len(store.by_index(NAMESPACE_INDEX, "ns")) == 10
+    store.add(obj("other", "elsewhere"))
+    assert store.index_keys(NAMESPACE_INDEX, "elsewhere") == ["elsewhere/other"]
+    assert len(store._indices[NAMESPACE_INDEX]["ns"]) == 10
+    store.delete(obj("other", "elsewhere"))
+    assert store._indices[NAMESPACE_INDEX] == {}  # one namespace again
+    assert sorted(store.list_index_values(NAMESPACE_INDEX)) == ["ns"]

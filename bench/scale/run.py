@@ -13,7 +13,10 @@ Phases:
   managedFields, both sides' default), metadata only (kubeop ``metadata_only=True``, client-go's
   metadata informer), and transformed (a transform that also drops the last-applied annotation).
   Reported: seconds to has_synced, process CPU seconds, RSS growth per cached object (after GC).
-  The Go side is bench/cache/goinformer (client-go v0.36.3).
+  The Go side is bench/cache/goinformer (client-go v0.36.3; its typed ConfigMap client asks for
+  protobuf, ``--go-json`` adds it speaking JSON). ``--list-modes default,stream,paged`` compares
+  the initial list as each side's default (a streaming list on both), as a streaming list, and
+  as a list (resourceVersion 0: client-go with its WatchListClient gate off).
 - ``operator``: the Widget operator with N Widgets and N ConfigMaps cached (kubeop:
   bench/operator/kubeop_operator.py's reconcile; Go: bench/scale/crwidget, controller-runtime
   v0.24.1). Reported: cache sync seconds, RSS once settled, CPU of the initial pass (every Widget
@@ -22,6 +25,7 @@ Phases:
 
     python bench/scale/run.py [--objects 100000] [--runs 3] [--operator-runs 1] [--phases sync,operator]
         [--data-dir /var/tmp/kubeop-bench-scale] [--baseline-src /tmp/old/src]
+        [--list-modes default,paged] [--go-json]
 
 ``--baseline-src`` adds "kubeop-base" runs (another checkout's src, same scripts) to both phases.
 """
@@ -201,8 +205,8 @@ def drop_last_applied(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-async def child(kubeconfig: str, kind: str, form: str) -> dict[str, Any]:
-    from kubeop.cache import FuncHandler, Informer, ListWatch, chain, strip_managed_fields
+async def child(kubeconfig: str, kind: str, form: str, list_mode: str = "default") -> dict[str, Any]:
+    from kubeop.cache import FuncHandler, Informer, ListWatch, WatcherConfig, chain, strip_managed_fields
     from kubeop.cache import transform as transforms
     from kubeop.client import Client, load_kubeconfig
 
@@ -220,7 +224,10 @@ async def child(kubeconfig: str, kind: str, form: str) -> dict[str, Any]:
         cpu_before = time.process_time()
         started = time.perf_counter()
         source = ListWatch(client, res, namespace=NAMESPACE, metadata_only=form == "metadata")
-        informer = Informer(source, transform=transform, detect_mutations=False)
+        # "stream": a streaming list (sendInitialEvents); "paged": a list (resourceVersion 0, from
+        # the watch cache); "default": the informer's own choice.
+        config = None if list_mode == "default" else WatcherConfig(streaming_list=list_mode == "stream")
+        informer = Informer(source, transform=transform, detect_mutations=False, config=config)
         adds = 0
 
         def on_add(obj: Any, initial: bool) -> None:
@@ -258,7 +265,12 @@ def build_go(directory: Path, name: str) -> Path:
 def run_sync(
     impl: str, kubeconfig: str, kind: str, form: str, go: Path | None, base: str | None
 ) -> dict[str, Any]:
-    if impl == "client-go":
+    """``impl`` is kubeop, kubeop-base, client-go or client-go-json (client-go's typed clients
+    speaking JSON instead of their default protobuf), optionally with ``/stream`` or ``/paged``
+    (the initial list as a streaming list or a list; without: each side's default)."""
+    name, _, mode = impl.partition("/")
+    mode = mode or "default"
+    if name.startswith("client-go"):
         assert go is not None
         resource = "configmaps" if kind == "configmaps" else f"{GROUP}/{VERSION}/widgets"
         cmd = [str(go), "-kubeconfig", kubeconfig, "-namespace", NAMESPACE, "-resource", resource]
@@ -266,10 +278,16 @@ def run_sync(
             cmd.append("-metadata-only")
         if form == "transformed":
             cmd.append("-drop-last-applied")
-        env = None
+        if name == "client-go-json":
+            cmd.append("-json")
+        env = dict(os.environ)
+        env.pop("KUBE_FEATURE_WatchListClient", None)
+        if mode != "default":  # client-go v0.35+: streaming lists unless this gate is off
+            env["KUBE_FEATURE_WatchListClient"] = "true" if mode == "stream" else "false"
     else:
         cmd = [sys.executable, __file__, "child", "--kubeconfig", kubeconfig, "--kind", kind, "--form", form]
-        env = dict(os.environ, PYTHONPATH=base) if impl == "kubeop-base" and base else None
+        cmd += ["--list-mode", mode]
+        env = dict(os.environ, PYTHONPATH=base) if name == "kubeop-base" and base else None
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -465,6 +483,7 @@ def main() -> None:
     c.add_argument("--kubeconfig", required=True)
     c.add_argument("--kind", required=True)
     c.add_argument("--form", required=True)
+    c.add_argument("--list-mode", default="default")
     parser.add_argument("--kubeconfig", help="an existing cluster instead of starting a control plane")
     parser.add_argument("--data-dir", default="/var/tmp/kubeop-bench-scale", help="kept between runs")
     parser.add_argument("--objects", type=int, default=100_000)
@@ -477,12 +496,21 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--no-go", action="store_true", help="skip client-go and controller-runtime")
+    parser.add_argument(
+        "--list-modes",
+        default="default",
+        help="sync: initial list modes to compare, of default,stream,paged (each side's default, "
+        "a streaming list, a list)",
+    )
+    parser.add_argument(
+        "--go-json", action="store_true", help="sync: also client-go's typed clients speaking JSON"
+    )
     parser.add_argument("--baseline-src", help="also run this kubeop src as 'kubeop-base'")
     parser.add_argument("--out", default=str(HERE / "results.json"))
     args = parser.parse_args()
 
     if args.command == "child":
-        print(json.dumps(asyncio.run(child(args.kubeconfig, args.kind, args.form))))
+        print(json.dumps(asyncio.run(child(args.kubeconfig, args.kind, args.form, args.list_mode))))
         return
 
     phases = args.phases.split(",")
@@ -505,7 +533,12 @@ def main() -> None:
                 if args.no_go
                 else build_go(ROOT / "bench" / "cache" / "goinformer", "kubeop-bench-goinformer")
             )
-            impls = impls_py + ([] if go is None else ["client-go"])
+            impls_go = [] if go is None else ["client-go"] + (["client-go-json"] if args.go_json else [])
+            impls = [
+                f"{impl}/{mode}" if mode != "default" else impl
+                for mode in args.list_modes.split(",")
+                for impl in impls_py + impls_go
+            ]
             for kind in args.kinds.split(","):
                 for form in args.forms.split(","):
                     samples: dict[str, list[dict[str, Any]]] = {i: [] for i in impls}

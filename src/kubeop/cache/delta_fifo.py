@@ -8,7 +8,9 @@ key, and it hands keys out in the order they first became dirty:
 - ``replace(objects)`` (a relist) appends ``Replaced`` for every listed object and a ``Deleted``
   delta carrying a :class:`~kubeop.cache.tombstone.DeletedFinalStateUnknown` for every key that
   is known (queued, or in ``known_objects``: the informer's store) but was not listed: the object
-  vanished while the watch was down;
+  vanished while the watch was down; ``begin_replace`` / ``replace_add`` / ``end_replace`` do
+  the same with the objects handed over as they arrive, so the consumer applies a list while the
+  rest of it is still on the wire;
 - ``resync()`` appends ``Sync`` for every known object that has nothing queued;
 - two consecutive deletions of one key collapse into one (the one with the real object wins
   over a tombstone).
@@ -109,14 +111,17 @@ class DeltaFIFO:
 
     __slots__ = (
         "_closed",
-        "_emit_replaced",
         "_getters",
+        "_had_queued",
         "_initial_population_count",
         "_items",
         "_key_func",
         "_known",
+        "_known_empty",
+        "_listed",
         "_populated",
         "_queue",
+        "_replace_action",
         "_synced",
         "name",
     )
@@ -132,7 +137,7 @@ class DeltaFIFO:
         self.name = name
         self._key_func = key_func
         self._known = known_objects
-        self._emit_replaced = emit_delta_type_replaced
+        self._replace_action = REPLACED if emit_delta_type_replaced else SYNC
         self._items: dict[str, Deltas] = {}
         self._queue: deque[str] = deque()
         self._getters: deque[asyncio.Future[None]] = deque()
@@ -140,6 +145,9 @@ class DeltaFIFO:
         self._initial_population_count = 0
         self._closed = False
         self._synced = asyncio.Event()
+        self._listed: set[str] | None = None  # the keys of the replace in progress
+        self._had_queued = False
+        self._known_empty = True
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -187,10 +195,12 @@ class DeltaFIFO:
 
     def add(self, obj: Any) -> None:
         self._populate()
+        self._known_empty = False  # (for a replace in progress: the known store gets more)
         self._queue_action(ADDED, obj)
 
     def update(self, obj: Any) -> None:
         self._populate()
+        self._known_empty = False
         self._queue_action(UPDATED, obj)
 
     def delete(self, obj: Any) -> None:
@@ -199,6 +209,7 @@ class DeltaFIFO:
         self._populate()
         if key not in self._items and (self._known is None or self._known.get(key) is None):
             return
+        self._known_empty = False
         self._queue_action(DELETED, obj, key)
 
     def add_if_not_present(self, deltas: Deltas) -> None:
@@ -207,39 +218,70 @@ class DeltaFIFO:
         self._populate()
         if key in self._items:
             return
+        self._known_empty = False
         self._items[key] = list(deltas)
         self._queue.append(key)
         self._wake_one()
 
     def replace(self, objects: Iterable[Any], resource_version: str = "") -> None:
         """Queue ``Replaced`` for every object and tombstone deletions for vanished keys."""
-        action = REPLACED if self._emit_replaced else SYNC
-        key_func = self._key_func
-        items = self._items
-        queue = self._queue
-        had_queued = bool(items)
-        listed: set[str] = set()
+        self.begin_replace()
+        add = self.replace_add
         for obj in objects:
-            key = key_func(obj)
-            listed.add(key)
-            deltas = items.get(key)
-            if deltas is None:
-                items[key] = [Delta(action, obj)]
-                queue.append(key)
-            else:
-                deltas.append(Delta(action, obj))
+            add(obj)
+        self.end_replace(resource_version)
 
+    def begin_replace(self) -> None:
+        """Start a replace that receives its objects one at a time (:meth:`replace_add`), so the
+        consumer can pop and apply them while the rest of the list is still arriving; it ends
+        with :meth:`end_replace`, which reports the vanished keys. A new ``begin_replace`` drops
+        an unfinished one: what it queued stays queued (objects as the server listed them), and
+        only the new list decides what vanished."""
+        self._listed = set()
+        self._had_queued = bool(self._items)
+        self._known_empty = self._known is None or not self._known.list_keys()
+
+    def replace_add(self, obj: Any) -> None:
+        """Queue ``Replaced`` for one listed object of the replace in progress."""
+        listed = self._listed
+        if listed is None:
+            raise RuntimeError(f"{self.name}: replace_add without begin_replace")
+        key = self._key_func(obj)
+        listed.add(key)
+        deltas = self._items.get(key)
+        if deltas is None:
+            self._items[key] = [Delta(self._replace_action, obj)]
+            self._queue.append(key)
+            if not self._populated:
+                self._initial_population_count += 1
+            if self._getters:
+                self._wake_one()
+        else:
+            deltas.append(Delta(self._replace_action, obj))
+
+    def end_replace(self, resource_version: str = "") -> None:
+        """End the replace in progress: tombstone deletions for every key that is queued or
+        known and was not listed; the first replace's keys then count for :meth:`has_synced`."""
+        listed = self._listed
+        if listed is None:
+            raise RuntimeError(f"{self.name}: end_replace without begin_replace")
+        self._listed = None
+        items = self._items
         queued_deletions = 0
-        for key, deltas in list(items.items()) if had_queued else ():
+        # Keys queued before the replace began and not listed (during it, only listed keys are
+        # queued); popped ones are in the known store now and are found below.
+        for key, deltas in list(items.items()) if self._had_queued else ():
             if key in listed:
                 continue
             last = deltas[-1].object
             if type(last) is DeletedFinalStateUnknown:
                 last = last.obj
-            queued_deletions += 1
+            # (already queued: no new entry for has_synced to wait for)
             self._queue_action(DELETED, DeletedFinalStateUnknown(key, last), key)
 
-        if self._known is not None:
+        # The known store holds only what this replace listed (popped meanwhile) when it was
+        # empty at the start and nothing was queued then: the first list skips the walk.
+        if self._known is not None and not (self._known_empty and not self._had_queued):
             for key in self._known.list_keys():
                 if key in listed or key in items:
                     continue
@@ -248,7 +290,7 @@ class DeltaFIFO:
 
         if not self._populated:
             self._populated = True
-            self._initial_population_count = len(listed) + queued_deletions
+            self._initial_population_count += queued_deletions
             self._check_synced()
         self._wake_all()
 

@@ -13,7 +13,7 @@ of the watched kind, for kinds a controller only needs to map to owners.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kubeop.cache.probe import ServerProbe, probe_for
 from kubeop.client.client import Client, ObjectList, ResourceLike
@@ -27,7 +27,7 @@ from kubeop.core.request import (
 )
 from kubeop.core.resource import ApiResource
 
-__all__ = ["ListWatch", "ListerWatcher"]
+__all__ = ["ListWatch", "ListerWatcher", "StreamingListerWatcher"]
 
 Obj = dict[str, Any]
 
@@ -68,6 +68,23 @@ class ListerWatcher(Protocol):
         or of an ERROR event, and :class:`~kubeop.client.ApiConnectionError` when the connection
         fails; closing it closes the connection.
         """
+        ...
+
+
+@runtime_checkable
+class StreamingListerWatcher(ListerWatcher, Protocol):
+    """A ListerWatcher that can also hand out a page's items as they arrive: the watcher then
+    fills the cache while the rest of a large list is still on the wire."""
+
+    def list_stream(
+        self,
+        *,
+        limit: int | None,
+        continue_: str | None,
+        resource_version: str | None,
+        resource_version_match: ResourceVersionMatch | None = None,
+    ) -> AsyncIterator[ObjectList[Obj]]:
+        """One page in parts (each with the page's resourceVersion and continue token)."""
         ...
 
 
@@ -140,6 +157,28 @@ class ListWatch:
             metadata_only=self.metadata_only,
             share_strings=False,  # the informer's transform strips managedFields, the bulk of them
         )
+
+    async def list_stream(
+        self,
+        *,
+        limit: int | None,
+        continue_: str | None,
+        resource_version: str | None,
+        resource_version_match: ResourceVersionMatch | None = None,
+    ) -> AsyncIterator[ObjectList[Obj]]:
+        async for part in self.client.list_stream(
+            await self._resolved(),
+            namespace=self.namespace,
+            all_namespaces=self.namespace is None,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            limit=limit,
+            continue_=continue_,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+            metadata_only=self.metadata_only,
+        ):
+            yield part
 
     async def watch(
         self,

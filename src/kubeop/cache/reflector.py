@@ -2,11 +2,14 @@
 
 ``await Reflector(store, watcher(...)).run()`` keeps ``store`` equal to the server's collection:
 ``Apply`` becomes ``store.add`` (ADDED) or ``store.update`` (MODIFIED), ``Delete`` becomes
-``store.delete``, and the objects between ``Init`` and ``InitDone`` are buffered and handed to
-``store.replace(objects, resource_version)`` in one call, so readers never see half a relist.
-The store is any :class:`ReflectorStore`: an :class:`~kubeop.cache.indexer.Indexer` for a plain
-cache (kube-rs ``reflector(writer, watcher)``), or a :class:`~kubeop.cache.delta_fifo.DeltaFIFO`
-in front of one, as informers use it.
+``store.delete``, and the objects between ``Init`` and ``InitDone`` form a (re)list. A store
+that takes a list piece by piece (:class:`IncrementalStore`: the
+:class:`~kubeop.cache.delta_fifo.DeltaFIFO` informers use) gets each object as it arrives, so the
+informer applies the list while the rest of it is still on the wire instead of after the last
+object (on 2 cores, a third of a 100,000-object sync was that tail); any other store gets them
+buffered, in one ``store.replace(objects, resource_version)`` call, so its readers never see half
+a relist: an :class:`~kubeop.cache.indexer.Indexer` for a plain cache (kube-rs
+``reflector(writer, watcher)``).
 
 With ``resync_period`` the reflector also calls ``store.resync()`` periodically (when
 ``should_resync()`` agrees), client-go's resync: no API call, the store re-emits what it holds.
@@ -18,11 +21,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kubeop.cache.watcher import Apply, Delete, Init, InitApply, InitDone, Watcher, WatcherEvent
 
-__all__ = ["Reflector", "ReflectorStore", "reflector"]
+__all__ = ["IncrementalStore", "Reflector", "ReflectorStore", "reflector"]
 
 log = logging.getLogger("kubeop.cache")
 
@@ -39,6 +42,19 @@ class ReflectorStore(Protocol):
     def replace(self, objects: list[Any], resource_version: str) -> None: ...
 
     def resync(self) -> None: ...
+
+
+@runtime_checkable
+class IncrementalStore(ReflectorStore, Protocol):
+    """A store that takes a (re)list one object at a time: ``begin_replace()``, then
+    ``replace_add(obj)`` per object, then ``end_replace(resource_version)``; a new
+    ``begin_replace`` drops an unfinished one (the list failed and starts over)."""
+
+    def begin_replace(self) -> None: ...
+
+    def replace_add(self, obj: Any) -> None: ...
+
+    def end_replace(self, resource_version: str) -> None: ...
 
 
 class Reflector:
@@ -108,11 +124,13 @@ class Reflector:
 
     async def _apply_all(self) -> None:
         store = self.store
+        incremental = store if isinstance(store, IncrementalStore) else None
         buffer: list[Any] = []
+        add = buffer.append if incremental is None else incremental.replace_add
         async for event in self.events:
             try:
                 if type(event) is InitApply:
-                    buffer.append(event.object)
+                    add(event.object)
                 elif type(event) is Apply:
                     obj = event.object
                     if event.added:
@@ -125,12 +143,20 @@ class Reflector:
                     store.delete(obj)
                     self._last_sync_rv = obj["metadata"].get("resourceVersion") or self._last_sync_rv
                 elif type(event) is Init:
-                    buffer = []
                     self._list_started()
+                    if incremental is not None:
+                        incremental.begin_replace()
+                    else:
+                        buffer = []
+                        add = buffer.append
                 elif type(event) is InitDone:
-                    objects, buffer = buffer, []
                     try:
-                        store.replace(objects, event.resource_version)
+                        if incremental is not None:
+                            incremental.end_replace(event.resource_version)
+                        else:
+                            objects, buffer = buffer, []
+                            add = buffer.append
+                            store.replace(objects, event.resource_version)
                     finally:
                         self._list_ended()
                     self._last_sync_rv = event.resource_version

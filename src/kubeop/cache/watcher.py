@@ -52,11 +52,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubeop.cache.backoff import Backoff, BackoffConfig
-from kubeop.cache.listwatch import ListerWatcher, ListWatch
+from kubeop.cache.listwatch import ListerWatcher, ListWatch, StreamingListerWatcher
 from kubeop.cache.probe import ReturnGuard
 from kubeop.cache.stall import StallGuard
 from kubeop.cache.transform import Transform
-from kubeop.client.client import Client, ResourceLike
+from kubeop.client.client import Client, ObjectList, ResourceLike
 from kubeop.client.transport import ApiConnectionError
 from kubeop.core.errors import ApiError, Gone, TooManyRequests, is_resource_version_too_large
 from kubeop.core.request import FieldSelectorLike, LabelSelectorLike
@@ -326,27 +326,45 @@ class Watcher:
         transform = self.config.transform
         token: str | None = None
         snapshot_rv = ""
-        first = True
+        first = first_page = True
         while True:
             self.stats.list_requests += 1
-            page = await self.source.list(
-                limit=limit, continue_=token, resource_version=None if token or rv == "" else rv
-            )
-            self._disarm_return_guard()
-            self._failures = 0
-            if first:
-                first = False
-                snapshot_rv = page.resource_version
-                yield Init()
-            for obj in page.items:
-                yield InitApply(transform(obj) if transform is not None else obj)
-            token = page.continue_
+            started = False
+            async for page in self._page(limit, token, None if token or rv == "" else rv):
+                if not started:
+                    started = True
+                    self._disarm_return_guard()
+                    self._failures = 0
+                if first:
+                    first = False
+                    yield Init()
+                if first_page:
+                    # A server may write the list's metadata after the items (custom resources
+                    # come with sorted keys): the last part of the page has it then.
+                    snapshot_rv = page.resource_version or snapshot_rv
+                for obj in page.items:
+                    yield InitApply(transform(obj) if transform is not None else obj)
+                token = page.continue_
+            first_page = False
             if not token:
                 break
         if not snapshot_rv:
             raise Error(f"{self.description}: the list has no resourceVersion; cannot watch from it")
         self._list_done(snapshot_rv)
         yield InitDone(snapshot_rv)
+
+    async def _page(
+        self, limit: int | None, token: str | None, rv: str | None
+    ) -> AsyncIterator[ObjectList[Obj]]:
+        """One page: in parts as it arrives from a source that can (the informer's cache fills
+        while the rest is on the wire; the objects of a 100,000-object list arrive over ~0.5 s),
+        else in one piece."""
+        source = self.source
+        if isinstance(source, StreamingListerWatcher):
+            async for part in source.list_stream(limit=limit, continue_=token, resource_version=rv):
+                yield part
+        else:
+            yield await source.list(limit=limit, continue_=token, resource_version=rv)
 
     def _list_done(self, rv: str) -> None:
         self.resource_version = rv

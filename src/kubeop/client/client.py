@@ -375,6 +375,58 @@ class Client:
             kind=doc.get("kind") or "",
         )
 
+    async def list_stream(
+        self,
+        what: ApiResource | GroupVersionKind | str,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        label_selector: LabelSelectorLike | None = None,
+        field_selector: FieldSelectorLike | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: ResourceVersionMatch | None = None,
+        metadata_only: bool = False,
+    ) -> AsyncIterator[ObjectList[Obj]]:
+        """One list call like :meth:`list` (dicts only), read as it arrives: yields the items in
+        parts as soon as each is decoded, so a caller can use a large list while the rest is
+        still coming (informers do). Every part carries the list's ``resource_version`` and
+        ``continue_`` (the server sends them before the items); the parts' items together are
+        the page. Items get ``apiVersion`` and ``kind``, strings are not shared."""
+        if metadata_only:
+            _no_model(what)
+        res = await self.resource(what)
+        ns = None if all_namespaces else self._namespace(res, namespace)
+        req = RequestBuilder(res, ns).list(
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            continue_=continue_,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+        )
+        if metadata_only:
+            req = replace(req, accept=ACCEPT_METADATA_LIST)
+        api_version, kind = res.api_version, res.kind
+        async for head, items in self.transport.stream_list(req):
+            if metadata_only:
+                for item in items:
+                    _as_metadata(item, api_version, kind)
+            elif kind:
+                for item in items:
+                    if "kind" not in item:
+                        item["apiVersion"] = api_version
+                        item["kind"] = kind
+            meta = head.get("metadata") or {}
+            yield ObjectList(
+                items=items,
+                resource_version=meta.get("resourceVersion") or "",
+                continue_=meta.get("continue") or None,
+                remaining_item_count=meta.get("remainingItemCount"),
+                kind=head.get("kind") or "",
+            )
+
     async def pages(
         self,
         what: ResourceLike,

@@ -21,7 +21,8 @@ import logging
 import ssl
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 import orjson
@@ -29,6 +30,7 @@ import orjson
 from kubeop.client.auth import Auth, Credentials, auth_for, refresh_after_unauthorized
 from kubeop.client.config import ClientConfig
 from kubeop.client.http import ConnectError, HttpError, Pool, Response
+from kubeop.client.liststream import ListDecoder
 from kubeop.client.ratelimit import TokenBucket
 from kubeop.client.retry import RetryPolicy, parse_retry_after
 from kubeop.client.tls import ssl_context
@@ -36,7 +38,7 @@ from kubeop.client.watch import WatchEvent, decode_event, split_lines
 from kubeop.core.errors import ApiError, Unauthorized, error_from_response
 from kubeop.core.request import ApiRequest
 
-__all__ = ["ApiConnectionError", "HttpTransport", "Observer", "Transport"]
+__all__ = ["ApiConnectionError", "HttpTransport", "ListPart", "Observer", "Transport"]
 
 log = logging.getLogger("kubeop.client")
 
@@ -60,6 +62,15 @@ class ApiConnectionError(ConnectionError):
         super().__init__(f"{message} ({request})" if request else message)
 
 
+class ListPart(NamedTuple):
+    """Part of a list response read as it arrives (:meth:`Transport.stream_list`): ``head`` is
+    the document without its items (``metadata`` with resourceVersion and continue; the same dict
+    in every part, completed by the last), ``items`` the items decoded since the previous part."""
+
+    head: dict[str, Any]
+    items: list[dict[str, Any]]
+
+
 Observer = Callable[[str, str, float], None]
 """Called with (method, status code or ``"<error>"``, seconds until the response headers)."""
 
@@ -70,7 +81,8 @@ class Transport(Protocol):
     ``request`` sends one :class:`~kubeop.core.request.ApiRequest` and returns the decoded JSON body
     (``None`` for an empty one), raising :class:`~kubeop.core.errors.ApiError` subclasses for
     error answers; ``stream`` sends a watch and yields its events, raising the typed error of an
-    ERROR event (``Gone`` for an expired resourceVersion); ``probe`` is one health check's HTTP
+    ERROR event (``Gone`` for an expired resourceVersion); ``stream_list`` sends a list and
+    yields its items in :class:`ListPart` s as they arrive; ``probe`` is one health check's HTTP
     status; ``observer``, when set, sees every request (the manager's rest_client metrics).
     """
 
@@ -82,6 +94,8 @@ class Transport(Protocol):
     async def request(self, req: ApiRequest) -> Any: ...
 
     def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]: ...
+
+    def stream_list(self, req: ApiRequest) -> AsyncGenerator[ListPart, None]: ...
 
     async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int: ...
 
@@ -195,7 +209,7 @@ class HttpTransport:
             headers["Accept"] = req.accept
         return tuple(headers.items())
 
-    async def _send(self, req: ApiRequest) -> Response:
+    async def _send(self, req: ApiRequest, *, deadline: float | None = None) -> Response:
         """Send with rate limit, auth refresh and retries; returns a response with status < 400.
 
         A normal request's response has its body read; a stream's is open and the caller
@@ -204,8 +218,7 @@ class HttpTransport:
         attempt = 0
         auth_retries = 0
         target = self._prefix + req.url
-        deadline: float | None = None
-        if req.stream:
+        if req.stream and deadline is None:
             seconds = dict(req.query).get("timeoutSeconds")
             deadline = (float(seconds) if seconds else _WATCH_DEFAULT_DEADLINE) + _WATCH_GRACE
         while True:
@@ -318,6 +331,33 @@ class HttpTransport:
         except (HttpError, TimeoutError) as e:
             raise self._connection_error(e, req) from None
         return resp.status
+
+    async def stream_list(self, req: ApiRequest) -> AsyncGenerator[ListPart, None]:
+        """Send a list request and yield its items as they arrive (:mod:`kubeop.client.liststream`),
+        so a large list is decoded and used while the rest is still on the wire.
+
+        Every part has the head (resourceVersion and continue, which the server writes before
+        the items); the last one carries what remained. The whole exchange has the client's
+        request timeout, as ``request``.
+        """
+        req = replace(req, stream=True)
+        resp = await self._send(req, deadline=self.config.request_timeout)
+        decoder = ListDecoder()
+        try:
+            async for chunk in resp.chunks():
+                items = decoder.feed(chunk)
+                if items:
+                    yield ListPart(decoder.head or {}, items)
+            try:
+                items = decoder.finish()
+            except ValueError as e:  # orjson.JSONDecodeError is one
+                where = req.target or "the server"
+                raise ApiError(f"malformed list response from {where}: {e}", request=str(req)) from None
+            yield ListPart(decoder.head or {}, items)
+        except (HttpError, TimeoutError) as e:
+            raise self._connection_error(e, req) from None
+        finally:
+            resp.close()
 
     async def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
         """Send a watch request and yield its events as they arrive.

@@ -290,6 +290,26 @@ class FakeListWatch:
         return self.server.watch(resource_version=resource_version, send_initial_events=send_initial_events)
 
 
+class StreamingFakeListWatch(FakeListWatch):
+    """Also lists in parts, one object each, as a list read while it arrives: the page's
+    resourceVersion and continue token only in the last part (the layout of a server that writes
+    the list's metadata after the items)."""
+
+    async def list_stream(
+        self,
+        *,
+        limit: int | None,
+        continue_: str | None,
+        resource_version: str | None,
+        resource_version_match: Any = None,
+    ) -> AsyncIterator[ObjectList[Obj]]:
+        page = await self.list(limit=limit, continue_=continue_, resource_version=resource_version)
+        for obj in page.items:
+            yield ObjectList(items=[obj], resource_version="")
+            await asyncio.sleep(0)
+        yield ObjectList(items=[], resource_version=page.resource_version, continue_=page.continue_)
+
+
 def server_probe(server: FakeServer, *, interval: float = 0.01) -> ServerProbe:
     async def check() -> bool:
         return not server.down

@@ -198,6 +198,58 @@ async def test_pop_waits_and_close_ends_it() -> None:
         await asyncio.wait_for(waiter, 1)
 
 
+def test_a_replace_in_parts_is_popped_while_it_arrives_and_syncs_at_its_end() -> None:
+    store = Indexer()
+    fifo = DeltaFIFO(known_objects=store)
+    fifo.begin_replace()
+    fifo.replace_add(obj("a"))
+    deltas, initial = pop(fifo)
+    assert types(deltas) == [REPLACED] and initial
+    store.add(deltas[-1].object)
+    assert not fifo.has_synced()  # more may come
+    fifo.replace_add(obj("b"))
+    fifo.end_replace("1")
+    assert not fifo.has_synced()
+    deltas, initial = pop(fifo)
+    assert types(deltas) == [REPLACED] and initial and fifo.has_synced()
+
+
+def test_a_relist_in_parts_tombstones_what_it_did_not_list() -> None:
+    store = Indexer()
+    for name in "abc":
+        store.add(obj(name))
+    fifo = DeltaFIFO(known_objects=store)
+    fifo.begin_replace()
+    fifo.replace_add(obj("a", 2))
+    store.add(pop(fifo)[0][-1].object)  # applied while the list is still arriving
+    fifo.end_replace("2")
+    gone = [fifo.pop_nowait() for _ in range(2)]
+    assert [(p.key, types(p.deltas)) for p in gone if p] == [("ns/b", [DELETED]), ("ns/c", [DELETED])]
+    assert fifo.pop_nowait() is None
+
+
+def test_an_unfinished_replace_is_dropped_by_the_next_one() -> None:
+    fifo = DeltaFIFO(known_objects=Indexer())
+    fifo.begin_replace()
+    fifo.replace_add(obj("a"))  # the list broke here; it starts over without "a"
+    fifo.begin_replace()
+    fifo.replace_add(obj("b"))
+    fifo.end_replace("3")
+    deltas, _ = pop(fifo)
+    assert types(deltas) == [REPLACED, DELETED]  # what "a" was listed as, then its tombstone
+    assert isinstance(deltas[-1].object, DeletedFinalStateUnknown)
+    assert types(pop(fifo)[0]) == [REPLACED]
+    assert fifo.has_synced()
+
+
+def test_replace_parts_without_a_beginning_are_refused() -> None:
+    fifo = DeltaFIFO()
+    with pytest.raises(RuntimeError, match="without begin_replace"):
+        fifo.replace_add(obj("a"))
+    with pytest.raises(RuntimeError, match="without begin_replace"):
+        fifo.end_replace()
+
+
 async def test_a_cancelled_pop_loses_nothing() -> None:
     fifo = DeltaFIFO()
     waiter = asyncio.create_task(fifo.pop())
@@ -217,6 +269,7 @@ operations = st.lists(
         st.tuples(st.just("update"), st.sampled_from("abcd")),
         st.tuples(st.just("delete"), st.sampled_from("abcd")),
         st.tuples(st.just("replace"), st.sets(st.sampled_from("abcd"))),
+        st.tuples(st.just("replace_parts"), st.sets(st.sampled_from("abcd"))),
         st.tuples(st.just("resync"), st.none()),
         st.tuples(st.just("pop"), st.integers(1, 3)),
     ),
@@ -268,6 +321,14 @@ def test_consumer_store_converges_to_the_truth(ops: list[tuple[str, Any]]) -> No
             listed = [obj(n, version) for n in sorted(arg)]
             truth = {object_key(o): o for o in listed}
             fifo.replace(listed, str(version))
+        elif op == "replace_parts":  # the consumer pops while the list arrives
+            listed = [obj(n, version) for n in sorted(arg)]
+            truth = {object_key(o): o for o in listed}
+            fifo.begin_replace()
+            for o in listed:
+                fifo.replace_add(o)
+                consume(1)
+            fifo.end_replace(str(version))
         elif op == "resync":
             fifo.resync()
         else:

@@ -24,7 +24,7 @@ from kubeop.cache import (
 from kubeop.client import ApiConnectionError
 from kubeop.core.errors import Expired, Forbidden, InternalError
 
-from .fakes import FakeListWatch, FakeServer, server_probe, too_large_rv_error
+from .fakes import FakeListWatch, FakeServer, StreamingFakeListWatch, server_probe, too_large_rv_error
 
 FAST = BackoffConfig(initial=0.01, cap=0.04, jitter=0.0)
 
@@ -89,9 +89,10 @@ def filled(n: int, **server_args: Any) -> FakeServer:
     return server
 
 
-async def test_paged_list_then_watch() -> None:
+@pytest.mark.parametrize("lister", [FakeListWatch, StreamingFakeListWatch])
+async def test_paged_list_then_watch(lister: type[FakeListWatch]) -> None:
     server = filled(5, streaming=False)
-    lw = FakeListWatch(server)
+    lw = lister(server)
     events = Events(Watcher(lw, config(page_size=2)))
     first = await events.take(7)
     assert names(first) == ["Init"] + [f"InitApply:cm{i}" for i in range(5)] + ["InitDone"]
@@ -248,9 +249,10 @@ async def test_gone_relists_and_the_snapshot_lacks_vanished_objects() -> None:
     await events.close()
 
 
-async def test_gone_during_a_paged_list_restarts_it_as_a_consistent_read() -> None:
+@pytest.mark.parametrize("lister", [FakeListWatch, StreamingFakeListWatch])
+async def test_gone_during_a_paged_list_restarts_it_as_a_consistent_read(lister: type[FakeListWatch]) -> None:
     server = filled(4, streaming=False)
-    lw = FakeListWatch(server)
+    lw = lister(server)
     watcher = Watcher(lw, config(page_size=2, streaming_list=False))
     # The continue token of page 2 has expired (etcd compacted meanwhile).
     server.fail_at[1] = Expired("The provided continue parameter is too old", code=410, reason="Expired")

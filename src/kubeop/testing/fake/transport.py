@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from kubeop.client.config import ClientConfig
-from kubeop.client.transport import Observer
+from kubeop.client.transport import ListPart, Observer
 from kubeop.client.watch import WatchEvent
 from kubeop.core.errors import error_from_status
 from kubeop.core.request import ApiRequest
@@ -60,6 +60,11 @@ class FakeTransport:
             raise error_from_status(failure.status, request=str(req), target=req.target) from None
         self._observe(req, 200)
         return answer
+
+    async def stream_list(self, req: ApiRequest) -> AsyncGenerator[ListPart, None]:
+        doc = dict(await self.request(req))
+        items = doc.pop("items", None) or []
+        yield ListPart(doc, items)
 
     async def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
         self._check(req)

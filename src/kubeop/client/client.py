@@ -58,6 +58,7 @@ M = TypeVar("M")
 O = TypeVar("O")  # noqa: E741 - an object: a dict or a model instance
 T = TypeVar("T")
 Obj = dict[str, Any]
+_Items = list[Obj]  # ("list" is a method name inside Client)
 ResourceLike = ApiResource | GroupVersionKind | str | type[Any]
 
 #: Accept headers of metadata-only lists and watches (plain JSON is the fallback the server may pick).
@@ -409,7 +410,7 @@ class Client:
         if metadata_only:
             req = replace(req, accept=ACCEPT_METADATA_LIST)
         api_version, kind = res.api_version, res.kind
-        async for head, items in self.transport.stream_list(req):
+        async for head, items in self._list_parts(req):
             if metadata_only:
                 for item in items:
                     _as_metadata(item, api_version, kind)
@@ -426,6 +427,15 @@ class Client:
                 remaining_item_count=meta.get("remainingItemCount"),
                 kind=head.get("kind") or "",
             )
+
+    async def _list_parts(self, req: ApiRequest) -> AsyncIterator[tuple[Obj, _Items]]:
+        stream_list = getattr(self.transport, "stream_list", None)
+        if stream_list is None:  # a transport written before stream_list: the whole page at once
+            doc = dict(await self.transport.request(req) or {})
+            yield doc, doc.pop("items", None) or []
+            return
+        async for part in stream_list(req):
+            yield part
 
     async def pages(
         self,

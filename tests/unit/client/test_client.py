@@ -426,3 +426,77 @@ async def test_new_client_certificate_replaces_the_pool(api: FakeApi) -> None:
         await client.get(CM, "a")
         assert transport._session is not first and first in transport._retired
     assert first is not None and first.closed and not transport._retiring
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+async def test_list_stream_yields_items_while_the_body_arrives(api: FakeApi, gzip: bool) -> None:
+    import zlib
+
+    items = [
+        {"metadata": {"name": f"cm{i}", "namespace": "default"}, "data": {"v": "x" * 50}} for i in range(200)
+    ]
+    body = orjson.dumps(
+        {"kind": "ConfigMapList", "metadata": {"resourceVersion": "9", "continue": "c2"}, "items": items}
+    )
+    sent_all = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        assert request.query["limit"] == "500" and request.query["resourceVersion"] == "0"
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        data = body
+        if gzip:
+            resp.headers["Content-Encoding"] = "gzip"
+            comp = zlib.compressobj(wbits=31)
+            data = comp.compress(body) + comp.flush()
+        await resp.prepare(request)
+        half = len(data) // 2
+        await resp.write(data[:half])
+        await asyncio.wait_for(sent_all.wait(), 5)  # the client has items before the rest is sent
+        await resp.write(data[half:])
+        await resp.write_eof()
+        return resp
+
+    api.route("GET", CM_PATH, handler)
+    async with api.client() as client:
+        got: list[Any] = []
+        async for part in client.list_stream(CM, limit=500, resource_version="0"):
+            assert (part.resource_version, part.continue_) == ("9", "c2")
+            got += part.items
+            sent_all.set()
+        assert got == [dict(i, apiVersion="v1", kind="ConfigMap") for i in items]
+
+
+async def test_list_stream_of_a_malformed_body_is_an_api_error(api: FakeApi) -> None:
+    from kubeop.core.errors import ApiError
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(
+            body=b'{"kind":"ConfigMapList","items":[{"metadata":{}},', content_type="application/json"
+        )
+
+    api.route("GET", CM_PATH, handler)
+    async with api.client() as client:
+        with pytest.raises(ApiError, match="malformed list response"):
+            async for _ in client.list_stream(CM):
+                pass
+
+
+async def test_list_stream_over_a_transport_without_it_lists_in_one_piece() -> None:
+    from kubeop.client.discovery import Discovery
+
+    class OldTransport:
+        config = ClientConfig(server="https://fake", namespace="default")
+
+        async def request(self, req: Any) -> Any:
+            return {
+                "kind": "ConfigMapList",
+                "metadata": {"resourceVersion": "3"},
+                "items": [{"metadata": {"name": "a"}}],
+            }
+
+    transport = OldTransport()
+    client = Client(transport=transport, discovery=Discovery(transport))  # type: ignore[arg-type]
+    parts = [p async for p in client.list_stream(CM)]
+    assert [(p.resource_version, p.items) for p in parts] == [
+        ("3", [{"metadata": {"name": "a"}, "apiVersion": "v1", "kind": "ConfigMap"}])
+    ]

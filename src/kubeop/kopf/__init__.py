@@ -36,6 +36,22 @@ from kubeop.kopf.running import build_manager, configure, operator, run
 from kubeop.kopf.settings import OperatorSettings
 from kubeop.kopf.spawning import DaemonStopped
 from kubeop.kopf.subhandlers import register, subhandler
+from kubeop.kopf.webhooks import (
+    Headers,
+    SSLPeer,
+    UserInfo,
+    WebhookAutoServer,
+    WebhookAutoTunnel,
+    WebhookClientConfig,
+    WebhookClientConfigService,
+    WebhookDockerDesktopServer,
+    WebhookFn,
+    WebhookK3dServer,
+    WebhookMinikubeServer,
+    WebhookNgrokTunnel,
+    WebhookServer,
+    WebhookServerProtocol,
+)
 
 Labels = Mapping[str, str]
 """The type of the ``labels`` kwarg (``kopf.Labels``)."""
@@ -61,6 +77,7 @@ __all__ = [
     "ErrorsMode",
     "HandlerRetriesError",
     "HandlerTimeoutError",
+    "Headers",
     "Index",
     "Labels",
     "Logger",
@@ -73,10 +90,23 @@ __all__ = [
     "RawEvent",
     "Reason",
     "Registry",
+    "SSLPeer",
     "Spec",
     "Status",
     "Store",
     "TemporaryError",
+    "UserInfo",
+    "WebhookAutoServer",
+    "WebhookAutoTunnel",
+    "WebhookClientConfig",
+    "WebhookClientConfigService",
+    "WebhookDockerDesktopServer",
+    "WebhookFn",
+    "WebhookK3dServer",
+    "WebhookMinikubeServer",
+    "WebhookNgrokTunnel",
+    "WebhookServer",
+    "WebhookServerProtocol",
     "adopt",
     "build_manager",
     "configure",

@@ -1,11 +1,11 @@
 """``@kopf.on.validate`` / ``@kopf.on.mutate``: kopf's admission handlers on kubeop's webhook server.
 
 Each handler is one admission webhook of kubeop's server (:mod:`kubeop.webhook`), at the path
-``/<handler id>`` (kopf's), named ``<handler id>.<managed name>``. A request runs that handler
-with kopf's kwargs (``body``, ``spec``, ``meta``, ``status``, ``old``, ``new``, ``diff``, ``name``,
-``namespace``, ``labels``, ``annotations``, ``operation``, ``subresource``, ``dryrun``,
-``userinfo``, ``warnings``, ``patch``, ``memo``, ``logger``, ``resource``, ``uid``); ``headers``
-and ``sslpeer`` are empty mappings, as kubeop's server does not hand them to handlers.
+``<root>/<handler id>`` (kopf's). A request runs that handler with kopf's kwargs (``body``,
+``spec``, ``meta``, ``status``, ``old``, ``new``, ``diff``, ``name``, ``namespace``, ``labels``,
+``annotations``, ``operation``, ``subresource``, ``dryrun``, ``userinfo``, ``headers`` (the API
+server's request headers), ``sslpeer`` (its verified client certificate, else empty),
+``warnings``, ``patch``, ``memo``, ``logger``, ``resource``, ``uid``).
 
 - ``raise kopf.AdmissionError(message, code=...)`` denies (``code`` defaults to 500, as kopf);
   any other exception denies with its message and code 500;
@@ -17,14 +17,12 @@ and ``sslpeer`` are empty mappings, as kubeop's server does not hand them to han
   (``labels=``, ``annotations=``, ``when=``, ``field=``/``value=``) pick the objects: a request a
   handler is not for is allowed untouched.
 
-The server is the Manager's (``kopf.run(webhook_address="127.0.0.1:9443",
-webhook_cert_dir=...)``; without a certificate kubeop generates a local CA and serving
-certificate, as kopf's ``WebhookServer()`` does). kopf's ``settings.admission.server`` maps to
-those two options: ``WebhookServer(host=, port=)`` is ``webhook_address``, ``certfile=`` /
-``pkeyfile=`` a ``webhook_cert_dir`` holding them as ``tls.crt`` / ``tls.key``; its tunnels and
-cluster-specific servers (ngrok, k3d, minikube) have no counterpart. ``settings.admission.managed``
-(kopf writing the webhook configurations itself) is not done yet: the configurations come from
-:func:`kubeop.webhook.webhook_configurations` (the webhooks' rules are empty until then).
+The server is ``settings.admission.server``, one of kopf's servers (:mod:`kubeop.kopf.webhooks`,
+run by :mod:`kubeop.kopf.serving`, which also writes the webhook configurations named
+``settings.admission.managed``). Without one, the Manager's server serves them
+(``kopf.run(webhook_address="127.0.0.1:9443", webhook_cert_dir=...)``, a local CA and serving
+certificate when no directory is given) and the configurations come from
+:func:`kubeop.webhook.webhook_configurations` (their rules empty: kopf does not start then).
 """
 
 from __future__ import annotations
@@ -44,10 +42,19 @@ from kubeop.kopf.handlers import MISSING, Filter, check, prematches
 from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
 
 if TYPE_CHECKING:
+    from kubeop.kopf.webhooks import WebhookFn
     from kubeop.webhook import AdmissionWebhook
     from kubeop.webhook.review import AdmissionRequest
 
-__all__ = ["AdmissionError", "AdmissionHandler", "admission_handlers", "mutate", "validate", "webhooks"]
+__all__ = [
+    "AdmissionError",
+    "AdmissionHandler",
+    "admission_fn",
+    "admission_handlers",
+    "mutate",
+    "validate",
+    "webhooks",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -227,10 +234,41 @@ def webhooks(
             rules=(),
             failure_policy="Ignore" if h.ignore_failures else "Fail",
             side_effects="NoneOnDryRun" if h.side_effects else "None",
+            timeout_seconds=30,
         )
         hook.kopf = h
         out.append(hook)
     return out
+
+
+def admission_fn(handlers: list[AdmissionHandler], *, memo: Mapping[str, Any]) -> WebhookFn:
+    """kopf's admission function (:class:`~kubeop.kopf.webhooks.WebhookFn`) for ``handlers``: an
+    AdmissionReview (a dict) for the handler id ``webhook`` in, the response review out.
+    :class:`~kubeop.webhook.review.BadReview` for a malformed review, and
+    :class:`~kubeop.kopf.webhooks.WebhookUnknown` for an id that is not a handler's."""
+    import orjson
+
+    from kubeop.kopf.webhooks import WebhookUnknown
+    from kubeop.webhook.review import decode_admission
+
+    hooks = dict(zip((h.id for h in handlers), webhooks(handlers, memo=memo), strict=True))
+
+    async def fn(
+        request: Mapping[str, Any],
+        *,
+        webhook: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        sslpeer: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        hook = hooks.get(webhook or "")
+        if hook is None:
+            known = ", ".join(sorted(hooks)) or "none"
+            raise WebhookUnknown(f"no admission handler {webhook!r} (the handlers: {known})")
+        decoded = decode_admission(request, headers=headers, peer=sslpeer)
+        answer: dict[str, Any] = orjson.loads(await hook.review(decoded))
+        return answer
+
+    return fn
 
 
 def _unused(new: Any) -> None:  # the review is kopf's, not the plain-function protocol
@@ -267,8 +305,8 @@ async def _review(handler: AdmissionHandler, request: AdmissionRequest, memo: Ma
         "subresource": request.raw.get("subResource") or None,
         "dryrun": request.dry_run,
         "userinfo": request.raw.get("userInfo") or {},
-        "headers": {},
-        "sslpeer": {},
+        "headers": dict(request.headers),
+        "sslpeer": dict(request.peer or {}),
         "warnings": warnings,
         "patch": patch,
         "memo": memo,
@@ -289,6 +327,7 @@ async def _review(handler: AdmissionHandler, request: AdmissionRequest, memo: Ma
     except asyncio.CancelledError:
         raise
     except AdmissionError as exc:
+        kwargs["logger"].debug("%s denied the %s: %s", handler, request.operation, exc)
         code = exc.code
         status = {"status": "Failure", "code": code, "message": str(exc) or "denied"}
         return admission_response(request.uid, allowed=False, status=status, warnings=warnings)
@@ -296,6 +335,7 @@ async def _review(handler: AdmissionHandler, request: AdmissionRequest, memo: Ma
         log.warning("%s failed: %s: %s", handler, type(exc).__name__, exc)
         status = {"status": "Failure", "code": 500, "message": str(exc) or type(exc).__name__}
         return admission_response(request.uid, allowed=False, status=status, warnings=warnings)
+    kwargs["logger"].debug("%s succeeded (%s).", handler, request.operation)
     ops = None
     if handler.mutating and patch and request.object is not None:
         ops = jsonpatch.diff(request.object, _merged(request.object, patch))

@@ -32,7 +32,7 @@ from typing import Any
 from kubeop.client import Client, ClientConfig, load_config
 from kubeop.controller import Controller
 from kubeop.kopf.activities import Activity, ActivityHandler, LoginError, run_activity
-from kubeop.kopf.admission import admission_handlers
+from kubeop.kopf.admission import AdmissionHandler, admission_handlers
 from kubeop.kopf.admission import webhooks as admission_webhooks
 from kubeop.kopf.credentials import Vault, connect
 from kubeop.kopf.indexing import IndexSet, indexing_handlers
@@ -91,9 +91,17 @@ def build_manager(
     manager_options.setdefault("health_address", None)
     manager = Manager(client, **manager_options)
     admitting = admission_handlers(registry)
-    # kubeop.webhook (pydantic, cryptography: ~20 MB of RSS) only when there is something to serve
-    for hook in admission_webhooks(admitting, memo=memo or {}) if admitting else ():
-        manager.add_webhook(hook)
+    if settings.admission.server is not None and admitting:
+        _ADMISSION[manager] = (admitting, settings, memo or {})  # kubeop.kopf.serving, in run_manager
+    elif settings.admission.managed is not None and admitting:
+        raise ValueError(
+            f"settings.admission.managed={settings.admission.managed!r} needs a server to point the "
+            "configurations at: set settings.admission.server = kopf.WebhookAutoServer() (or another)"
+        )
+    else:
+        # kubeop.webhook (pydantic, cryptography: ~20 MB of RSS) only when there is something to serve
+        for hook in admission_webhooks(admitting, memo=memo or {}) if admitting else ():
+            manager.add_webhook(hook)
     indexing = indexing_handlers(registry)
     indexes = IndexSet(indexing, memo or {}) if indexing else None
     if indexes is not None:
@@ -132,6 +140,9 @@ class _Dispatch:
 
 _DISPATCHERS: weakref.WeakKeyDictionary[Manager, list[_Dispatch]] = weakref.WeakKeyDictionary()
 _INDEXES: weakref.WeakKeyDictionary[Manager, tuple[IndexSet, Namespaces]] = weakref.WeakKeyDictionary()
+_ADMISSION: weakref.WeakKeyDictionary[
+    Manager, tuple[list[AdmissionHandler], OperatorSettings, Mapping[str, Any]]
+] = weakref.WeakKeyDictionary()
 
 
 def dispatchers(manager: Manager) -> list[_Dispatch]:
@@ -166,13 +177,35 @@ async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) 
     if manager in _INDEXES:
         indexes, scope = _INDEXES[manager]
         tasks.append(asyncio.create_task(indexes.run(manager, scope), name="kopf indices"))
+    admitting: asyncio.Task[None] | None = None
+    if manager in _ADMISSION:
+        admitting = asyncio.create_task(_admit(manager, stop_flag), name="kopf admission")
+        admitting.add_done_callback(lambda t: manager.stop() if not t.cancelled() and t.exception() else None)
+        tasks.append(admitting)
     try:
         await manager.start(stop_flag)
     finally:
+        if admitting is not None and stop_flag is not None and stop_flag.is_set():
+            # it cleans up the webhook configurations on the stop flag, while still serving
+            await asyncio.wait({admitting}, timeout=15)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(p.stop_all() for p in processors(manager)), return_exceptions=True)
+    failed = admitting.exception() if admitting is not None and not admitting.cancelled() else None
+    if failed is not None:
+        raise failed  # the admission server could not serve: the operator fails, as kopf's does
+
+
+async def _admit(manager: Manager, stop: asyncio.Event | None) -> None:
+    """Serve the admission handlers with ``settings.admission.server`` (kubeop.kopf.serving),
+    through the manager's client once it has one."""
+    from kubeop.kopf.serving import serve_admission
+
+    handlers, settings, memo = _ADMISSION[manager]
+    while manager.client is None:  # noqa: ASYNC110 - no event to await
+        await asyncio.sleep(0.02)
+    await serve_admission(handlers, settings=settings, client=manager.api, memo=memo, stop=stop)
 
 
 def configure(

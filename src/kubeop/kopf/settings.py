@@ -3,20 +3,26 @@
 ``settings.execution.default_backoff`` (a handler's retry delay when it gives no ``backoff=``),
 ``settings.execution.max_workers`` (the workers per resource), ``settings.persistence.finalizer``
 and ``settings.peering`` (``standalone``, ``name``, ``namespace``: the Lease of kubeop's leader
-election) change how kubeop runs the handlers. The other kopf fields exist so that an operator
-setting them keeps working; their concern is kubeop's own (watch timeouts, reconnect backoffs;
-events are posted by the handlers' ``kopf.info``/``warn``/``exception`` and on errors, never
-for every log line), and they are accepted and not used. A field kopf does not have is an
-``AttributeError`` naming the section (the sections have slots), not a silent no-op.
+election) change how kubeop runs the handlers; ``settings.admission.server`` (one of kopf's
+webhook servers, :mod:`kubeop.kopf.webhooks`) and ``settings.admission.managed`` (the name of the
+webhook configurations kubeop.kopf then writes) serve the admission handlers, checked when set.
+The other kopf fields exist so that an operator setting them keeps working; their concern is
+kubeop's own (watch timeouts, reconnect backoffs; events are posted by the handlers'
+``kopf.info``/``warn``/``exception`` and on errors, never for every log line), and they are
+accepted and not used. A field kopf does not have is an ``AttributeError`` naming the section
+(the sections have slots), not a silent no-op.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
+    "AdmissionSettings",
     "ExecutionSettings",
     "NetworkingSettings",
     "OperatorSettings",
@@ -75,6 +81,57 @@ class PersistenceSettings:
     finalizer: str = "kopf.zalando.org/KopfFinalizerMarker"
 
 
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def check_managed_name(name: Any) -> None:
+    """``settings.admission.managed``: the configurations' name, and the suffix of their webhooks'
+    names (``<handler id>.<managed>``, which the API server wants with three DNS labels or more)."""
+    fix = "use a lowercase DNS name with a dot, such as 'auto.kopf.dev'"
+    if not isinstance(name, str):
+        raise TypeError(f"settings.admission.managed={name!r}: a name (str) or None; {fix}")
+    labels = name.split(".")
+    if len(name) > 200 or len(labels) < 2 or not all(_DNS_LABEL.match(label) for label in labels):
+        raise ValueError(
+            f"settings.admission.managed={name!r} is not a valid webhook configuration name for "
+            f"kopf's webhooks (<handler id>.{name}): {fix} (at most 200 characters)"
+        )
+
+
+def check_server(server: Any) -> None:
+    """``settings.admission.server``: an instance of a server or tunnel (a callable of kopf's protocol)."""
+    known = (
+        "kopf.WebhookServer(), kopf.WebhookAutoServer(), kopf.WebhookK3dServer(), "
+        "kopf.WebhookMinikubeServer()"
+    )
+    if isinstance(server, type):
+        raise TypeError(
+            f"settings.admission.server is the class {server.__name__}; give an instance: "
+            f"settings.admission.server = kopf.{server.__name__}()"
+        )
+    if not callable(server):
+        raise TypeError(
+            f"settings.admission.server={server!r} is not a webhook server: give one of {known} "
+            "(or a callable taking the admission function and yielding client configs, as in kopf)"
+        )
+
+
+@dataclass(slots=True)
+class AdmissionSettings:
+    """Where admission requests are served (``server``) and whether kubeop.kopf writes the
+    Validating/MutatingWebhookConfiguration named ``managed`` (None: they are made elsewhere)."""
+
+    server: Any = None
+    managed: str | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "server" and value is not None:
+            check_server(value)
+        if name == "managed" and value is not None:
+            check_managed_name(value)
+        object.__setattr__(self, name, value)
+
+
 @dataclass(slots=True)
 class OperatorSettings:
     """kopf's settings object (``kopf.OperatorSettings()``, the ``settings`` kwarg of startup handlers)."""
@@ -85,6 +142,7 @@ class OperatorSettings:
     execution: ExecutionSettings = field(default_factory=ExecutionSettings)
     networking: NetworkingSettings = field(default_factory=NetworkingSettings)
     persistence: PersistenceSettings = field(default_factory=PersistenceSettings)
+    admission: AdmissionSettings = field(default_factory=AdmissionSettings)
 
 
 _settings: contextvars.ContextVar[OperatorSettings | None] = contextvars.ContextVar(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import orjson
 
@@ -67,15 +68,24 @@ class Webhooks:
     def __len__(self) -> int:
         return len(self._admission) + len(self._conversion)
 
-    async def handle(self, path: str, body: bytes, timeout: float | None = None) -> tuple[int, bytes]:
-        """(status, JSON body) for a POST of ``body`` to ``path``."""
+    async def handle(
+        self,
+        path: str,
+        body: bytes,
+        timeout: float | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        peer: Mapping[str, Any] | None = None,
+    ) -> tuple[int, bytes]:
+        """(status, JSON body) for a POST of ``body`` to ``path``; ``headers`` and ``peer`` (the
+        caller's certificate) reach admission handlers as the request's ``headers``/``peer``."""
         webhook = self._admission.get(path)
         conversion = self._conversion.get(path) if webhook is None else None
         if webhook is None and conversion is None:
             return 404, b'{"message": "no webhook is served at this path"}'
         try:
             if webhook is not None:
-                return 200, await webhook.review(decode_admission(body), timeout)
+                return 200, await webhook.review(decode_admission(body, headers=headers, peer=peer), timeout)
             assert conversion is not None
             return 200, conversion.review(decode_conversion(body))
         except BadReview as exc:

@@ -9,6 +9,7 @@ instead of a retry loop.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,7 +51,12 @@ class UserInfo:
 
 @dataclass(frozen=True)
 class AdmissionRequest:
-    """The parts of ``AdmissionReview.request`` a handler decides on; ``raw`` keeps all of it."""
+    """The parts of ``AdmissionReview.request`` a handler decides on; ``raw`` keeps all of it.
+
+    ``headers`` (as the API server sent them, names in their own case) and ``peer`` (the API
+    server's TLS client certificate as :meth:`ssl.SSLSocket.getpeercert` gives it, when the
+    server asks for one and it was verified) say who called the webhook, not who made the API
+    request (that is ``user_info``)."""
 
     uid: str
     operation: Operation
@@ -63,6 +69,8 @@ class AdmissionRequest:
     user_info: UserInfo
     dry_run: bool
     raw: dict[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+    peer: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,11 +80,14 @@ class ConversionRequest:
     objects: list[dict[str, Any]]
 
 
-def _load(body: bytes, kind: str, api_version: str) -> dict[str, Any]:
-    try:
-        review = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BadReview(f"the body is not JSON: {exc}") from None
+def _load(body: bytes | Mapping[str, Any], kind: str, api_version: str) -> dict[str, Any]:
+    if isinstance(body, Mapping):
+        review: Any = dict(body)
+    else:
+        try:
+            review = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise BadReview(f"the body is not JSON: {exc}") from None
     if not isinstance(review, dict):
         raise BadReview(f"the body is a JSON {type(review).__name__}, not a {kind} object")
     if review.get("kind") != kind:
@@ -111,8 +122,14 @@ def _strs(request: dict[str, Any], key: str) -> dict[str, str]:
     return value
 
 
-def decode_admission(body: bytes) -> AdmissionRequest:
-    """An ``admission.k8s.io/v1`` AdmissionReview's request, checked; :class:`BadReview` otherwise."""
+def decode_admission(
+    body: bytes | Mapping[str, Any],
+    *,
+    headers: Mapping[str, str] | None = None,
+    peer: Mapping[str, Any] | None = None,
+) -> AdmissionRequest:
+    """An ``admission.k8s.io/v1`` AdmissionReview's request (the body, or the review already
+    parsed), checked; :class:`BadReview` otherwise. ``headers``/``peer``: who sent it."""
     request = _load(body, "AdmissionReview", ADMISSION_API_VERSION)
     operation = request.get("operation")
     if operation not in _OPERATIONS:
@@ -143,6 +160,8 @@ def decode_admission(body: bytes) -> AdmissionRequest:
         ),
         dry_run=bool(request.get("dryRun")),
         raw=request,
+        headers=dict(headers or {}),
+        peer=peer,
     )
 
 

@@ -16,7 +16,14 @@ instead of riding an old connection for minutes (a request in flight finishes fi
 
 HTTP: POST only, ``Content-Length`` required, bodies above ``max_body`` refused with 413 before
 they are read, keep-alive, one request at a time per connection (the API server's Go client
-never pipelines). A bad request is one warning line, never a traceback.
+never pipelines). A bad request is one warning line, never a traceback. Each request reaches the
+webhooks with its headers (names as sent) and the caller's verified client certificate, if any.
+
+Options for other setups: ``"*:PORT"`` listens on all interfaces; ``key_password=`` decrypts
+the key; ``tls_setup=`` is called with every SSL context built (the first and each reload),
+e.g. to ask for and verify client certificates (``ctx.load_verify_locations(...)``,
+``ctx.verify_mode = ssl.CERT_OPTIONAL``); ``insecure=True`` serves plain HTTP (no certificate,
+for a local tunnel; the API server itself only calls HTTPS).
 """
 
 from __future__ import annotations
@@ -26,13 +33,15 @@ import contextlib
 import logging
 import os
 import ssl
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from kubeop.webhook.certs import CERT_NAME, KEY_NAME
-from kubeop.webhook.registry import Webhooks, parse_timeout
+from kubeop.webhook.registry import parse_timeout
 
-__all__ = ["WebhookServer"]
+__all__ = ["Routes", "WebhookServer"]
 
 log = logging.getLogger("kubeop.webhook")
 
@@ -53,18 +62,46 @@ _REASONS = {
 DEFAULT_MAX_BODY = 7 * 1024 * 1024
 
 
-def _parse_address(address: str) -> tuple[str, int]:
+class Routes(Protocol):
+    """What a server answers (:class:`~kubeop.webhook.registry.Webhooks` is one)."""
+
+    async def handle(
+        self,
+        path: str,
+        body: bytes,
+        timeout: float | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        peer: Mapping[str, Any] | None = None,
+    ) -> tuple[int, bytes]: ...
+
+    def __len__(self) -> int: ...
+
+
+def _parse_address(address: str) -> tuple[str | None, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; ``*:PORT``: all interfaces, as None)."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"webhook address {address!r} must look like HOST:PORT, e.g. 127.0.0.1:9443")
+    if host == "*":
+        return None, int(port)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     return host or "127.0.0.1", int(port)
 
 
 class _CertWatcher:
     """The current SSL context for a certificate/key pair on disk, reloaded when the files change."""
 
-    def __init__(self, cert_file: Path, key_file: Path) -> None:
+    def __init__(
+        self,
+        cert_file: Path,
+        key_file: Path,
+        password: str | None = None,
+        setup: Callable[[ssl.SSLContext], None] | None = None,
+    ) -> None:
         self.cert_file, self.key_file = cert_file, key_file
+        self._password, self._setup = password, setup
         self._seen: tuple[tuple[int, int, int], ...] | None = None
         self.context = self._load()
         self._seen = self._stat()
@@ -81,7 +118,9 @@ class _CertWatcher:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.set_alpn_protocols(["http/1.1"])
-        ctx.load_cert_chain(self.cert_file, self.key_file)
+        ctx.load_cert_chain(self.cert_file, self.key_file, self._password)
+        if self._setup is not None:
+            self._setup(ctx)
         return ctx
 
     def current(self) -> ssl.SSLContext:
@@ -106,19 +145,29 @@ class WebhookServer:
 
     def __init__(
         self,
-        webhooks: Webhooks,
+        webhooks: Routes,
         address: str = "127.0.0.1:9443",
         *,
-        cert_dir: str | os.PathLike[str],
+        cert_dir: str | os.PathLike[str] | None = None,
         cert_name: str = CERT_NAME,
         key_name: str = KEY_NAME,
+        key_password: str | None = None,
+        tls_setup: Callable[[ssl.SSLContext], None] | None = None,
+        insecure: bool = False,
         max_body: int = DEFAULT_MAX_BODY,
         cert_poll_interval: float = 1.0,
     ) -> None:
         self.webhooks = webhooks
         self.host, self.port = _parse_address(address)
-        self.cert_dir = Path(cert_dir)
+        if cert_dir is None and not insecure:
+            raise ValueError(
+                "WebhookServer needs cert_dir= (a directory holding tls.crt and tls.key), "
+                "or insecure=True for plain HTTP"
+            )
+        self.insecure = insecure
+        self.cert_dir = Path(cert_dir if cert_dir is not None else ".")
         self._cert_file, self._key_file = self.cert_dir / cert_name, self.cert_dir / key_name
+        self._key_password, self._tls_setup = key_password, tls_setup
         self.max_body = max_body
         self._watcher: _CertWatcher | None = None
         self._server: asyncio.Server | None = None
@@ -130,7 +179,8 @@ class WebhookServer:
 
     @property
     def url(self) -> str:
-        return f"https://{self.host}:{self.port}"
+        host = "*" if self.host is None else f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'http' if self.insecure else 'https'}://{host}:{self.port}"
 
     @property
     def certificate_reloads(self) -> int:
@@ -141,7 +191,15 @@ class WebhookServer:
         return self._server is not None and self._server.is_serving()
 
     async def start(self) -> None:
-        watcher = self._watcher = _CertWatcher(self._cert_file, self._key_file)
+        if self.insecure:
+            self._server = await asyncio.start_server(
+                self._serve, self.host, self.port, reuse_address=True, limit=_MAX_HEAD
+            )
+            self._bound()
+            return
+        watcher = self._watcher = _CertWatcher(
+            self._cert_file, self._key_file, self._key_password, self._tls_setup
+        )
         base = watcher.context
 
         def swap(sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
@@ -163,9 +221,13 @@ class WebhookServer:
             reuse_address=True,
             limit=_MAX_HEAD,
         )
+        self._poller = asyncio.ensure_future(self._poll(watcher))
+        self._bound()
+
+    def _bound(self) -> None:
+        assert self._server is not None
         if self.port == 0 and self._server.sockets:
             self.port = self._server.sockets[0].getsockname()[1]
-        self._poller = asyncio.ensure_future(self._poll(watcher))
         log.info("serving %d webhooks on %s", len(self.webhooks), self.url)
 
     async def _poll(self, watcher: _CertWatcher) -> None:
@@ -227,7 +289,8 @@ class WebhookServer:
             await self._reply(writer, 400, b'{"message": "malformed request line"}', keep_alive=False)
             return False
         method, target, version = parts
-        headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
+        sent = {k.strip(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
+        headers = {k.lower(): v for k, v in sent.items()}
         connection = headers.get("connection", "").lower()
         keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
         url = urlsplit(target)
@@ -251,7 +314,8 @@ class WebhookServer:
             await self._refuse(url.path, writer, 415, f"Content-Type {media!r} is not application/json")
             return keep_alive
         timeout = parse_timeout(parse_qs(url.query).get("timeout", [""])[0])
-        status, payload = await self.webhooks.handle(url.path, body, timeout)
+        peer = writer.get_extra_info("peercert") or None
+        status, payload = await self.webhooks.handle(url.path, body, timeout, headers=sent, peer=peer)
         await self._reply(writer, status, payload, keep_alive=keep_alive)
         return keep_alive
 

@@ -98,11 +98,15 @@ async def test_managed_webhooks_are_called_by_the_api_server_and_emptied_on_stop
         if spec.get("field") == "wrong":
             raise kopf.AdmissionError("Meh! Change the field.", code=555)
 
-    @kopf.on.mutate("kgate", registry=reg, labels={"somelabel": "somevalue"}, operations=["CREATE"])
+    @kopf.on.mutate(
+        "kgate", registry=reg, id="inject", labels={"somelabel": "somevalue"}, operations=["CREATE"]
+    )
     def inject(patch: kopf.Patch, **_: Any) -> None:
         patch.spec["injected"] = 123
 
-    @kopf.on.validate("kgate", registry=reg, subresource="status", ignore_failures=True, persistent=True)
+    @kopf.on.validate(
+        "kgate", registry=reg, id="status_check", subresource="status", ignore_failures=True, persistent=True
+    )
     def status_check(**_: Any) -> None:
         pass
 

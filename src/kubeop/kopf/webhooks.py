@@ -49,7 +49,7 @@ import socket
 import ssl
 import tempfile
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
@@ -197,11 +197,12 @@ class WebhookServer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(addr={self.addr!r}, port={self.port!r}, host={self.host!r})"
 
-    async def __call__(self, fn: WebhookFn) -> AsyncIterator[WebhookClientConfig]:
-        async for config in self._serve(fn, self.host or self.DEFAULT_HOST):
-            yield config
+    async def __call__(self, fn: WebhookFn) -> AsyncGenerator[WebhookClientConfig, None]:
+        async with contextlib.aclosing(self._serve(fn, self.host or self.DEFAULT_HOST)) as configs:
+            async for config in configs:  # closed with this generator: the server stops at once
+                yield config
 
-    async def _serve(self, fn: WebhookFn, host: str | None) -> AsyncIterator[WebhookClientConfig]:
+    async def _serve(self, fn: WebhookFn, host: str | None) -> AsyncGenerator[WebhookClientConfig, None]:
         from kubeop.webhook.server import WebhookServer as HttpsServer
 
         if self.context is not None:
@@ -352,7 +353,7 @@ class WebhookNgrokTunnel:
     def __repr__(self) -> str:
         return f"WebhookNgrokTunnel(addr={self.addr!r}, port={self.port!r}, path={self.path!r})"
 
-    async def __call__(self, fn: WebhookFn) -> AsyncIterator[WebhookClientConfig]:
+    async def __call__(self, fn: WebhookFn) -> AsyncGenerator[WebhookClientConfig, None]:
         raise NotImplementedError(
             "settings.admission.server = kopf.WebhookNgrokTunnel(...) is not built on kubeop: use "
             "kopf.WebhookServer(host=...) behind your own tunnel, or kopf.WebhookAutoServer() when "
@@ -407,14 +408,15 @@ async def guess_host() -> str | None:
 class WebhookAutoServer(WebhookServer):
     """A :class:`WebhookServer` whose host is guessed for k3d, minikube and Docker Desktop."""
 
-    async def __call__(self, fn: WebhookFn) -> AsyncIterator[WebhookClientConfig]:
+    async def __call__(self, fn: WebhookFn) -> AsyncGenerator[WebhookClientConfig, None]:
         host = self.host or await guess_host()
         if host is None:
             log.debug("Cluster detection failed, running a simple local server.")
         else:
             log.debug("Cluster detection found the hostname: %s", host)
-        async for config in self._serve(fn, host):
-            yield config
+        async with contextlib.aclosing(self._serve(fn, host)) as configs:
+            async for config in configs:
+                yield config
 
 
 class WebhookAutoTunnel:
@@ -426,13 +428,14 @@ class WebhookAutoTunnel:
     def __repr__(self) -> str:
         return f"WebhookAutoTunnel(addr={self.addr!r}, port={self.port!r}, path={self.path!r})"
 
-    async def __call__(self, fn: WebhookFn) -> AsyncIterator[WebhookClientConfig]:
+    async def __call__(self, fn: WebhookFn) -> AsyncGenerator[WebhookClientConfig, None]:
         host = await guess_host()
         if host is None:
             log.info("Cluster detection failed; no tunnel on kubeop: serving locally as WebhookAutoServer.")
         server = WebhookServer(addr=self.addr, port=self.port, path=self.path, host=host)
-        async for config in server(fn):
-            yield config
+        async with contextlib.aclosing(server(fn)) as configs:
+            async for config in configs:
+                yield config
 
 
 class _Routes:

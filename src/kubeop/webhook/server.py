@@ -246,6 +246,8 @@ class WebhookServer:
         self._server.close()
         if self._poller is not None:
             self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
             self._poller = None
         for task in list(self._connections):
             task.cancel()

@@ -205,6 +205,7 @@ async def test_webhook_server_serves_kopfs_paths_over_tls_with_headers_and_sslpe
     with pytest.raises(WebhookUnknown, match=r"no admission handler 'nope' \(the handlers: authhook\)"):
         await fn(review(), webhook="nope")
 
+    before = asyncio.all_tasks()
     server = kopf.WebhookServer(addr="127.0.0.1", path="/root/")
     configs = server(fn)
     config = await anext(configs)
@@ -238,7 +239,9 @@ async def test_webhook_server_serves_kopfs_paths_over_tls_with_headers_and_sslpe
         assert (await asyncio.to_thread(post, "/other/authhook", orjson.dumps(review())))[0] == 404
         assert (await asyncio.to_thread(post, "/root/authhook", b"{oops"))[0] == 400
     finally:
-        await configs.aclose()  # type: ignore[attr-defined]
+        await configs.aclose()
+    left = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
+    assert not left, "closing the server's generator stops the server there and then"
 
 
 def client_certificate(ca: Any, common_name: str) -> tuple[bytes, bytes]:
@@ -315,7 +318,7 @@ async def test_given_certificate_and_verified_client_certificate_reach_sslpeer(t
         assert subject["commonName"] == "kube-apiserver-client"
         assert peers[1] == {}
     finally:
-        await configs.aclose()  # type: ignore[attr-defined]
+        await configs.aclose()
 
 
 async def test_insecure_server_is_plain_http() -> None:
@@ -340,4 +343,4 @@ async def test_insecure_server_is_plain_http() -> None:
 
         assert await asyncio.to_thread(post) == 200
     finally:
-        await configs.aclose()  # type: ignore[attr-defined]
+        await configs.aclose()

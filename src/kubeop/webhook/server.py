@@ -266,11 +266,13 @@ class WebhookServer:
         except (ConnectionError, ssl.SSLError, asyncio.CancelledError):
             pass
         finally:
-            if task is not None:
-                self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            try:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+            finally:
+                if task is not None:  # only now: stop() waits for connections still closing too
+                    self._connections.discard(task)
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; whether the connection stays open."""

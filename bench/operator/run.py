@@ -13,6 +13,13 @@ operator process.
 
     python bench/operator/run.py [--n 1000] [--operators kubeop,lean,kopf] [--workers 16]
 
+With --backlog the driver's writes are taken out of the measurement (on 2 shared cores they bound
+convergence from below): it makes the N creates with no operator running, then the operator is
+started and timed from its start (and from its "ready" line) to every Widget converged; then it
+is stopped, the driver changes every Widget, and it is started and timed again. This is also
+the downtime case: changes made while the operator was stopped. CPU per object is the
+process's whole CPU from its start (imports and initial list included).
+
 An operator named ``name@N`` runs with N workers instead of --workers (real kopf has no such
 limit: it runs every object's handlers concurrently).
 
@@ -159,6 +166,20 @@ async def converged(client: Client, ns: str, n: int, value: str) -> bool:
     return sum(1 for w in widgets.items if values.get(w["metadata"]["name"]) == value) == n
 
 
+async def converged_count(client: Client, ns: str, value: str) -> tuple[int, int]:
+    """(Widgets, Widgets converged on ``value``: status.observedGeneration current and ConfigMap set)."""
+    widgets = await client.list(WIDGETS, namespace=ns, resource_version="0")
+    cms = await client.list(CONFIGMAPS, namespace=ns, resource_version="0")
+    values = {c["metadata"]["name"]: (c.get("data") or {}).get("value") for c in cms.items}
+    done = sum(
+        1
+        for w in widgets.items
+        if (w.get("status") or {}).get("observedGeneration") == w["metadata"]["generation"]
+        and values.get(w["metadata"]["name"]) == value
+    )
+    return len(widgets.items), done
+
+
 async def wait_converged(client: Client, ns: str, n: int, value: str, timeout: float = 600) -> float:
     t0 = time.monotonic()
     while True:
@@ -198,6 +219,96 @@ async def outage(cp: ControlPlane, client: Client, ns: str, n: int, update: Any)
         "converged_after_restart_s": round(done - restarted, 2),
         "apiserver_start_to_ready_s": round(ready - restarted, 2),
     }
+
+
+async def backlog_phase(
+    cp: ControlPlane, client: Client, name: str, workers: int, ns: str, n: int, value: str
+) -> dict[str, Any]:
+    """Start the operator on a backlog the driver has already written (every Widget changed while
+    no operator ran: kopf's downtime case) and time it to convergence, from the process's start
+    and from its "ready" line (kubeop and kubeop.kopf print it once started, before their
+    informers have listed; real kopf has no such signal: null)."""
+    before = write_counts(cp)
+    t0 = time.monotonic()
+    proc = start_operator(cp, name, workers, resync=0.0, wait=False)
+    ready_at: list[float] = []
+
+    def read_ready() -> None:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() == "ready":
+            ready_at.append(time.monotonic())
+
+    reader = asyncio.get_running_loop().run_in_executor(None, read_ready) if name not in KOPF else None
+    first: float | None = None
+    try:
+        while True:
+            try:
+                total, done = await converged_count(client, ns, value)
+            except Exception:
+                total, done = 0, 0
+            now = time.monotonic()
+            if done and first is None:
+                first = now
+            if total >= n and done == n:
+                break
+            if now - t0 > 600:
+                raise TimeoutError(f"{name} did not converge on {value}: {done}/{n}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}")
+            await asyncio.sleep(0.05)
+        t1 = time.monotonic()
+        c1, rss, hwm = proc_stats(proc.pid)  # the process's whole CPU: start-up, list, every reconcile
+        await asyncio.sleep(1.0)  # let trailing writes land before counting
+        if reader is not None:
+            await asyncio.wait_for(reader, 5)
+        writes = write_counts(cp) - before
+        result = {
+            "seconds_from_start": round(t1 - t0, 2),
+            "seconds_from_ready": round(t1 - ready_at[0], 2) if ready_at else None,
+            "start_to_ready_s": round(ready_at[0] - t0, 2) if ready_at else None,
+            "start_to_first_converged_s": round(first - t0, 2) if first is not None else None,
+            "writes_per_object": round(sum(writes.values()) / n, 3),
+            "cpu_ms_per_object": round(c1 * 1000 / n, 3),
+            "rss_mb": round(rss, 1),
+            "peak_rss_mb": round(hwm, 1),
+            "writes_by_kind": {k: v for k, v in writes.items() if v},
+        }
+    finally:
+        stop_operator(proc)
+    return result
+
+
+async def run_backlog(cp: ControlPlane, name: str, n: int, workers: int) -> dict[str, Any]:
+    """--backlog: the driver writes n creates with no operator running, then the operator starts
+    and converges them; it is stopped, the driver changes every Widget, and it starts again."""
+    ns = f"bench-{name}-{int(time.time() * 1000) % 100000}"
+    cp.create_namespace(ns)
+    try:
+        async with Client.from_kubeconfig(cp.kubeconfig_path, qps=None) as client:
+            sem = asyncio.Semaphore(32)
+
+            async def create(i: int) -> None:
+                async with sem:
+                    body = {"apiVersion": "bench.kubeop.dev/v1", "kind": "Widget", "spec": {"value": "one"}}
+                    body["metadata"] = {"name": f"w{i:05d}", "namespace": ns}
+                    await client.create(body, resource=WIDGETS)
+
+            async def update(i: int) -> None:
+                async with sem:
+                    await client.patch(WIDGETS, f"w{i:05d}", {"spec": {"value": "two"}}, namespace=ns)
+
+            results: dict[str, Any] = {"operator": name, "n": n, "backlog": True}
+            for phase, fn, value in (("create", create, "one"), ("update", update, "two")):
+                t0 = time.monotonic()
+                await asyncio.gather(*(fn(i) for i in range(n)))
+                driver = time.monotonic() - t0
+                await asyncio.sleep(2.0)  # let the API server settle before the operator starts
+                results[phase] = await backlog_phase(cp, client, name, workers, ns, n, value)
+                results[phase]["driver_seconds"] = round(driver, 2)
+                print(f"  {name} backlog {phase}: {results[phase]}", file=sys.stderr)
+            return results
+    finally:
+        await clear_namespace(cp, ns)
 
 
 async def run_one(
@@ -318,8 +429,14 @@ async def clear_namespace(cp: ControlPlane, ns: str) -> None:
             await asyncio.sleep(0.2)
 
 
-def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) -> subprocess.Popen[str]:
-    """Start an operator process and return once it says it is ready (kopf: after 5 s)."""
+KOPF = ("kopf", "kopf-async")  # real kopf: no "ready" line on stdout
+
+
+def start_operator(
+    cp: ControlPlane, name: str, workers: int, *, resync: float, wait: bool = True
+) -> subprocess.Popen[str]:
+    """Start an operator process and return once it says it is ready (kopf: after 5 s), or at
+    once with ``wait=False``."""
     env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
     if name.endswith("-base") and BASELINE_SRC is not None:
         env["PYTHONPATH"] = BASELINE_SRC
@@ -333,7 +450,9 @@ def start_operator(cp: ControlPlane, name: str, workers: int, *, resync: float) 
         text=True,
         cwd=HERE,
     )
-    if name not in ("kopf", "kopf-async"):
+    if not wait:
+        return proc
+    if name not in KOPF:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
     else:
@@ -360,6 +479,12 @@ async def main() -> None:
     parser.add_argument("--out", default=str(HERE / "results.json"))
     parser.add_argument("--no-fault", action="store_true", help="skip the API server outage phase")
     parser.add_argument(
+        "--backlog",
+        action="store_true",
+        help="instead of the usual phases: the driver writes n creates (then n updates) with no"
+        " operator running, then the operator starts; times start (and ready) to convergence",
+    )
+    parser.add_argument(
         "--baseline-src", help="src/ of another kubeop checkout, measured as operator 'kubeop-base'"
     )
     args = parser.parse_args()
@@ -371,9 +496,12 @@ async def main() -> None:
         runs = []
         for label in args.operators.split(","):
             name, _, workers = label.partition("@")  # "kopf-async-on-kubeop@64": its own workers
-            result = await run_one(
-                cp, name, args.n, int(workers or args.workers), args.idle, args.resync, not args.no_fault
-            )
+            if args.backlog:
+                result = await run_backlog(cp, name, args.n, int(workers or args.workers))
+            else:
+                result = await run_one(
+                    cp, name, args.n, int(workers or args.workers), args.idle, args.resync, not args.no_fault
+                )
             if workers:
                 result["workers"] = int(workers)
             runs.append(result)

@@ -85,7 +85,7 @@ def build_manager(
     if not (len(registry) or admission_handlers(registry) or indexing_handlers(registry)):
         raise ValueError("no kopf handlers are registered: decorate functions with @kopf.on.* first")
     if workers is None:
-        workers = settings.execution.max_workers or 4
+        workers = settings.execution.max_workers or 16
     manager_options.setdefault("name", "kopf-operator")
     manager_options.setdefault("metrics_address", None)
     manager_options.setdefault("health_address", None)

@@ -1,7 +1,7 @@
 """kopf's ``OperatorSettings``: the sections and fields a kopf operator sets, honoured on kubeop.
 
 ``settings.execution.default_backoff`` (a handler's retry delay when it gives no ``backoff=``),
-``settings.execution.max_workers`` (the workers per resource), ``settings.persistence.finalizer``
+``settings.execution.max_workers`` (workers per resource, 16 if unset), ``settings.persistence.finalizer``
 and ``settings.peering`` (``standalone``, ``name``, ``namespace``: the Lease of kubeop's leader
 election) change how kubeop runs the handlers; ``settings.admission.server`` (one of kopf's
 webhook servers, :mod:`kubeop.kopf.webhooks`) and ``settings.admission.managed`` (the name of the

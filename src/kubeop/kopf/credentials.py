@@ -170,6 +170,21 @@ class Vault(SharedRefresh):
                 )
                 continue
             self._current[key] = info
+        if self._endpoint is None and self._current:
+            # The first login fixes the client's server (the highest priority's): credentials
+            # for any other server must never be sent to it, even after the first are rejected.
+            top = max(self._current.values(), key=lambda i: i.priority)
+            self._endpoint = _endpoint(top)
+            for key, info in list(self._current.items()):
+                if _endpoint(info) != self._endpoint:
+                    log.warning(
+                        "Login handler %r returned credentials for %s; kubeop's client uses %s "
+                        "(the highest priority's): ignored.",
+                        key,
+                        info.server,
+                        self._endpoint[0],
+                    )
+                    del self._current[key]
         self._update_expiry()
 
     def _expire(self) -> None:

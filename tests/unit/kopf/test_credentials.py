@@ -106,6 +106,19 @@ async def test_credentials_for_another_server_are_ignored(caplog: pytest.LogCapt
     assert "stays on https://127.0.0.1:6443" in caplog.text
 
 
+async def test_a_first_login_for_two_servers_never_sends_one_servers_token_to_the_other(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    other = kopf.ConnectionInfo(server="https://10.0.0.1:6443", token="for-the-other-only")
+    logins = Logins({"main": token("a", priority=10), "other": other}, {"main": token("c", priority=10)})
+    vault = Vault(logins)
+    used = await vault.credentials()
+    assert used.headers["Authorization"] == "Bearer a"
+    assert "uses https://127.0.0.1:6443" in caplog.text
+    assert await refresh_after_unauthorized(vault, used)  # "a" rejected: never the other server's
+    assert await bearer(vault) == "Bearer c" and logins.runs == 2
+
+
 async def test_basic_auth_schemes_and_client_certificates() -> None:
     basic = kopf.ConnectionInfo(server=SERVER, username="u", password="p")
     assert await bearer(Vault(Logins({"l": basic}))) == "Basic " + base64.b64encode(b"u:p").decode()

@@ -271,8 +271,8 @@ async def serve_admission(
                         await stopping
                         return
                     if managed is not None:
+                        written = config  # cleaned up even if a write fails or is cancelled half-way
                         await _configure(client, handlers, resources, managed, config)
-                        written = config
             finally:
                 try:
                     if managed is not None and written is not None:

@@ -314,38 +314,45 @@ class ShardLabeller:
 
         for kinds in (children, primaries):
             tasks.clear()
-            for kind in kinds:
-                if not full:
-                    assert kind.unlabelled is not None
-                    store = kind.unlabelled.store
-                    consider(kind, list(store.list()))
-                    # forget what the watch has reported labelled since
-                    for sent_key in [k for k in sent if k[0] == kind.tag]:
-                        if sent_key[1].lstrip("/") not in store:
-                            del sent[sent_key]
-                    continue
-                # Page by page (the patches of a page start as the next one is listed): the
-                # pass holds the objects still to patch, not the whole kind.
-                token: str | None = None
-                while True:
-                    page = await self.client.list(
-                        kind.resource,
-                        namespace=kind.namespace,
-                        all_namespaces=kind.namespace is None,
-                        label_selector=kind.selector,
-                        limit=PAGE_SIZE,
-                        continue_=token,
-                        metadata_only=True,
-                        share_strings=False,
-                    )
-                    if not current():
-                        return False
-                    consider(kind, page.items)
-                    token = page.continue_
-                    if not token:
-                        break
-            if not (all(await asyncio.gather(*tasks)) and current()):
-                return False
+            try:
+                for kind in kinds:
+                    if not full:
+                        assert kind.unlabelled is not None
+                        store = kind.unlabelled.store
+                        consider(kind, list(store.list()))
+                        # forget what the watch has reported labelled since
+                        for sent_key in [k for k in sent if k[0] == kind.tag]:
+                            if sent_key[1].lstrip("/") not in store:
+                                del sent[sent_key]
+                        continue
+                    # Page by page (the patches of a page start as the next one is listed): the
+                    # pass holds the objects still to patch, not the whole kind.
+                    token: str | None = None
+                    while True:
+                        page = await self.client.list(
+                            kind.resource,
+                            namespace=kind.namespace,
+                            all_namespaces=kind.namespace is None,
+                            label_selector=kind.selector,
+                            limit=PAGE_SIZE,
+                            continue_=token,
+                            metadata_only=True,
+                            share_strings=False,
+                        )
+                        if not current():
+                            return False
+                        consider(kind, page.items)
+                        token = page.continue_
+                        if not token:
+                            break
+                if not (all(await asyncio.gather(*tasks)) and current()):
+                    return False
+            finally:
+                # an early return or a failed list or patch: no patch task outlives the pass
+                for task in tasks:
+                    task.cancel()
+                if tasks:
+                    await asyncio.gather(*tasks, return_exceptions=True)
         if patched:
             log.info(
                 "shard labeller: %d objects labelled under ring generation %d",

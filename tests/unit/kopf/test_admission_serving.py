@@ -173,6 +173,8 @@ async def test_unbuilt_and_unsupported_servers_say_what_to_use() -> None:
         await anext(kopf.WebhookNgrokTunnel()(fn))
     with pytest.raises(TypeError, match=r"context=.*certfile=/pkeyfile="):
         await anext(kopf.WebhookServer(context=ssl.create_default_context())(fn))
+    with pytest.raises(ValueError, match=r"WebhookServer: certfile= and pkeyfile= go together"):
+        await anext(kopf.WebhookServer(certfile="/nonexistent/tls.crt")(fn))
 
 
 def review(**spec: Any) -> dict[str, Any]:

@@ -15,12 +15,21 @@ cert-controller "rotator" in many operators). At start every replica:
 1. reads the Secret (``tls.crt``, ``tls.key``, ``ca.crt``, ``ca.key``); when it is missing the
    replica makes a CA and a serving certificate for the webhook Service's DNS names and *creates*
    it. Only one create wins (AlreadyExists for the others, which read the winner's);
-2. when the serving certificate expires within ``renew_before`` (default: the last third of its
-   life), is for other hosts or not from the CA, it makes a new one and *updates* the Secret with
-   the resourceVersion it read: a concurrent renewal makes the update fail with Conflict, and the
-   loser reads the winner's. The CA is kept while it outlives the new certificate; a new CA is
-   published next to the old one in ``ca.crt`` (until the old one expires), so servers still on
-   the old certificate stay trusted;
+2. checks the pair (:func:`~kubeop.webhook.certs.serving_problem`,
+   :func:`~kubeop.webhook.certs.ca_problem`): an RSA (2048+) or ECDSA key that is the
+   certificate's; a CA with basicConstraints CA:TRUE (and keyCertSign when it has a keyUsage)
+   that signed it; both valid now (five minutes of clock skew allowed); extendedKeyUsage
+   serverAuth; subjectAltNames covering every host. When the pair fails a check, expires within
+   ``renew_before`` (default: the last third of its life) or outlives its CA, it makes a new one
+   and *updates* the Secret with the resourceVersion it read: a concurrent renewal makes the
+   update fail with Conflict, and the loser reads the winner's. The CA is kept while it is sound
+   and outlives the new certificate; a new CA is published next to the old ones in ``ca.crt``
+   (until they expire), so servers still on the old certificate stay trusted.
+   Only a pair the rotator made is replaced: one it writes carries the annotation
+   :data:`OWNER_ANNOTATION` (a Secret written before it, by its CA named ``kubeop-webhook-ca``
+   next to a ``ca.key``; an empty Secret has nothing to lose). Any other pair (cert-manager's,
+   one made by hand) is used while it passes the checks, a warning when it nears its end, and
+   :class:`CertificateRefused` when it fails one: never overwritten;
 3. writes ``tls.crt`` / ``tls.key`` / ``ca.crt`` into the cert dir (the webhook server reloads
    them on change) and patches ``caBundle`` into the webhook configurations and the conversion
    stanza of the CRDs named in ``inject``, when it differs.
@@ -37,23 +46,35 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.x509.oid import NameOID
 
 from kubeop.client import Client
 from kubeop.core.errors import AlreadyExists, Conflict, NotFound
 from kubeop.core.patch import PatchType
 from kubeop.core.resource import ApiResource
-from kubeop.webhook.certs import CA_KEY_NAME, CA_NAME, CERT_NAME, KEY_NAME, KeyPair, make_ca, make_serving
+from kubeop.webhook.certs import (
+    CA_COMMON_NAME,
+    CA_KEY_NAME,
+    CA_NAME,
+    CERT_NAME,
+    KEY_NAME,
+    KeyPair,
+    ca_problem,
+    make_ca,
+    make_serving,
+    serving_problem,
+)
 from kubeop.webhook.certs import _write as write_file
 
-__all__ = ["INJECTABLE", "CertRotator", "CertSecret"]
+__all__ = ["INJECTABLE", "OWNER_ANNOTATION", "CertRotator", "CertSecret", "CertificateRefused"]
 
 log = logging.getLogger("kubeop.webhook")
 
@@ -82,6 +103,9 @@ INJECTABLE = {
     ),
 }
 _ATTEMPTS = 5
+# On a Secret the rotator wrote: what it holds is the rotator's to replace. A Secret without it
+# holding a pair (cert-manager's, a user's) is never overwritten: a pair failing a check is an error.
+OWNER_ANNOTATION = "webhook.kubeop.io/cert-rotator"
 
 
 def service_hosts(service: str, namespace: str) -> tuple[str, ...]:
@@ -140,11 +164,12 @@ class CertSecret:
 
 @dataclass(frozen=True)
 class _Material:
-    ca: KeyPair
+    ca: KeyPair | None  # the CA's key and certificate, when the rotator may sign with them
     serving: KeyPair
     bundle: bytes  # ca.crt: the current CA, then a previous one still trusted
 
     def data(self) -> dict[str, str]:
+        assert self.ca is not None, "only material the rotator made is written"
         raw = {
             CERT_NAME: self.serving.cert_pem,
             KEY_NAME: self.serving.key_pem,
@@ -154,85 +179,142 @@ class _Material:
         return {k: base64.b64encode(v).decode() for k, v in raw.items()}
 
 
+class CertificateRefused(ValueError):
+    """The Secret holds a pair the rotator did not make and that fails a check: never overwritten."""
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _decode(secret: dict[str, Any]) -> _Material | None:
-    """The material in a Secret, or None when something is missing, does not parse or does not
-    belong together (a key that is not its certificate's, a certificate the CA did not sign)."""
-    data = secret.get("data") or {}
+def _data(secret: dict[str, Any] | None) -> dict[str, Any]:
+    data = (secret or {}).get("data")
+    return data if isinstance(data, dict) else {}
+
+
+def _owned(secret: dict[str, Any] | None) -> bool:
+    """Whether the rotator may replace what ``secret`` holds: it is missing or holds none of the
+    four keys (nothing to lose), carries :data:`OWNER_ANNOTATION`, or (Secrets written before
+    that annotation) holds a CA key next to a CA named as :func:`make_ca` names it."""
+    if secret is None:
+        return True
+    annotations = (secret.get("metadata") or {}).get("annotations") or {}
+    if isinstance(annotations, dict) and OWNER_ANNOTATION in annotations:
+        return True
+    data = _data(secret)
+    if not any(name in data for name in (CERT_NAME, KEY_NAME, CA_NAME, CA_KEY_NAME)):
+        return True
     try:
-        raw = {k: base64.b64decode(data[k]) for k in (CERT_NAME, KEY_NAME, CA_NAME, CA_KEY_NAME)}
-        bundle = raw[CA_NAME]
-        ca_cert = x509.load_pem_x509_certificates(bundle)[0].public_bytes(Encoding.PEM)
-        material = _Material(
-            KeyPair(raw[CA_KEY_NAME], ca_cert), KeyPair(raw[KEY_NAME], raw[CERT_NAME]), bundle
-        )
-        for pair in (material.ca, material.serving):
-            if _public(pair.key().public_key()) != _public(pair.cert.public_key()):
-                return None
-        material.serving.cert.verify_directly_issued_by(material.ca.cert)
-        return material
-    except (KeyError, ValueError, TypeError, IndexError, InvalidSignature, UnsupportedAlgorithm):
-        return None
+        ca = x509.load_pem_x509_certificates(base64.b64decode(data[CA_NAME], validate=True))[0]
+        names = ca.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        return CA_KEY_NAME in data and [n.value for n in names] == [CA_COMMON_NAME]
+    except (KeyError, ValueError, TypeError, IndexError):
+        return False
 
 
-def _public(key: Any) -> bytes:
-    return bytes(key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo))
-
-
-def _hosts(cert: x509.Certificate) -> set[str]:
+def _examine(secret: dict[str, Any] | None, spec: CertSecret, owned: bool) -> tuple[_Material | None, str]:
+    """What ``secret`` holds and why it cannot serve as it is ("" when it can): the serving pair
+    passes :func:`serving_problem` for the spec's hosts, signed by the first CA of ``ca.crt``,
+    which passes :func:`ca_problem`; for a pair the rotator owns, ``ca.key`` is that CA's too (it
+    signs the next certificate). Never raises on what a Secret may hold."""
+    if secret is None:
+        return None, "missing"
+    data = _data(secret)
+    raw: dict[str, bytes] = {}
+    for name in (CERT_NAME, KEY_NAME, CA_NAME, CA_KEY_NAME):
+        if name not in data:
+            if name == CA_KEY_NAME:
+                continue
+            return None, f"it has no {name}"
+        try:
+            raw[name] = base64.b64decode(data[name], validate=True)
+        except (ValueError, TypeError):
+            return None, f"its {name} is not base64"
     try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return set()
-    return {str(ip) for ip in san.get_values_for_type(x509.IPAddress)} | set(
-        san.get_values_for_type(x509.DNSName)
+        cert = x509.load_pem_x509_certificate(raw[CERT_NAME])
+    except ValueError:
+        return None, "its tls.crt is not a PEM certificate"
+    try:
+        ca_cert = x509.load_pem_x509_certificates(raw[CA_NAME])[0]
+    except (ValueError, IndexError):
+        return None, "its ca.crt is not a PEM certificate"
+    ca: KeyPair | None = KeyPair(raw.get(CA_KEY_NAME, b""), ca_cert.public_bytes(Encoding.PEM))
+    if ca is not None and not ca.matches():
+        ca = None  # the rotator cannot sign with it
+    material = _Material(ca, KeyPair(raw[KEY_NAME], raw[CERT_NAME]), raw[CA_NAME])
+    now = _now()
+    problem = ca_problem(ca_cert, now=now, what="the CA in ca.crt") or serving_problem(
+        cert, raw[KEY_NAME], ca_cert, spec.hosts, now=now
     )
+    if problem is None and owned and ca is None:
+        problem = "its ca.key is missing or not the key of the CA in ca.crt"
+    return material, problem or ""
 
 
-def _problem(material: _Material | None, spec: CertSecret) -> str | None:
-    """Why the material must be renewed (None: it is good)."""
-    if material is None:
-        return "missing or unreadable"
-    cert = material.serving.cert
+def _due(material: _Material, spec: CertSecret) -> str:
+    """Why a pair that serves should be renewed now ("" when it need not): it expires, or its CA
+    does, within the renew window."""
+    cert, ca = material.serving.cert, x509.load_pem_x509_certificates(material.bundle)[0]
     if cert.not_valid_after_utc - _now() < spec.renew_window:
         return f"the serving certificate expires at {cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S} UTC"
-    ca_end = material.ca.cert.not_valid_after_utc
-    if ca_end < cert.not_valid_after_utc:  # not one the rotator made: the chain breaks at ca_end
-        return f"the CA expires at {ca_end:%Y-%m-%d %H:%M:%S} UTC, before its serving certificate"
-    if not set(spec.hosts) <= _hosts(cert):
-        return f"the serving certificate is not for {', '.join(sorted(set(spec.hosts) - _hosts(cert)))}"
-    return None
+    if ca.not_valid_after_utc < cert.not_valid_after_utc:  # not one the rotator made: the chain breaks then
+        ends = f"{ca.not_valid_after_utc:%Y-%m-%d %H:%M:%S}"
+        return f"the CA expires at {ends} UTC, before its serving certificate"
+    return ""
 
 
-def _unexpired(bundle: bytes) -> bytes:
+def _trusted(bundle: bytes) -> bytes:
+    """The CAs of an old bundle still worth trusting: unexpired, and CAs indeed."""
+    try:
+        certs = x509.load_pem_x509_certificates(bundle)
+    except ValueError:
+        return b""
     now = _now()
-    certs = x509.load_pem_x509_certificates(bundle)
-    return b"".join(c.public_bytes(Encoding.PEM) for c in certs if c.not_valid_after_utc > now)
+    return b"".join(c.public_bytes(Encoding.PEM) for c in certs if ca_problem(c, now=now) is None)
 
 
 def _renew(old: _Material | None, spec: CertSecret) -> _Material:
-    """A new serving certificate, from the old CA while it outlives it by the renew window; a new
-    CA is published next to the old ones that have not expired (servers still on a certificate
-    from them stay trusted), expired ones leave the bundle."""
-    if old is not None and old.ca.cert.not_valid_after_utc - _now() > spec.validity + spec.renew_window:
-        ca, bundle = old.ca, _unexpired(old.bundle)
+    """A new serving certificate, from the old CA while it is sound and outlives it by the renew
+    window; a new CA is published next to the old ones that are still sound (servers still on a
+    certificate from them stay trusted), expired ones leave the bundle."""
+    ca = old.ca if old is not None else None
+    if (
+        old is not None
+        and ca is not None
+        and ca_problem(ca.cert) is None
+        and ca.cert.not_valid_after_utc - _now() > spec.validity + spec.renew_window
+    ):
+        bundle = _trusted(old.bundle)  # the CA first, as it was
     else:
         ca = make_ca(spec.ca_validity)
-        bundle = ca.cert_pem + (_unexpired(old.bundle) if old is not None else b"")
+        bundle = ca.cert_pem + (_trusted(old.bundle) if old is not None else b"")
     return _Material(ca, make_serving(ca, spec.hosts, spec.validity), bundle)
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
     """Write by a rename (a server reloading never reads half a file), with ``mode`` whatever a
-    file left there had (os.open's mode applies only to a file it creates)."""
-    if path.exists() and path.read_bytes() == data:
-        if os.stat(path).st_mode & 0o777 != mode:
-            os.chmod(path, mode)
+    file left there had (os.open's mode applies only to a file it creates). What is there is
+    compared without following a symlink and without blocking (a FIFO, a device): anything but a
+    regular file of ours with the same content is replaced, never opened for writing."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):  # not even opened: a device may act on open
+            raise IsADirectoryError(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        write_file(path, data, mode)
         return
-    write_file(path, data, mode)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        same = (
+            stat.S_ISREG(st.st_mode)
+            and st.st_uid == os.geteuid()
+            and st.st_size == len(data)
+            and fh.read(len(data) + 1) == data
+        )
+        if same and stat.S_IMODE(st.st_mode) != mode:
+            os.fchmod(fd, mode)
+    if not same:
+        write_file(path, data, mode)
 
 
 class CertRotator:
@@ -284,6 +366,8 @@ class CertRotator:
                 return
             try:
                 await self.ensure()
+            except CertificateRefused as exc:  # a person must act: said once a round, not every 5 s
+                log.error("%s", exc)
             except Exception as exc:  # the next round retries; the server keeps its current pair
                 log.warning("webhook certificate Secret %s not checked: %s", self.secret, exc)
                 self.pending = ["retry"]
@@ -291,15 +375,40 @@ class CertRotator:
     async def _settle(self) -> _Material:
         for _ in range(_ATTEMPTS):
             secret = await self.client.get_or_none(SECRETS, self.spec.name, namespace=self.namespace)
-            current = _decode(secret) if secret is not None else None
-            why = _problem(current, self.spec)
-            if why is None and current is not None:
-                return current
+            owned = _owned(secret)
+            current, why = _examine(secret, self.spec, owned)
+            if not why:
+                assert current is not None
+                due = _due(current, self.spec)
+                if not due:
+                    return current
+                if not owned:
+                    log.warning(
+                        "webhook certificate Secret %s: %s, and the rotator renews only what it made: "
+                        "renew it, or delete the Secret to let the rotator make its own",
+                        self.secret,
+                        due,
+                    )
+                    return current
+                why = due
+            elif not owned:
+                raise CertificateRefused(
+                    f"webhook certificate Secret {self.secret} holds a certificate the rotator did not make "
+                    f"(no annotation {OWNER_ANNOTATION}) and {why}: fix its tls.crt, tls.key and ca.crt, or "
+                    "delete the Secret to let the rotator make its own; it is never overwritten"
+                )
             fresh = _renew(current, self.spec)
+            metadata = dict(secret["metadata"]) if secret is not None else {}
+            annotations = {**(metadata.get("annotations") or {}), OWNER_ANNOTATION: "true"}
             body: dict[str, Any] = {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": {"name": self.spec.name, "namespace": self.namespace},
+                "metadata": {
+                    **metadata,
+                    "name": self.spec.name,
+                    "namespace": self.namespace,
+                    "annotations": annotations,
+                },
                 "type": "kubernetes.io/tls",
                 "data": fresh.data(),
             }
@@ -307,8 +416,6 @@ class CertRotator:
                 if secret is None:
                     await self.client.create(body, resource=SECRETS)
                 else:
-                    md = secret["metadata"]
-                    body["metadata"] = {**md, "resourceVersion": md["resourceVersion"]}
                     body["type"] = secret.get("type") or body["type"]  # immutable: the API refuses a change
                     await self.client.update(body, resource=SECRETS)
             except (AlreadyExists, Conflict):

@@ -13,7 +13,16 @@ from cryptography import x509
 
 from kubeop.webhook import CertSecret
 from kubeop.webhook.certs import KeyPair, make_ca, make_serving
-from kubeop.webhook.rotator import _decode, _Material, _problem, _renew, _write, service_hosts
+from kubeop.webhook.rotator import (
+    OWNER_ANNOTATION,
+    CertificateRefused,
+    _due,
+    _examine,
+    _Material,
+    _renew,
+    _write,
+    service_hosts,
+)
 
 
 def test_for_service_names_what_the_api_server_dials() -> None:
@@ -43,13 +52,23 @@ def _material(spec: CertSecret, ca_days: float, cert_days: float) -> Any:
     return _Material(ca, make_serving(ca, spec.hosts, dt.timedelta(days=cert_days)), ca.cert_pem)
 
 
+def _owned(data: Any) -> dict[str, Any]:
+    return {"metadata": {"annotations": {OWNER_ANNOTATION: "true"}}, "data": data}
+
+
+def _why(material: _Material, spec: CertSecret) -> str:
+    """Why the rotator would renew what it made: a failed check, else nearing its end ("" neither)."""
+    current, why = _examine(_owned(material.data()), spec, owned=True)
+    return why or _due(current, spec) if current is not None else why
+
+
 def test_what_makes_a_certificate_due() -> None:
     spec = CertSecret("c", ("svc.ns.svc",))
-    assert _problem(None, spec) == "missing or unreadable"
-    assert _problem(_material(spec, 3650, 365), spec) is None
-    assert "expires at" in str(_problem(_material(spec, 3650, 100), spec))  # inside the last third
+    assert _examine(None, spec, owned=True) == (None, "missing")
+    assert _why(_material(spec, 3650, 365), spec) == ""
+    assert "expires at" in _why(_material(spec, 3650, 100), spec)  # inside the last third
     other = CertSecret("c", ("other.ns.svc",))
-    assert "not for other.ns.svc" in str(_problem(_material(spec, 3650, 365), other))
+    assert "not for other.ns.svc" in _why(_material(spec, 3650, 365), other)
 
 
 def test_a_renewal_keeps_a_lasting_ca_and_replaces_one_about_to_expire() -> None:
@@ -57,42 +76,56 @@ def test_a_renewal_keeps_a_lasting_ca_and_replaces_one_about_to_expire() -> None
     lasting = _material(spec, 3650, 10)
     renewed = _renew(lasting, spec)
     assert renewed.ca == lasting.ca and renewed.bundle == lasting.bundle
+    assert lasting.ca is not None and renewed.ca is not None
     renewed.serving.cert.verify_directly_issued_by(lasting.ca.cert)
-    assert _problem(renewed, spec) is None
+    assert _why(renewed, spec) == ""
     ending = _material(spec, 400, 10)  # the CA would not outlive a new certificate
     replaced = _renew(ending, spec)
-    assert replaced.ca != ending.ca
+    assert replaced.ca is not None and ending.ca is not None and replaced.ca != ending.ca
     bundle = x509.load_pem_x509_certificates(replaced.bundle)
     assert [c.subject for c in bundle] == [replaced.ca.cert.subject, ending.ca.cert.subject]
     assert bundle[0].serial_number == replaced.ca.cert.serial_number
     assert bundle[1].serial_number == ending.ca.cert.serial_number  # still trusted until it expires
 
 
-def test_a_secret_it_cannot_read_is_missing_not_an_error() -> None:
-    assert _decode({"data": {"tls.crt": "bm90IGEgY2VydA=="}}) is None
-    assert _decode({}) is None
+def test_a_secret_it_cannot_read_says_why_and_never_raises() -> None:
     spec = CertSecret("c", ("h",))
+    assert _examine({"data": {"tls.crt": "bm90IGEgY2VydA=="}}, spec, owned=True) == (
+        None,
+        "it has no tls.key",
+    )
+    assert _examine({}, spec, owned=True) == (None, "it has no tls.crt")
     good = _material(spec, 3650, 365)
-    assert _decode({"data": good.data()}) == good
+    assert _examine({"data": good.data()}, spec, owned=True) == (good, "")
 
 
 def test_a_secret_whose_parts_do_not_belong_together_is_renewed_not_a_crash() -> None:
     spec = CertSecret("c", ("h",))
     good = _material(spec, 3650, 365)
     other = _material(spec, 3650, 365)
+
+    def why(material: _Material) -> str:
+        return _examine(_owned(material.data()), spec, owned=True)[1]
+
     # a serving certificate signed by another CA (same subject: only the signature differs)
-    assert _decode({"data": _Material(good.ca, other.serving, good.bundle).data()}) is None
+    assert "tls.crt is not signed by the CA in ca.crt" in why(_Material(good.ca, other.serving, good.bundle))
     # a serving key that is not the certificate's, a CA key that is not the CA's
     swapped_key = KeyPair(other.serving.key_pem, good.serving.cert_pem)
-    assert _decode({"data": _Material(good.ca, swapped_key, good.bundle).data()}) is None
+    assert why(_Material(good.ca, swapped_key, good.bundle)) == "tls.key is not the key of tls.crt"
+    assert other.ca is not None and good.ca is not None
     swapped_ca = KeyPair(other.ca.key_pem, good.ca.cert_pem)
-    assert _decode({"data": _Material(swapped_ca, good.serving, good.bundle).data()}) is None
+    assert "ca.key is missing or not the key" in why(_Material(swapped_ca, good.serving, good.bundle))
     # wrong types and truncated PEM
-    assert _decode({"data": ["tls.crt"]}) is None
-    assert _decode({"data": {**good.data(), "tls.key": 42}}) is None
+    assert _examine({"data": ["tls.crt"]}, spec, owned=True)[0] is None
+    assert _examine({"data": {**good.data(), "tls.key": 42}}, spec, owned=True) == (
+        None,
+        "its tls.key is not base64",
+    )
     truncated = base64.b64encode(good.serving.cert_pem[:100]).decode()
-    assert _decode({"data": {**good.data(), "tls.crt": truncated}}) is None
-    assert _decode({"data": "garbage"}) is None
+    assert _examine({"data": {**good.data(), "tls.crt": truncated}}, spec, owned=True)[1] == (
+        "its tls.crt is not a PEM certificate"
+    )
+    assert _examine({"data": "garbage"}, spec, owned=True)[0] is None
 
 
 def test_a_key_pair_does_not_show_its_private_key() -> None:
@@ -114,33 +147,69 @@ def test_a_key_file_is_owner_only_even_over_a_leftover_temporary_file(tmp_path: 
     assert stat.S_IMODE((tmp_path / "tls.key").stat().st_mode) == 0o600
 
 
-async def test_a_garbage_secret_of_another_type_is_renewed_keeping_its_type(tmp_path: Path) -> None:
+async def test_a_garbage_secret_of_its_own_is_renewed_keeping_its_type(tmp_path: Path) -> None:
     from kubeop.testing.fake import FakeCluster
     from kubeop.webhook.rotator import SECRETS, CertRotator
 
+    spec = CertSecret("cert", ("svc.default.svc",), "default")
     async with FakeCluster().client() as api:
         await api.create(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": {"name": "cert", "namespace": "default"},
+                "metadata": {
+                    "name": "cert",
+                    "namespace": "default",
+                    "annotations": {OWNER_ANNOTATION: "true", "other": "kept"},
+                },
                 "type": "Opaque",  # the type of a Secret is immutable: an update must keep it
                 "data": {"tls.crt": base64.b64encode(b"-----BEGIN CERT").decode()},
             },
             resource=SECRETS,
         )
-        rotator = CertRotator(api, CertSecret("cert", ("svc.default.svc",), "default"), cert_dir=tmp_path)
+        rotator = CertRotator(api, spec, cert_dir=tmp_path)
         bundle = await rotator.ensure()
         secret = await api.get(SECRETS, "cert", namespace="default")
         assert secret["type"] == "Opaque"
-        assert _decode(secret) is not None and bundle and rotator.renewals == 1
+        assert secret["metadata"]["annotations"] == {OWNER_ANNOTATION: "true", "other": "kept"}
+        assert _examine(secret, spec, owned=True)[1] == "" and bundle and rotator.renewals == 1
         assert stat.S_IMODE((tmp_path / "tls.key").stat().st_mode) == 0o600
+
+
+async def test_a_secret_the_rotator_creates_is_marked_as_its_own(tmp_path: Path) -> None:
+    from kubeop.testing.fake import FakeCluster
+    from kubeop.webhook.rotator import SECRETS, CertRotator
+
+    async with FakeCluster().client() as api:
+        await CertRotator(
+            api, CertSecret("cert", ("svc.default.svc",), "default"), cert_dir=tmp_path
+        ).ensure()
+        secret = await api.get(SECRETS, "cert", namespace="default")
+    assert secret["metadata"]["annotations"] == {OWNER_ANNOTATION: "true"}
+    assert secret["type"] == "kubernetes.io/tls"
+
+
+async def test_a_garbage_secret_it_did_not_make_is_refused_not_overwritten(tmp_path: Path) -> None:
+    from kubeop.testing.fake import FakeCluster
+    from kubeop.webhook.rotator import SECRETS, CertRotator
+
+    async with FakeCluster().client() as api:
+        data = {"tls.crt": base64.b64encode(b"-----BEGIN CERT").decode(), "tls.key": "", "ca.crt": ""}
+        await api.create(
+            {"metadata": {"name": "cert", "namespace": "default"}, "type": "Opaque", "data": data},
+            resource=SECRETS,
+        )
+        rotator = CertRotator(api, CertSecret("cert", ("svc.default.svc",), "default"), cert_dir=tmp_path)
+        with pytest.raises(CertificateRefused, match=r"default/cert .* did not make .*tls.crt is not a PEM"):
+            await rotator.ensure()
+        assert (await api.get(SECRETS, "cert", namespace="default"))["data"] == data
+        assert rotator.renewals == 0 and not (tmp_path / "tls.crt").exists()
 
 
 def test_a_ca_that_expires_before_its_serving_certificate_is_due() -> None:
     spec = CertSecret("c", ("h",))
-    assert "the CA expires at" in str(_problem(_material(spec, 300, 365), spec))  # made elsewhere
-    assert _problem(_material(spec, 3650, 365), spec) is None
+    assert "the CA expires at" in _why(_material(spec, 300, 365), spec)  # made elsewhere
+    assert _why(_material(spec, 3650, 365), spec) == ""
 
 
 async def test_the_ca_bundle_is_injected_before_a_new_serving_certificate_is_written(

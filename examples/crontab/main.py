@@ -35,7 +35,6 @@ from kubeop.webhook import (
     webhook_configurations,
     with_conversion,
 )
-from kubeop.webhook.certs import DEFAULT_CERT_DIR
 
 NAME = "crontab-webhooks"
 OPERATOR = "crontab-operator"
@@ -123,9 +122,9 @@ def main() -> None:
     if env.get("WEBHOOK_SERVICE"):
         webhook = _in_cluster(env)
     else:
-        certs = local_certificates(DEFAULT_CERT_DIR)
+        certs = local_certificates()  # in this user's private cert dir
         asyncio.run(_install(Endpoint.url(f"https://{ADDRESS}", ca_bundle=certs.ca_pem)))
-        webhook = {"webhook_address": ADDRESS, "webhook_cert_dir": str(DEFAULT_CERT_DIR)}
+        webhook = {"webhook_address": ADDRESS, "webhook_cert_dir": str(certs.directory)}
     manager = build_manager(
         metrics_address=env.get("METRICS_BIND_ADDRESS", "127.0.0.1:8080") or None,
         health_address=env.get("HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:8081") or None,

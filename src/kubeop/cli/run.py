@@ -33,7 +33,7 @@ from kubeop.manager.logs import LOG_FORMATS, LOG_LEVELS
 from kubeop.scaffold import HelmProject, Project, generated
 from kubeop.scaffold.helm import rbac_rules
 from kubeop.webhook import Conversion, Endpoint, local_certificates, webhook_configurations, with_conversion
-from kubeop.webhook.certs import DEFAULT_CERT_DIR
+from kubeop.webhook.certs import CA_NAME, CertPathError, read_cert_file
 
 __all__ = ["run"]
 
@@ -127,13 +127,19 @@ def local_webhook_objects(project: Project, args: Sequence[str]) -> list[dict[st
     host, _, port = address.rpartition(":")
     host = host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"
     cert_dir = _flag_value(args, "--webhook-cert-dir") or os.environ.get("WEBHOOK_CERT_DIR")
-    if cert_dir:
-        ca_file = Path(cert_dir) / "ca.crt"
-        if not ca_file.is_file():
-            fail(f"{cert_dir} has no ca.crt: the API server needs the CA that signed tls.crt (the caBundle)")
-        ca = ca_file.read_bytes()
-    else:
-        ca = local_certificates(DEFAULT_CERT_DIR, hosts=(host,)).ca_pem
+    try:
+        if not cert_dir:  # the operator started below makes the same choice: this user's private dir
+            ca = local_certificates(hosts=(host,)).ca_pem
+        else:
+            try:
+                ca = read_cert_file(cert_dir, CA_NAME)
+            except OSError:
+                fail(
+                    f"{cert_dir} has no ca.crt: the API server needs the CA that signed tls.crt "
+                    "(the caBundle)"
+                )
+    except CertPathError as exc:
+        fail(str(exc))
     endpoint = Endpoint.url(f"https://{host}:{port}", ca_bundle=ca)
     conversions = {(c.group, c.kind): c for c in found.webhooks if isinstance(c, Conversion)}
     crds = []

@@ -367,21 +367,23 @@ class Manager:
             return self._synced or (self.elector is not None and not self.elector.is_leader)
 
         if self.webhooks is not None and len(self.webhooks):
-            from kubeop.webhook.certs import DEFAULT_CERT_DIR, local_certificates
+            from kubeop.webhook.certs import default_cert_dir, local_certificates
             from kubeop.webhook.server import WebhookServer
 
+            # Without a cert dir: this user's private one (kubeop.webhook.certs.default_cert_dir),
+            # never a fixed path of the shared temp dir another local user could create first.
             cert_dir = self._webhook_cert_dir
             if self._webhook_cert_secret is not None:
                 from kubeop.webhook.rotator import CertRotator
 
-                cert_dir = cert_dir or str(DEFAULT_CERT_DIR)
+                cert_dir = cert_dir or str(default_cert_dir())
                 self.cert_rotator = CertRotator(self.api, self._webhook_cert_secret, cert_dir=cert_dir)
                 await self.cert_rotator.ensure()
                 assert self._stop is not None
                 self._rotating = asyncio.ensure_future(self.cert_rotator.run(self._stop))
             elif cert_dir is None:
                 host = parse_address(self._webhook_address)[0]
-                cert_dir = str(local_certificates(DEFAULT_CERT_DIR, hosts=(host,)).directory)
+                cert_dir = str(local_certificates(hosts=(host,)).directory)
             self.webhook_server = WebhookServer(self.webhooks, self._webhook_address, cert_dir=cert_dir)
             await self.webhook_server.start()
             self.ready_checks["webhook"] = self.webhook_server.ready

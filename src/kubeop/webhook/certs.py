@@ -41,7 +41,6 @@ from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 __all__ = [
-    "DEFAULT_CERT_DIR",
     "CertPathError",
     "KeyPair",
     "LocalCertificates",
@@ -59,8 +58,6 @@ __all__ = [
 
 CERT_NAME, KEY_NAME, CA_NAME, CA_KEY_NAME = "tls.crt", "tls.key", "ca.crt", "ca.key"
 CA_COMMON_NAME = "kubeop-webhook-ca"
-# controller-runtime's default, shared by every local user: replaced by default_cert_dir()
-DEFAULT_CERT_DIR = Path(tempfile.gettempdir()) / "k8s-webhook-server" / "serving-certs"
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 # Clocks of replicas and of the API server differ a little: a certificate made a minute ago
 # elsewhere is not "not yet valid" here (ours start five minutes in the past for the same reason).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,9 +115,13 @@ def test_kubeop_run_registers_the_webhooks_at_a_local_url(
     project = find_project(project.root)
     create_webhook(project, group="webapp", version="v1", kind="Guestbook", validation=True)
     create_webhook(project, group="webapp", version="v2", kind="Guestbook", conversion=True)
-    monkeypatch.setattr(run_module, "DEFAULT_CERT_DIR", tmp_path / "certs")
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the private cert dir goes under it
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    certs = tmp_path / f"kubeop-{os.geteuid()}" / "webhook-certs"
     crd, validating = run_module.local_webhook_objects(project, ["--webhook-bind-address", "127.0.0.1:9555"])
-    ca = base64.b64encode((tmp_path / "certs" / "ca.crt").read_bytes()).decode()
+    ca = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"] == {
         "url": "https://127.0.0.1:9555/convert/guestbooks.webapp.example.com",
         "caBundle": ca,
@@ -125,4 +130,4 @@ def test_kubeop_run_registers_the_webhooks_at_a_local_url(
         "url": "https://127.0.0.1:9555/validate-webapp-example-com-v1-guestbook",
         "caBundle": ca,
     }
-    assert (tmp_path / "certs" / "tls.crt").is_file()
+    assert (certs / "tls.crt").is_file()

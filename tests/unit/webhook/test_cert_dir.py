@@ -7,6 +7,7 @@ mounted by kubelet (``tls.crt -> ..data/tls.crt``, ``..data -> ..<timestamp>``) 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import re
@@ -70,6 +71,42 @@ def _bounded(call: Callable[[], Any], fifo: Path, seconds: float = 5.0) -> Any:
 
 
 # -- the default directory -------------------------------------------------------------------------
+
+
+async def test_without_a_cert_dir_the_manager_serves_from_a_private_directory(temp: Path) -> None:
+    from examples.crontab.webhooks.crontab_v1beta1 import validate
+
+    from kubeop.client import Client
+    from kubeop.client.config import ClientConfig
+    from kubeop.manager import Manager
+    from kubeop.webhook import Webhooks
+
+    client = Client(ClientConfig(server="https://127.0.0.1:1"))  # never called: no controllers
+    manager = Manager(
+        client,
+        name="webhooks-only",
+        metrics_address=None,
+        health_address=None,
+        webhooks=Webhooks([validate]),
+        webhook_address="127.0.0.1:0",
+    )
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(manager.start(stop))
+    try:
+        for _ in range(500):
+            if manager.webhook_server is not None and manager.webhook_server.ready():
+                break
+            await asyncio.sleep(0.01)
+        assert manager.webhook_server is not None
+        directory = manager.webhook_server.cert_dir
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await client.close()
+    assert directory == temp / f"kubeop-{os.geteuid()}" / "webhook-certs"
+    for level in (directory, directory.parent):
+        assert os.lstat(level).st_uid == os.geteuid() and _mode(level) == 0o700
+    assert _mode(directory / "tls.key") == 0o600 and _mode(directory / "ca.key") == 0o600
 
 
 def test_the_default_directory_is_made_private_and_reused(temp: Path) -> None:

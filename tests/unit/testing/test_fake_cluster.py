@@ -20,7 +20,15 @@ from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client
 from kubeop.client.transport import Transport
 from kubeop.core import ApiResource
-from kubeop.core.errors import BadRequest, Gone, NotFound, UnsupportedMediaType
+from kubeop.core.errors import (
+    BadRequest,
+    Forbidden,
+    Gone,
+    InternalError,
+    NotFound,
+    ServiceUnavailable,
+    UnsupportedMediaType,
+)
 from kubeop.core.patch import PatchType
 from kubeop.manager import Manager
 from kubeop.queue import FakeClock
@@ -135,6 +143,44 @@ async def test_writes_the_server_refuses() -> None:
         assert dry["metadata"]["name"] == "dry" and await api.get_or_none(CM, "dry") is None
     with pytest.raises(RuntimeError, match="closed"):
         await api.get(CM, "a")
+
+
+async def test_injected_failures_answer_matching_requests_and_write_nothing() -> None:
+    cluster = FakeCluster()
+    async with cluster.client() as api:
+        await api.create(cm("a", v="1"))
+        await api.create(cm("b", v="1"))
+        cluster.fail("PATCH", CM, "a", namespace="default", times=2)
+        cluster.fail("PATCH", CM, "b", namespace="default", code=503)
+        for _ in range(2):
+            with pytest.raises(InternalError, match=r"injected failure of PATCH .*/configmaps/a"):
+                await api.patch(CM, "a", {"data": {"v": "2"}})
+        assert (await api.get(CM, "a"))["data"] == {"v": "1"}  # nothing written
+        await api.patch(CM, "a", {"data": {"v": "2"}})  # the third goes through
+        assert (await api.get(CM, "a"))["data"] == {"v": "2"}
+        with pytest.raises(ServiceUnavailable):
+            await api.patch(CM, "b", {"data": {"v": "2"}})
+        await api.patch(CM, "b", {"data": {"v": "2"}})
+
+        cluster.fail("GET", CM, code=403, times=None)  # the collection and every object in it
+        for _ in range(3):
+            with pytest.raises(Forbidden):
+                await api.get(CM, "a", namespace="default")
+        with pytest.raises(Forbidden):
+            await api.list(CM)  # no namespace: the cluster-wide list
+        cluster.heal()
+        assert (await api.get(CM, "a"))["data"] == {"v": "2"}
+
+        cluster.fail("GET", CM, namespace="default")
+        with pytest.raises(InternalError):
+            await api.list(CM, namespace="default")
+        assert len(await api.list(CM, namespace="default")) == 2
+    with pytest.raises(ValueError, match=r"fail\(code=200\)"):
+        cluster.fail("GET", CM, code=200)
+    with pytest.raises(ValueError, match=r"fail\(times=0\)"):
+        cluster.fail("GET", CM, times=0)
+    with pytest.raises(ValueError, match=r"fail\(method='get'\)"):
+        cluster.fail("get", CM)
 
 
 async def test_strategic_merge_directives() -> None:

@@ -37,6 +37,10 @@ the Manager) runs unchanged. What it does as kube-apiserver does, for built-in k
   a selection), ``sendInitialEvents``, bookmarks on :meth:`FakeCluster.step`, 410 Expired for
   a version older than the last :meth:`FakeCluster.compact`; aggregated and legacy discovery.
 
+Faults, for tests of what code does when a request fails: :meth:`FakeCluster.fail` answers the
+next requests of one method to one resource (or object) with an error status instead (nothing is
+written), ``times`` times or until :meth:`FakeCluster.heal`.
+
 What it does not do: schema validation, defaulting, pruning, admission webhooks, conversion,
 RBAC, or any controller but the garbage collector's and the namespace controller's work (no
 Deployment creates Pods). Test that against the real control plane (:class:`ControlPlane`).
@@ -44,11 +48,15 @@ Deployment creates Pods). Test that against the real control plane (:class:`Cont
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubeop.client.client import Client
 from kubeop.client.config import ClientConfig
+from kubeop.core.request import ApiRequest, RequestBuilder
+from kubeop.core.resource import ApiResource
 from kubeop.queue.clock import Clock, SteppedClock
 from kubeop.testing.fake.api import Api, bookmark
 from kubeop.testing.fake.kinds import Kind
@@ -67,6 +75,31 @@ class SteppableClock(Clock, Protocol):
     def advance(self, seconds: float) -> None: ...
 
 
+# The reason kube-apiserver gives with each status code a test may inject.
+_REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+@dataclass
+class _Fault:
+    method: str
+    path: re.Pattern[str]
+    code: int
+    left: int | None  # None: until healed
+
+    def matches(self, req: ApiRequest) -> bool:
+        return req.method == self.method and self.path.fullmatch(req.path) is not None
+
+
 class FakeCluster:
     """An in-process API server; see the module docstring for what it does.
 
@@ -82,6 +115,7 @@ class FakeCluster:
         self.clock: SteppableClock = clock if clock is not None else SteppedClock()
         self._store = Store(self.clock.utcnow, garbage_collection=garbage_collection)
         self._api = Api(self._store, self.clock.now)
+        self._faults: list[_Fault] = []
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -96,6 +130,55 @@ class FakeCluster:
             server=SERVER, namespace=namespace, qps=None, source="kubeop.testing.FakeCluster"
         )
         return FakeTransport(self, config)
+
+    # -- faults ---------------------------------------------------------------------------------
+
+    def fail(
+        self,
+        method: str,
+        resource: ApiResource,
+        name: str | None = None,
+        *,
+        namespace: str | None = None,
+        code: int = 500,
+        times: int | None = 1,
+    ) -> None:
+        """Answer the next ``times`` requests (every one with ``times=None``, until :meth:`heal`)
+        of ``method`` (``"PATCH"``, ``"GET"``...) to ``resource`` with HTTP ``code`` and its
+        ``Status`` (the client raises the matching error) and write nothing. ``name`` narrows it
+        to one object (and its subresources), ``namespace`` to one namespace (else any, and the
+        cluster-wide collection); the earliest matching rule answers first.
+        """
+        if not isinstance(method, str) or method != method.upper() or not method.isalpha():
+            raise ValueError(f"fail(method={method!r}): give an HTTP method such as 'PATCH'")
+        if not isinstance(code, int) or not 400 <= code <= 599:
+            raise ValueError(f"fail(code={code!r}): give an HTTP error status (400-599)")
+        if times is not None and (not isinstance(times, int) or times < 1):
+            raise ValueError(f"fail(times={times!r}): give a positive count, or None for every request")
+        # The paths the request builder makes, in any namespace when none is given.
+        builder = RequestBuilder(resource, namespace or "x")
+        path = re.escape(builder.object_path(name) if name is not None else builder.collection_path)
+        if resource.namespaced and namespace is None:
+            path = path.replace(re.escape("/namespaces/x/"), "(/namespaces/[^/]+)?/", 1)
+        self._faults.append(_Fault(method, re.compile(f"{path}(/.*)?"), code, times))
+
+    def heal(self) -> None:
+        """Forget every failure :meth:`fail` set up that has not happened yet."""
+        self._faults.clear()
+
+    def _fault(self, req: ApiRequest) -> Failure | None:
+        """The injected failure that answers ``req``, if any (counted as used)."""
+        for fault in self._faults:
+            if fault.matches(req):
+                if fault.left is not None:
+                    fault.left -= 1
+                    if fault.left == 0:
+                        self._faults.remove(fault)
+                reason = _REASONS.get(fault.code, "")
+                return Failure(
+                    fault.code, reason, f"injected failure of {req.method} {req.path} (FakeCluster.fail)"
+                )
+        return None
 
     # -- kinds ----------------------------------------------------------------------------------
 

@@ -54,6 +54,9 @@ class FakeTransport:
         self._check(req)
         await asyncio.sleep(0)  # a request is a suspension point, as on a real connection
         try:
+            fault = self._cluster._fault(req)
+            if fault is not None:
+                raise fault
             answer = self._cluster._api.handle(req)
         except Failure as failure:
             self._observe(req, failure.status["code"])
@@ -70,6 +73,9 @@ class FakeTransport:
         self._check(req)
         await asyncio.sleep(0)
         try:
+            fault = self._cluster._fault(req)
+            if fault is not None:
+                raise fault
             initial, watch = self._cluster._api.open_watch(req, self)
         except Failure as failure:
             self._observe(req, 200 if failure.status["code"] == 410 else failure.status["code"])

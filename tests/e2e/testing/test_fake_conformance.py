@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,13 @@ from kubeop.testing import FakeCluster
 CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 NS = ApiResource("", "v1", "namespaces", kind="Namespace", namespaced=False)
 DEPLOY = ApiResource("apps", "v1", "deployments", kind="Deployment")
+VALIDATING = ApiResource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    kind="ValidatingWebhookConfiguration",
+    namespaced=False,
+)
 GADGETS = ApiResource(
     "conformance.kubeop.dev", "v1", "gadgets", kind="Gadget", subresources=("status", "scale")
 )
@@ -286,6 +294,42 @@ async def test_patch_formats(backend: Backend) -> None:
     images = [(c["name"], c["image"]) for c in out["spec"]["template"]["spec"]["containers"]]
     assert images == [("a", "a:1"), ("b", "b:2")]  # merged by name, not replaced
     assert out["metadata"]["generation"] == 2
+
+
+async def test_webhook_configurations_replace_on_merge_and_merge_by_name_on_strategic(
+    backend: Backend,
+) -> None:
+    api = backend.client
+    name = f"conformance-{uuid.uuid4().hex[:8]}.kubeop.dev"  # cluster-scoped: one per run
+
+    def hook(hook_name: str, path: str) -> dict[str, Any]:
+        return {
+            "name": f"{hook_name}.{name}",
+            "clientConfig": {"url": f"https://127.0.0.1:1/{path}"},
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        }
+
+    def urls(obj: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(w["name"].split(".")[0], w["clientConfig"]["url"][-2:]) for w in obj.get("webhooks") or []]
+
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [hook("a", "a1")],
+    }
+    await api.create(body, resource=VALIDATING)
+    try:
+        merged = await api.patch(VALIDATING, name, {"webhooks": [hook("b", "b1"), hook("c", "c1")]})
+        assert urls(merged) == [("b", "b1"), ("c", "c1")]  # a merge patch replaces the list
+        patch = {"webhooks": [{"name": f"b.{name}", "clientConfig": {"url": "https://127.0.0.1:1/b2"}}]}
+        out = await api.patch(VALIDATING, name, patch, type=PatchType.STRATEGIC)
+        assert urls(out) == [("b", "b2"), ("c", "c1")]  # merged by name
+        emptied = await api.patch(VALIDATING, name, {"webhooks": []})
+        assert not emptied.get("webhooks")
+    finally:
+        await api.delete(VALIDATING, name)
 
 
 async def test_server_side_apply_conflicts(backend: Backend) -> None:

@@ -41,9 +41,10 @@ Faults, for tests of what code does when a request fails: :meth:`FakeCluster.fai
 next requests of one method to one resource (or object) with an error status instead (nothing is
 written), ``times`` times or until :meth:`FakeCluster.heal`.
 
-What it does not do: schema validation, defaulting, pruning, admission webhooks, conversion,
-RBAC, or any controller but the garbage collector's and the namespace controller's work (no
-Deployment creates Pods). Test that against the real control plane (:class:`ControlPlane`).
+What it does not do: schema validation, defaulting, pruning, admission webhooks (their
+configurations are stored, never called), conversion, RBAC, or any controller but the garbage
+collector's and the namespace controller's work (no Deployment creates Pods). Test that against
+the real control plane (:class:`ControlPlane`).
 """
 
 from __future__ import annotations

@@ -108,6 +108,18 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _k("v1", "persistentvolumeclaims", "PersistentVolumeClaim", "pvc", status=True),
     _k("v1", "persistentvolumes", "PersistentVolume", "pv", namespaced=False, status=True),
     _k("v1", "nodes", "Node", "no", namespaced=False, status=True),
+    _k(
+        "admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        namespaced=False,
+    ),
+    _k(
+        "admissionregistration.k8s.io/v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        namespaced=False,
+    ),
     _k("apps/v1", "deployments", "Deployment", "deploy", status=True, scale=_REPLICAS, generation=True),
     _k("apps/v1", "statefulsets", "StatefulSet", "sts", status=True, scale=_REPLICAS, generation=True),
     _k("apps/v1", "replicasets", "ReplicaSet", "rs", status=True, scale=_REPLICAS, generation=True),

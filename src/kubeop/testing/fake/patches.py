@@ -158,6 +158,7 @@ _MERGE_KEYS: dict[str, str] = {
     "conditions": "type",
     "ownerReferences": "uid",
     "volumeClaimTemplates": "name",
+    "webhooks": "name",
 }
 # Lists of scalars that strategic merge treats as sets (merged, not replaced).
 _SET_LISTS = frozenset({"finalizers"})

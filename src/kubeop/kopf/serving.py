@@ -7,7 +7,9 @@ and the MutatingWebhookConfiguration ``<name>`` whenever the server yields a cli
 (at start, and when its CA bundle changes): one request each (a merge patch replacing the
 ``webhooks`` list, which kopf's configurations own whole; a create when the object is absent).
 On stop (before the server closes) they are patched down to the ``persistent=True`` handlers'
-webhooks, as kopf does; the objects stay.
+webhooks, as kopf does; the objects stay. Each is cleaned on its own (one failing never skips
+the other), transient failures retried with a backoff for up to ten seconds in all; one that
+stays dirty is logged as an error naming it and why.
 
 Each handler is one webhook (:func:`build_webhooks`), named as kopf names it (the id with ``/`` as
 ``.`` and ``_`` as ``-``, other characters hex-encoded, lowercased here, ``.<managed>`` appended):
@@ -25,13 +27,14 @@ import asyncio
 import contextlib
 import copy
 import logging
+import random
 import re
 import urllib.parse
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from kubeop.client import Client
-from kubeop.core.errors import AlreadyExists, Forbidden, NotFound
+from kubeop.core.errors import AlreadyExists, ApiError, Forbidden, NotFound
 from kubeop.core.resource import ApiResource
 from kubeop.kopf.admission import AdmissionHandler, admission_fn
 from kubeop.kopf.handlers import ABSENT, PRESENT
@@ -65,7 +68,9 @@ MUTATING = ApiResource(
 )
 _NOT_IN_NAME = re.compile(r"[^a-z0-9.-]")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_CLEANUP_SECONDS = 10.0
+_CLEANUP_SECONDS = 10.0  # the whole cleanup at stop, every retry of both configurations included
+_CLEANUP_FIRST_DELAY = 0.1  # the backoff between its tries: doubled each time, up to
+_CLEANUP_MAX_DELAY = 2.0
 
 
 def webhook_name(handler_id: str, suffix: str) -> str:
@@ -157,13 +162,23 @@ def build_webhooks(
     return out
 
 
-async def _write(client: Client, resource: ApiResource, name: str, webhooks: list[dict[str, Any]]) -> None:
+async def _write(
+    client: Client,
+    resource: ApiResource,
+    name: str,
+    webhooks: list[dict[str, Any]],
+    *,
+    create: bool = True,
+) -> None:
     """Make the configuration ``name`` hold exactly ``webhooks``: one merge patch (it replaces the
-    list), or one create when the object does not exist yet."""
+    list), or one create when the object does not exist yet (with ``create=False``, an absent
+    object is left absent: nothing in it points anywhere)."""
     try:
         try:
             await client.patch(resource, name, {"webhooks": webhooks})
         except NotFound:
+            if not create:
+                return
             body = {
                 "apiVersion": resource.api_version,
                 "kind": resource.kind,
@@ -179,29 +194,64 @@ async def _write(client: Client, resource: ApiResource, name: str, webhooks: lis
         raise
 
 
+_KINDS = ((VALIDATING, False, "validating"), (MUTATING, True, "mutating"))
+
+
 async def _configure(
     client: Client,
     handlers: list[AdmissionHandler],
     resources: Mapping[str, ApiResource],
     name: str,
     config: WebhookClientConfig,
-    *,
-    persistent_only: bool = False,
 ) -> None:
-    for resource, mutating, reason in ((VALIDATING, False, "validating"), (MUTATING, True, "mutating")):
-        chosen = [h for h in handlers if h.mutating == mutating]
+    for resource, mutating, reason in _KINDS:
         webhooks = build_webhooks(
-            chosen,
+            [h for h in handlers if h.mutating == mutating],
             resources=resources,
             name_suffix=name,
             client_config=config,
-            persistent_only=persistent_only,
         )
-        if persistent_only:
-            log.info("Cleaning up the admission webhook %s.", name)
-        else:
-            log.info("Reconfiguring the %s webhook %s.", reason, name)
+        log.info("Reconfiguring the %s webhook %s.", reason, name)
         await _write(client, resource, name, webhooks)
+
+
+def _transient(exc: Exception) -> bool:
+    """Worth another try: the server was busy or failing, or never answered (a 4xx other than
+    409/429 says the same the next time)."""
+    if isinstance(exc, ApiError):
+        return exc.code in (409, 429) or exc.code >= 500
+    return isinstance(exc, OSError | TimeoutError)
+
+
+async def _clean_one(
+    client: Client, resource: ApiResource, name: str, webhooks: list[dict[str, Any]], deadline: float
+) -> None:
+    """Write one configuration down to ``webhooks``, retrying transient failures with a backoff
+    (exponential, jittered) while the next try can start before ``deadline`` (loop time); the
+    last failure is raised."""
+    loop = asyncio.get_running_loop()
+    delay = _CLEANUP_FIRST_DELAY
+    attempt = 1
+    while True:
+        try:
+            await _write(client, resource, name, webhooks, create=False)
+            return
+        except Exception as exc:
+            wait = random.uniform(delay / 2, delay)
+            if not _transient(exc) or loop.time() + wait >= deadline:
+                exc.add_note(f"after {attempt} attempt{'s' if attempt > 1 else ''}")
+                raise
+            log.warning(
+                "Cleaning up the %s %s failed (attempt %d), retrying in %.1f s: %s",
+                resource.kind,
+                name,
+                attempt,
+                wait,
+                exc,
+            )
+        await asyncio.sleep(wait)
+        delay = min(delay * 2, _CLEANUP_MAX_DELAY)
+        attempt += 1
 
 
 async def _clean_up(
@@ -211,20 +261,58 @@ async def _clean_up(
     name: str,
     config: WebhookClientConfig,
 ) -> None:
-    """Patch the configurations down to the persistent webhooks, even when cancelled meanwhile
-    (configurations left pointing at a stopped server would refuse every request they match)."""
-    task = asyncio.ensure_future(_configure(client, handlers, resources, name, config, persistent_only=True))
+    """Patch the configurations down to the persistent webhooks (configurations left pointing at
+    a stopped server refuse every request they match, with ``failurePolicy: Fail``).
+
+    Each configuration is cleaned on its own, so that a failure of one never skips the other,
+    with retries until ``_CLEANUP_SECONDS`` have passed; the cleanup goes on (bounded by the same
+    deadline) when this task is cancelled meanwhile. A configuration that stays dirty is logged
+    as an error naming it and why; nothing is raised but the cancellation.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _CLEANUP_SECONDS
+    log.info("Cleaning up the admission webhook %s.", name)
+    tasks: dict[asyncio.Task[None], ApiResource] = {}
+    for resource, mutating, _ in _KINDS:
+        webhooks = build_webhooks(
+            [h for h in handlers if h.mutating == mutating],
+            resources=resources,
+            name_suffix=name,
+            client_config=config,
+            persistent_only=True,
+        )
+        task = asyncio.ensure_future(_clean_one(client, resource, name, webhooks, deadline))
+        tasks[task] = resource
     try:
-        async with asyncio.timeout(_CLEANUP_SECONDS):
-            await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(_CLEANUP_SECONDS):
-                await task
-        raise
-    except Exception as exc:
-        task.cancel()
-        log.error("Could not clean up the admission webhook %s: %s", name, exc)
+        try:
+            await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
+        except asyncio.CancelledError:
+            # asyncio.wait leaves the tasks running: let them finish, as bounded as before
+            await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
+            raise
+    finally:
+        for task, resource in tasks.items():
+            why: str | None = None
+            if not task.done():
+                task.cancel()
+                why = f"not done within {_CLEANUP_SECONDS:g} s"
+            elif not task.cancelled() and task.exception() is not None:
+                exc = task.exception()
+                notes = "; ".join(getattr(exc, "__notes__", ()))
+                why = f"{type(exc).__name__}: {exc}" + (f" ({notes})" if notes else "")
+            if why is None:
+                log.info("Cleaned up the %s %s.", resource.kind, name)
+            else:
+                log.error(
+                    "The %s %s stayed dirty: %s. Its webhooks may still point at this stopped "
+                    "server and refuse what they match (failurePolicy Fail); remove them with "
+                    "kubectl edit %s %s.",
+                    resource.kind,
+                    name,
+                    why,
+                    resource.plural,
+                    name,
+                )
 
 
 async def serve_admission(

@@ -20,12 +20,14 @@ import datetime as dt
 import enum
 import inspect
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from kubeop.client import ClientConfig
+from kubeop.client.config import REDACTED, redact_url
 from kubeop.kopf.errors import PermanentError, TemporaryError
 from kubeop.kopf.handlers import ErrorsMode
 from kubeop.kopf.settings import default_backoff
@@ -78,10 +80,16 @@ class LoginError(Exception):
     """No login handler returned credentials."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ConnectionInfo:
     """kopf's ``ConnectionInfo``, the return value of a login handler; kubeop builds its client
-    configuration from it (:func:`client_config`)."""
+    configuration from it (:func:`client_config`).
+
+    ``repr()`` and ``str()`` never show a secret: ``token``, ``password`` and
+    ``private_key_data`` read ``<redacted>`` when set, a ``scheme`` only its first word if that
+    looks like an auth scheme (kopf sends a scheme without a token as the whole Authorization
+    header), URLs lose their user information, and certificate data shows its length.
+    """
 
     server: str
     ca_path: str | None = None
@@ -105,6 +113,44 @@ class ConnectionInfo:
         for what in ("ca", "certificate", "private_key"):
             if getattr(self, f"{what}_path") and getattr(self, f"{what}_data"):
                 raise ValueError(f"ConnectionInfo: give {what}_path or {what}_data, not both")
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            text = repr(value) if value is None or f.name not in _SHOWN_AS else _SHOWN_AS[f.name](value)
+            parts.append(f"{f.name}={text}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def _scheme(value: object) -> str:
+    """An auth-scheme word (``Bearer``) as it is; anything after it, or a word that does not look
+    like a scheme (a credential given as the scheme), redacted."""
+    word, *rest = str(value).split(None, 1) or [""]
+    shown = word if _SCHEME.fullmatch(word) else REDACTED
+    return repr(f"{shown} {REDACTED}" if rest else shown)
+
+
+def _length(value: object) -> str:
+    return (
+        f"<{len(value)} {'bytes' if isinstance(value, bytes) else 'characters'}>"
+        if isinstance(value, str | bytes)
+        else REDACTED
+    )
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,19}")
+# How ConnectionInfo's repr shows the fields that may hold secrets (all others: their repr).
+_SHOWN_AS: dict[str, Callable[[Any], str]] = {
+    "server": lambda v: repr(redact_url(str(v))),
+    "proxy_url": lambda v: repr(redact_url(str(v))),
+    "password": lambda _: REDACTED,
+    "token": lambda _: REDACTED,
+    "private_key_data": lambda _: REDACTED,
+    "scheme": _scheme,
+    "ca_data": _length,
+    "certificate_data": _length,
+}
 
 
 def _pem(data: str | bytes | None) -> bytes | None:

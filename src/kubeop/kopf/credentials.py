@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kubeop.client import Client, ClientConfig, HttpTransport
 from kubeop.client.auth import Credentials, SharedRefresh
+from kubeop.client.config import redact_url
 from kubeop.kopf.activities import ConnectionInfo, LoginError, client_config
 
 __all__ = ["Vault", "connect"]
@@ -165,8 +166,8 @@ class Vault(SharedRefresh):
                     "Login handler %r returned credentials for %s; kubeop's client stays on %s "
                     "(restart the operator to move): ignored.",
                     key,
-                    info.server,
-                    self._endpoint[0],
+                    redact_url(str(info.server)),
+                    redact_url(str(self._endpoint[0])),
                 )
                 continue
             self._current[key] = info
@@ -181,8 +182,8 @@ class Vault(SharedRefresh):
                         "Login handler %r returned credentials for %s; kubeop's client uses %s "
                         "(the highest priority's): ignored.",
                         key,
-                        info.server,
-                        self._endpoint[0],
+                        redact_url(str(info.server)),
+                        redact_url(str(self._endpoint[0])),
                     )
                     del self._current[key]
         self._update_expiry()

@@ -15,6 +15,16 @@ namespace, every object is labelled ``kubeop.io/shard-ring=<name>``:
 One informer watches them all. A replica rewrites the ring (carrying its resourceVersion, so
 concurrent rewrites conflict and one wins) whenever the live members it observes differ from the
 ring's list, and writes its acknowledgement as soon as :meth:`Handover.to_acknowledge` has one.
+
+What is read from these Leases is checked, since anyone who may write Leases in the namespace
+can put anything there: a member identity is a *member name* (:func:`is_member_name`; a Lease
+with another holder, or whose name is not ``<name>-shard-<holder>``, is ignored, and so is such
+an entry of the ring's list); a generation is a plain decimal number (ASCII digits, at most 15).
+A ring whose generation does not parse, or is older than one this replica has seen, is rewritten
+one generation above the newest seen; a drained annotation that does not parse is no
+acknowledgement. Each is logged once per Lease and value. Ring rewrites are rate-limited
+(a burst of five, then one a second), so that no input, however it flaps, drives a replica into
+a write loop.
 """
 
 from __future__ import annotations
@@ -31,12 +41,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, SharedInformerFactory
-from kubeop.client import Client
+from kubeop.client import Client, TokenBucket
 from kubeop.core.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kubeop.manager.handover import Handover, Liveness
 from kubeop.manager.leader import LEASES, LeadershipLost, check_lease_timing
 
-__all__ = ["Membership", "ShardLeaseLost", "member_identity"]
+__all__ = ["Membership", "ShardLeaseLost", "is_member_name", "member_identity"]
 
 log = logging.getLogger("kubeop.sharding")
 
@@ -53,12 +63,37 @@ class ShardLeaseLost(LeadershipLost):
 
 
 _LEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# A member name: lowercase letters, digits, '-' and '.', starting and ending with a letter or
+# digit, at most 63 characters (so a label value too, and free of the ring list's ',').
+_MEMBER_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?")
+# A generation or an acknowledgement: a plain decimal number, small enough never to overflow
+# anywhere (a ring moves one generation per membership change).
+_GENERATION = re.compile(r"0|[1-9][0-9]{0,14}")
+
+# Ring rewrites a replica may make: a burst, then this many per second on average.
+_RING_WRITE_BURST = 5
+_RING_WRITES_PER_SECOND = 1.0
+_WARNED_KEPT = 1024  # (Lease, field, value) triples logged already, forgotten beyond this
 
 
 def member_identity() -> str:
-    """A fresh identity, usable in a Lease name: the host name and 8 random hex digits."""
-    host = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-")[:40] or "replica"
+    """A fresh identity, usable in a Lease name: the host name and 8 random hex digits (a
+    member name, see :func:`is_member_name`)."""
+    host = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower())[:40].strip("-") or "replica"
     return f"{host}-{os.urandom(4).hex()}"
+
+
+def is_member_name(identity: object) -> bool:
+    """Is ``identity`` usable as a shard member's: 1 to 63 lowercase letters, digits, '-' and
+    '.', starting and ending with a letter or digit (what :func:`member_identity` makes)."""
+    return isinstance(identity, str) and _MEMBER_NAME.fullmatch(identity) is not None
+
+
+def _number(value: object) -> int | None:
+    """A generation annotation's value, or None when it is not a plain decimal number."""
+    if isinstance(value, str) and _GENERATION.fullmatch(value):
+        return int(value)
+    return None
 
 
 def _microtime() -> str:
@@ -99,6 +134,13 @@ class Membership:
                 "starting and ending with a letter or digit): pass Sharding(name=...) and "
                 "Sharding(identity=...) in that form, or leave them unset"
             )
+        if not is_member_name(self.identity):
+            raise ValueError(
+                f"sharding: the identity {self.identity!r} is not a member name (at most 63 "
+                "lowercase letters, digits, '-' and '.', starting and ending with a letter or "
+                "digit; peers ignore any other): pass Sharding(identity=...) in that form, or "
+                "leave it unset"
+            )
         self.ring_name = f"{name}-shards"
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
@@ -108,43 +150,99 @@ class Membership:
         self._on_change = on_change
         self._lease: dict[str, Any] | None = None
         self._ring: dict[str, Any] | None = None
+        self._ring_generation: int | None = None  # the generation the ring object says, if valid
+        self._ring_writes = TokenBucket(_RING_WRITES_PER_SECOND, _RING_WRITE_BURST)
+        self._throttled_at: float | None = None  # when a ring rewrite was last held back (logged)
+        self._warned: set[tuple[str, str, str]] = set()
         self._wake = asyncio.Event()
         self.changed = asyncio.Event()  # set (and replaced) whenever the handover state moves
 
     # -- watching -------------------------------------------------------------------------------
+    def _warn(self, lease: str, what: str, value: object, why: str) -> None:
+        """Log once per Lease, field and value that ``what`` of ``lease`` is ignored."""
+        key = (lease, what, repr(value)[:200])
+        if key in self._warned:
+            return
+        if len(self._warned) >= _WARNED_KEPT:
+            self._warned.clear()
+        self._warned.add(key)
+        log.warning(
+            "sharding: Lease %s/%s: %s %s is ignored: %s",
+            self.namespace,
+            lease,
+            what,
+            repr(value)[:100],
+            why,
+        )
+
     def _observe(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         meta = _meta(obj)
         labels = meta.get("labels") or {}
         annotations = meta.get("annotations") or {}
+        if not isinstance(labels, Mapping) or not isinstance(annotations, Mapping):
+            return
+        lease = str(meta.get("name") or "")
         if labels.get(ROLE_LABEL) == "ring":
-            if not deleted:
-                self._ring = dict(obj)
-                members = [m for m in (annotations.get(MEMBERS) or "").split(",") if m]
-                try:
-                    generation = int(annotations.get(GENERATION) or 0)
-                except ValueError:
-                    generation = 0
-                if self.handover.observe_ring(generation, members):
-                    log.info(
-                        "shard ring %s/%s generation %d: %d members",
-                        self.namespace,
-                        self.ring_name,
-                        generation,
-                        len(members),
-                        extra={"members": ",".join(members)},
-                    )
+            if lease != self.ring_name:
+                self._warn(lease, f"label {ROLE_LABEL}", "ring", f"the ring is the Lease {self.ring_name}")
+                return
+            if deleted:
+                self._ring = None  # created again, above the generations seen
+                self._ring_generation = None
+            else:
+                self._observe_ring(obj, lease, annotations)
         else:
             spec = obj.get("spec") or {}
-            member = spec.get("holderIdentity") or ""
-            if not member:
+            member = spec.get("holderIdentity") if isinstance(spec, Mapping) else None
+            if member is None or member == "":
+                return
+            if not is_member_name(member):
+                why = "not a member name (at most 63 lowercase letters, digits, '-' and '.')"
+                self._warn(lease, "spec.holderIdentity", member, why)
+                return
+            if lease != f"{self.name}-shard-{member}":
+                self._warn(
+                    lease, "spec.holderIdentity", member, f"the Lease is not {self.name}-shard-{member}"
+                )
                 return
             if deleted:
                 self.liveness.forget(member)
             else:
                 self.liveness.observe(member, str(spec.get("renewTime") or ""))
-                with contextlib.suppress(ValueError):
-                    self.handover.observe_ack(member, int(annotations.get(DRAINED) or 0))
+                drained = annotations.get(DRAINED)
+                acked = _number(drained) if drained is not None else None
+                if acked is not None:
+                    self.handover.observe_ack(member, acked)
+                elif drained is not None:
+                    self._warn(lease, f"annotation {DRAINED}", drained, "not a generation number")
         self._notify()
+
+    def _observe_ring(self, obj: Mapping[str, Any], lease: str, annotations: Mapping[str, Any]) -> None:
+        self._ring = dict(obj)
+        raw = annotations.get(GENERATION)
+        generation = _number(raw)
+        self._ring_generation = generation
+        if generation is None:
+            if raw is not None:
+                self._warn(
+                    lease, f"annotation {GENERATION}", raw, "not a generation number; the ring is rewritten"
+                )
+            return
+        listed = annotations.get(MEMBERS)
+        entries = [m for m in (listed.split(",") if isinstance(listed, str) else []) if m]
+        members = [m for m in entries if is_member_name(m)]
+        if len(members) != len(entries):
+            bad = sorted(set(entries) - set(members))
+            self._warn(lease, f"annotation {MEMBERS}", bad, "not member names")
+        if self.handover.observe_ring(generation, members):
+            log.info(
+                "shard ring %s/%s generation %d: %d members",
+                self.namespace,
+                self.ring_name,
+                generation,
+                len(members),
+                extra={"members": ",".join(members)},
+            )
 
     def _notify(self) -> None:
         self._wake.set()
@@ -194,9 +292,22 @@ class Membership:
             log.info("shard %s drained for generation %d", self.identity, ack)
             self._notify()
 
+    def _ring_stale(self, live: frozenset[str]) -> bool:
+        """Does the ring need a rewrite: absent, not listing ``live``, or with a generation that
+        does not parse or is older than the newest this replica has seen (it went back)?"""
+        generation = self._ring_generation
+        return (
+            self._ring is None
+            or generation is None
+            or generation < self.handover.generation
+            or tuple(sorted(live)) != self.handover.members
+        )
+
     async def _write_ring(self, live: frozenset[str]) -> None:
-        """Make the ring list ``live``, one generation up (losing a race is fine: re-read)."""
+        """Make the ring list ``live``, one generation above the newest seen (losing a race is
+        fine: re-read)."""
         members = ",".join(sorted(live))
+        generation = max(self._ring_generation or 0, self.handover.generation) + 1
         ring = self._ring
         if ring is None:
             body: dict[str, Any] = {
@@ -206,7 +317,7 @@ class Membership:
                     "name": self.ring_name,
                     "namespace": self.namespace,
                     "labels": {RING_LABEL: self.name, ROLE_LABEL: "ring"},
-                    "annotations": {GENERATION: "1", MEMBERS: members},
+                    "annotations": {GENERATION: str(generation), MEMBERS: members},
                 },
                 "spec": {},
             }
@@ -214,7 +325,6 @@ class Membership:
                 self._observe(await self.client.create(body, resource=LEASES))
             return
         annotations = _meta(ring).get("annotations") or {}
-        generation = int(annotations.get(GENERATION) or 0) + 1
         updated = dict(ring)
         meta = dict(_meta(ring))
         meta["annotations"] = {**annotations, GENERATION: str(generation), MEMBERS: members}
@@ -271,8 +381,11 @@ class Membership:
                     await self._write_lease()
                     last_renew = now
                 live = self.liveness.live(self.handover.members) | {self.identity}
-                if tuple(sorted(live)) != self.handover.members or self._ring is None:
-                    await self._write_ring(live)
+                if self._ring_stale(live):
+                    if self._ring_writes.try_acquire():
+                        await self._write_ring(live)
+                    else:
+                        self._throttled(now)
                 elif self.handover.settled():
                     await self._collect_dead(informer.store.list())
             except Conflict:
@@ -282,6 +395,18 @@ class Membership:
             except (ApiError, OSError) as exc:
                 log.warning("sharding: %s", exc)
 
+    def _throttled(self, now: float) -> None:
+        """A ring rewrite was held back by the rate limit: say so, once a minute at most."""
+        if self._throttled_at is None or now - self._throttled_at >= 60.0:
+            self._throttled_at = now
+            log.warning(
+                "sharding: shard ring %s/%s changes faster than %g rewrites per second; rewrites "
+                "are held back (is something else writing the ring Lease?)",
+                self.namespace,
+                self.ring_name,
+                _RING_WRITES_PER_SECOND,
+            )
+
     async def _collect_dead(self, leases: list[Any]) -> None:
         """Delete the Leases of members counted dead (and out of the ring)."""
         for lease in leases:
@@ -289,6 +414,8 @@ class Membership:
             holder = (lease.get("spec") or {}).get("holderIdentity") or ""
             if (meta.get("labels") or {}).get(ROLE_LABEL) != "member" or holder == self.identity:
                 continue
+            if not is_member_name(holder) or meta.get("name") != f"{self.name}-shard-{holder}":
+                continue  # not a member's Lease (ignored when observed)
             if self.liveness.is_dead(holder) and holder not in self.handover.members:
                 with contextlib.suppress(Conflict, NotFound):
                     await self.client.delete(

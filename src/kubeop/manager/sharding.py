@@ -69,7 +69,8 @@ class Sharding:
 
     ``name``: the ring (default: the manager's name); ``namespace``: where its Leases live
     (default: the client's namespace, else ``default``); ``identity``: this replica's (default:
-    host name and random digits; must be usable in a Lease name); ``unsharded``: names of the
+    host name and random digits; at most 63 lowercase letters, digits, '-' and '.', starting and
+    ending with a letter or digit, as peers ignore any other); ``unsharded``: names of the
     controllers that one replica reconciles whole; ``key``: ``key(controller, request)`` the
     string hashed to pick the owner (default ``namespace/name``: objects sharing a key function's
     value always share a replica); ``events``: a ShardAcquired Event on each object that moved
@@ -179,12 +180,7 @@ class Sharder:
         self._primary_kinds: dict[tuple[str, str], str] = {}  # label mode: (group, plural) -> controller
         self.labeller: ShardLabeller | None = None
         if options.labels:
-            if not _LABEL_VALUE.match(self.membership.identity):
-                raise ValueError(
-                    f"Sharding(labels=True): the identity {self.membership.identity!r} is not a valid "
-                    "label value (at most 63 letters, digits, '-', '_' or '.', starting and ending "
-                    "with a letter or digit): pass Sharding(identity=...) or leave it unset"
-                )
+            # (the identity is a label value: Membership accepts member names only)
             if not _LABEL_VALUE.match(self.membership.name):  # a label name's rule is the value's
                 raise ValueError(
                     f"Sharding(labels=True): the ring name {self.membership.name!r} cannot name the "

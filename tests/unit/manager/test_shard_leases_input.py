@@ -241,7 +241,7 @@ async def test_a_flapping_ring_cannot_drive_more_than_the_rate_limit_of_rewrites
             writes = replica.ring_writes() - before
             burst = membership_module._RING_WRITE_BURST
             per_second = membership_module._RING_WRITES_PER_SECOND
-            assert flips >= 50, flips  # the input flapped far faster than the limit
+            assert flips >= 30, flips  # the input flapped far faster than the limit
             assert 1 <= writes <= burst + per_second * elapsed + 1, (writes, flips)
             assert len(warnings(caplog, f"shard ring default/{RING}", "held back")) == 1
             await eventually(replica.settled)  # the flapping stopped: the ring converges

@@ -2,7 +2,9 @@
 
 Produced by :func:`~kubeop.client.kubeconfig.load_kubeconfig`, :func:`~kubeop.client.incluster.
 in_cluster_config` or written by hand; the client never reads files or the environment on its
-own, so tests and multi-cluster programs are explicit about where a connection comes from.
+own, so tests and multi-cluster programs are explicit about where a connection comes from. The one
+exception is the way there: like every Go program (client-go included), the client honours the
+proxy variables HTTPS_PROXY, HTTP_PROXY and NO_PROXY (:mod:`kubeop.client.proxy`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # Headers the transport or the HTTP layer own: overriding them would break framing or routing.
 _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 _INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
+_PROXY_SCHEMES = ("http", "https")
+_SOCKS = ("socks4", "socks4a", "socks5", "socks5h")
 
 
 class ConfigError(Exception):
@@ -39,6 +43,60 @@ def redact_url(url: str) -> str:
         return url
     # The user name goes too: some proxies take a token as the user name.
     return urlunsplit(parts._replace(netloc=f"{REDACTED}@{parts.netloc.rpartition('@')[2]}"))
+
+
+def redact_proxy_url(url: str) -> str:
+    """A proxy URL for messages: everything before the last ``@`` is replaced.
+
+    Stricter than :func:`redact_url` on purpose: a malformed URL whose
+    password holds ``/`` or ``#`` parses with the password outside the host part.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if "@" in rest:
+        rest = f"{REDACTED}@{rest.rpartition('@')[2]}"
+    return f"{scheme}{sep}{rest}"
+
+
+def check_proxy_url(value: str, *, what: str, default_scheme: bool) -> str:
+    """``value`` as a usable proxy URL, or a :class:`ConfigError` saying what is wrong with it.
+
+    ``default_scheme`` allows ``host[:port]`` (meaning ``http://``), as in the environment;
+    ``what`` names the setting in the message. The URL is returned with its scheme.
+    """
+    url = value.strip()
+    if not url:
+        raise ConfigError(f"{what} is empty")
+    shown = redact_proxy_url(url)
+    fix = "write it as http://[user:password@]host:port (or https://)"
+    if any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in url):
+        raise ConfigError(f"{what} {shown!r} contains spaces or control characters; {fix}")
+    if "://" not in url and default_scheme:
+        url = "http://" + url
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme in _SOCKS:
+        raise ConfigError(
+            f"{what} {shown!r}: SOCKS proxies are not supported by kubeop's client; use an HTTP "
+            "proxy (http://host:port), which tunnels https with CONNECT"
+        )
+    if scheme not in _PROXY_SCHEMES:
+        problem = f"the scheme {scheme!r} is not supported" if scheme else "it has no scheme"
+        raise ConfigError(f"{what} {shown!r}: {problem}; {fix}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        # The message of urlsplit may quote the URL: never pass it on.
+        problem = "the port is not a number from 1 to 65535" if "port" in str(e).lower() else "malformed"
+        raise ConfigError(f"{what} {shown!r}: {problem}; {fix}") from None
+    if not parts.hostname:
+        raise ConfigError(f"{what} {shown!r} has no host; {fix}")
+    if port == 0:
+        raise ConfigError(f"{what} {shown!r}: the port is not a number from 1 to 65535; {fix}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ConfigError(f"{what} {shown!r} has a path or query; a proxy is a host and port only; {fix}")
+    return url
 
 
 _SECRET_WORDS = ("secret", "password", "passwd", "token", "key", "credential")
@@ -132,7 +190,10 @@ class ClientConfig:
     responses (it only does so above 128 KB). It is on by default, as in client-go, because it
     was measured to win even on loopback: a 10,000-object list arrives in fewer, larger chunks and
     costs the client less CPU than the uncompressed stream (bench/client/RESULTS.md).
-    ``proxy_url`` sends requests through an HTTP(S) proxy (``proxy-url`` in a kubeconfig).
+    ``proxy_url`` sends every request through an HTTP(S) proxy (``proxy-url`` in a kubeconfig;
+    credentials in it go in ``Proxy-Authorization``). Without it, the client takes HTTPS_PROXY,
+    HTTP_PROXY and NO_PROXY from the environment when it is created, as client-go does: see
+    :mod:`kubeop.client.proxy` for the rules (loopback servers are never proxied).
     ``source`` describes where the config came from (file and context) for error messages.
     ``extra_headers`` are sent with every request; names must be HTTP tokens and values free of
     CR, LF and NUL, and Host, Content-Length, Transfer-Encoding and Connection cannot be set.
@@ -194,11 +255,12 @@ class ClientConfig:
             raise ConfigError(f"{self.source}: qps must be positive or None (no client-side limit)")
         if self.burst < 1:
             raise ConfigError(f"{self.source}: burst must be at least 1")
-        if self.proxy_url and not self.proxy_url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"{self.source}: proxy-url {redact_url(self.proxy_url)!r} is not supported "
-                "(only http(s) proxies)"
-            )
+        if self.proxy_url:
+            if not isinstance(self.proxy_url, str):
+                raise ConfigError(f"{self.source}: proxy_url must be a string")
+            # As client-go, the scheme is required here (the environment's proxies may omit it).
+            url = check_proxy_url(self.proxy_url, what=f"{self.source}: proxy-url", default_scheme=False)
+            object.__setattr__(self, "proxy_url", url)
         # Normalised to a tuple of pairs: a mapping is accepted, and the config stays immutable.
         object.__setattr__(self, "extra_headers", _check_headers(self.extra_headers, self.source))
 
@@ -208,7 +270,7 @@ class ClientConfig:
             "extra_headers": "(" + "".join(f"({n!r}, {REDACTED!r}), " for n, _ in self.extra_headers) + ")",
         }
         if self.proxy_url:
-            show["proxy_url"] = repr(redact_url(self.proxy_url))
+            show["proxy_url"] = repr(redact_proxy_url(self.proxy_url))
         return _repr(self, frozenset({"token", "password", "client_key_data"}), show)
 
     def with_options(self, **changes: object) -> ClientConfig:

@@ -548,6 +548,11 @@ class Pool:
             conn.begin(stream=True, limit=0)
             transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
             await conn.read_head()
+            if conn.status == 407:
+                raise ConnectionRefusedError(
+                    "the proxy answered CONNECT with HTTP 407 (Proxy Authentication Required): it "
+                    "wants a user and password in the proxy URL, or refused the ones given"
+                )
             if conn.status != 200:
                 raise ConnectionRefusedError(f"the proxy answered CONNECT with HTTP {conn.status}")
             if conn.parts:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -31,6 +32,7 @@ from kubeop.client.auth import Auth, Credentials, auth_for, refresh_after_unauth
 from kubeop.client.config import ClientConfig
 from kubeop.client.http import ConnectError, HttpError, Pool, Response
 from kubeop.client.liststream import ListDecoder
+from kubeop.client.proxy import proxy_for
 from kubeop.client.ratelimit import TokenBucket
 from kubeop.client.retry import RetryPolicy, parse_retry_after
 from kubeop.client.tls import ssl_context
@@ -125,6 +127,10 @@ class HttpTransport:
         self.limiter = limiter
         self._base = config.server.rstrip("/")
         self._prefix = urlsplit(self._base).path  # a server URL may have a path: /prefix/api/v1/...
+        # Chosen once, as Go does: proxy-url, else HTTPS_PROXY/HTTP_PROXY unless NO_PROXY or loopback.
+        self._proxy = proxy_for(config, os.environ)
+        if self._proxy is not None:
+            log.debug("requests to %s go through %s", self._base, self._proxy)
         self._session: Pool | None = None
         self._session_cert: tuple[bytes, bytes] | None = None
         self._retired: set[Pool] = set()
@@ -155,7 +161,7 @@ class HttpTransport:
             server_hostname=self.config.tls_server_name,
             max_connections=self.config.max_connections,
             connect_timeout=self.config.connect_timeout,
-            proxy_url=self.config.proxy_url,
+            proxy_url=self._proxy.url if self._proxy is not None else None,
         )
 
     async def _prepare(self) -> tuple[Pool, Credentials]:
@@ -292,6 +298,8 @@ class HttpTransport:
 
     def _connection_error(self, e: BaseException, req: ApiRequest) -> ApiConnectionError:
         where = f"API server {self._base} ({self.config.source})"
+        if self._proxy is not None:
+            where = f"{where} through {self._proxy}"
         if isinstance(e, ConnectError):
             cause = e.cause
             if isinstance(cause, ssl.SSLCertVerificationError):

@@ -18,6 +18,8 @@ from kubeop.client import ApiConnectionError, Client, ClientConfig, ConfigError,
 from kubeop.core.request import ApiRequest
 from kubeop.testing.pki import CertificateAuthority
 
+from .forwardproxy import ForwardProxy
+
 _PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
 
 _NAME = "api.example.test"  # resolved by the test proxy only: the client must never look it up
@@ -55,84 +57,8 @@ class _Origin:
             writer.close()
 
 
-class _ConnectProxy:
-    """A forward proxy on loopback that knows ``names`` (name -> address) and nothing else.
-
-    CONNECT tunnels for https servers, absolute-form requests for http ones; ``auth``, when set,
-    is the Proxy-Authorization it requires (407 otherwise). Records what it was asked.
-    """
-
-    def __init__(self, names: dict[str, str], auth: str | None = None) -> None:
-        self.names = names
-        self.auth = auth
-        self.tunnels: list[str] = []  # CONNECT targets it opened
-        self.relayed: list[str] = []  # absolute-form request lines it relayed
-        self.authorizations: list[str | None] = []
-        self.writers: list[asyncio.StreamWriter] = []
-        self.server: asyncio.Server | None = None
-        self.port = 0
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for w in self.writers:
-            w.close()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.writers.append(writer)
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-            return
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, _ = lines[0].split(" ")
-        auth = next(
-            (
-                v.strip()
-                for k, _, v in (x.partition(":") for x in lines[1:])
-                if k.lower() == "proxy-authorization"
-            ),
-            None,
-        )
-        self.authorizations.append(auth)
-        if self.auth is not None and auth != self.auth:
-            writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
-            writer.close()
-            return
-        hostport = target if method == "CONNECT" else target.split("/")[2]
-        host, _, port = hostport.rpartition(":")
-        address = self.names.get(host.strip("[]"))
-        if address is None:
-            writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
-            writer.close()
-            return
-        up_reader, up_writer = await asyncio.open_connection(address, int(port))
-        self.writers.append(up_writer)
-        if method == "CONNECT":
-            self.tunnels.append(target)
-            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        else:
-            self.relayed.append(lines[0])
-            up_writer.write(head)
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer), return_exceptions=True)
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    finally:
-        writer.close()
-
-
 class _Setup:
-    def __init__(self, ca: CertificateAuthority, origin: _Origin, proxy: _ConnectProxy) -> None:
+    def __init__(self, ca: CertificateAuthority, origin: _Origin, proxy: ForwardProxy) -> None:
         self.ca = ca
         self.origin = origin
         self.proxy = proxy
@@ -167,7 +93,7 @@ async def setup(clean_env: pytest.MonkeyPatch) -> AsyncIterator[_Setup]:
         tls.load_cert_chain(Path(tmp) / "c.pem", Path(tmp) / "k.pem")
     origin = _Origin()
     await origin.start(tls)
-    proxy = _ConnectProxy(
+    proxy = ForwardProxy(
         {_NAME: "127.0.0.1", "127.0.0.1": "127.0.0.1"},
         auth="Basic " + base64.b64encode(b"us er:p@ss").decode(),
     )
@@ -201,6 +127,28 @@ async def test_https_proxy_from_the_environment_tunnels_to_the_server_by_its_nam
     assert setup.proxy.tunnels == [target]
     assert setup.proxy.authorizations == ["Basic " + base64.b64encode(b"us er:p@ss").decode()]
     assert setup.origin.sni == [_NAME] and setup.origin.hosts == [target] * 3
+
+
+async def test_an_https_proxy_gets_tls_inside_tls(
+    setup: _Setup, clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # TLS to the proxy (verified with the system's trust store, here SSL_CERT_FILE), and the
+    # server's TLS inside the tunnel.
+    cert, key = setup.ca.issue("proxy", hosts=["127.0.0.1"], server=True)
+    (tmp_path / "c.pem").write_bytes(cert)
+    (tmp_path / "k.pem").write_bytes(key)
+    (tmp_path / "ca.pem").write_bytes(setup.ca.cert_pem)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
+    secure = ForwardProxy({_NAME: "127.0.0.1"})
+    await secure.start(tls)
+    try:
+        clean_env.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+        clean_env.setenv("HTTPS_PROXY", f"https://127.0.0.1:{secure.port}")
+        await _get(setup.config())
+    finally:
+        await secure.close()
+    assert secure.tunnels == [f"{_NAME}:{setup.origin.port}"] and setup.origin.sni == [_NAME]
 
 
 async def test_lower_case_https_proxy_and_an_empty_upper_case_one(
@@ -241,7 +189,7 @@ async def test_proxy_url_wins_over_the_environment(setup: _Setup, clean_env: pyt
 async def test_http_proxy_relays_requests_to_an_http_server(clean_env: pytest.MonkeyPatch) -> None:
     origin = _Origin()
     await origin.start(None)
-    proxy = _ConnectProxy({_NAME: "127.0.0.1"})
+    proxy = ForwardProxy({_NAME: "127.0.0.1"})
     await proxy.start()
     try:
         clean_env.setenv("HTTP_PROXY", f"127.0.0.1:{proxy.port}")  # no scheme: http

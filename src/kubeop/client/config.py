@@ -83,6 +83,8 @@ def check_proxy_url(value: str, *, what: str, default_scheme: bool) -> str:
     if scheme not in _PROXY_SCHEMES:
         problem = f"the scheme {scheme!r} is not supported" if scheme else "it has no scheme"
         raise ConfigError(f"{what} {shown!r}: {problem}; {fix}")
+    if "@" in url:
+        fix += "; in the user and password, write / # ? @ as %2F %23 %3F %40"
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -95,7 +97,7 @@ def check_proxy_url(value: str, *, what: str, default_scheme: bool) -> str:
     if port == 0:
         raise ConfigError(f"{what} {shown!r}: the port is not a number from 1 to 65535; {fix}")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigError(f"{what} {shown!r} has a path or query; a proxy is a host and port only; {fix}")
+        raise ConfigError(f"{what} {shown!r} has a path or query (a proxy is a host and port); {fix}")
     return url
 
 

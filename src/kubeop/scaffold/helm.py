@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from kubeop.binaries import HELM_VERSION, find_helm
+from kubeop.core.yaml_input import load_yaml, load_yaml_all
 from kubeop.crd.names import check_group, check_kind, check_version, guess_plural
 from kubeop.crd.rbac import (
     PolicyRule,
@@ -471,8 +472,12 @@ def chart_kinds(chart: Path, *, helm: str | None = None) -> list[tuple[str, str]
     lines of its templates."""
     found: dict[tuple[str, str], None] = {}
     rendered = _helm_template(chart, helm)
-    if rendered is not None:
-        for doc in yaml.safe_load_all(rendered):
+    try:
+        docs = load_yaml_all(rendered) if rendered is not None else None
+    except yaml.YAMLError:
+        docs = None  # what helm rendered is not YAML kubeop reads: the templates' kind: lines then
+    if docs is not None:
+        for doc in docs:
             if isinstance(doc, dict) and isinstance(doc.get("kind"), str):
                 found.setdefault((str(doc.get("apiVersion") or ""), doc["kind"]), None)
         return list(found)
@@ -547,7 +552,7 @@ def rbac_rules(
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return load_yaml(path.read_text())
     except FileNotFoundError:
         return None
     except yaml.YAMLError as e:

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from kubeop.core.yaml_input import load_yaml_all
 from kubeop.scaffold.errors import ScaffoldError, yaml_problem
 from kubeop.scaffold.names import check_namespace
 
@@ -164,7 +165,7 @@ def _yaml_error(path: Path | str, e: yaml.YAMLError) -> ScaffoldError:
 
 def _load_all(path: Path) -> list[Any]:
     try:
-        return list(yaml.safe_load_all(path.read_text()))
+        return load_yaml_all(path.read_text())
     except yaml.YAMLError as e:
         raise _yaml_error(path, e) from None
 
@@ -178,7 +179,7 @@ def _patch(objs: list[dict[str, Any]], entry: Any, kfile: Path) -> list[dict[str
         docs = _load_all(kfile.parent / str(entry["path"]))
     elif "patch" in entry:
         try:
-            docs = list(yaml.safe_load_all(str(entry["patch"])))
+            docs = load_yaml_all(str(entry["patch"]))
         except yaml.YAMLError as e:
             raise _yaml_error(f"{kfile}: the inline patch", e) from None
     else:

@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from kubeop.core.yaml_input import load_yaml
 from kubeop.scaffold.errors import ScaffoldError, yaml_problem
 from kubeop.scaffold.names import ApiNames, ProjectNames, check_domain, check_namespace, check_repo
 from kubeop.scaffold.render import dump_yaml
@@ -234,7 +235,7 @@ def load_project(root: Path) -> Project:
     """Read ``root/PROJECT``; a clear error if it is missing or not kubeop's."""
     path = root / PROJECT_FILE
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except FileNotFoundError:
         raise ScaffoldError(f"{root} has no {PROJECT_FILE} file: run kubeop init there first") from None
     except yaml.YAMLError as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 from typing import Annotated
@@ -41,6 +42,8 @@ def usable_engine(candidates: tuple[str, ...]) -> tuple[str | None, list[str]]:
 
 def _read(path: Path) -> str:
     try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return ""  # a FIFO would block the read; write_build_context refuses it
         return path.read_text()
     except OSError:
         return ""  # write_build_context says what is missing

@@ -43,9 +43,10 @@ from kubeop.crd.rbac import (
 )
 from kubeop.helm.crd import HelmChartError, crd_for_chart
 from kubeop.helm.watches import Watch, WatchesError, load_watches, parse_watches
+from kubeop.scaffold.confined_copy import check_entry, copy_entry
 from kubeop.scaffold.errors import ScaffoldError, yaml_problem
 from kubeop.scaffold.files import Planned, pending
-from kubeop.scaffold.image import BuildContext, prepare_context, write_kubeop_source
+from kubeop.scaffold.image import BuildContext, copy_into_context, prepare_context, write_kubeop_source
 from kubeop.scaffold.manifests import GENERATED, default_config, operator_rbac
 from kubeop.scaffold.names import ProjectNames, check_domain, check_namespace
 from kubeop.scaffold.project import PROJECT_FILE
@@ -316,7 +317,12 @@ def copy_chart(chart: Path, project_root: Path) -> tuple[str, bool]:
     rel = f"helm-charts/{name}"
     if chart == target.resolve() or target.exists():
         return rel, False
-    shutil.copytree(chart, target, ignore=shutil.ignore_patterns(".git"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:  # links as links, none leaving the chart; no FIFO or device
+        copy_entry(chart, target, within=chart, ignore=shutil.ignore_patterns(".git"))
+    except ScaffoldError as e:
+        shutil.rmtree(target, ignore_errors=True)
+        raise HelmProjectError(f"{e} (copying the chart {chart})") from None
     return rel, True
 
 
@@ -433,8 +439,14 @@ def write_helm_build_context(
     (:func:`kubeop.scaffold.image.write_kubeop_source`: this kubeop's wheel in ``wheels/`` by
     default, or ``kubeop_from``, an index or VCS URL)."""
     root = project.root
+    entries = ("Dockerfile", ".dockerignore", "watches.yaml", "helm-charts")
+    # Every entry is checked before anything is read: no link out of the project, no FIFO.
+    try:
+        copied = [name for name in entries if _exists_within(root, name)]
+    except ScaffoldError as e:
+        raise HelmProjectError(str(e)) from None
     for needed in ("Dockerfile", "watches.yaml", "helm-charts"):
-        if not (root / needed).exists():
+        if needed not in copied:
             raise HelmProjectError(
                 f"{root / needed} is missing: restore it (kubeop init --plugin helm --force) to build "
                 "an image"
@@ -453,11 +465,19 @@ def write_helm_build_context(
             )
     prepare_context(dest, (root / "helm-charts",))
     origin = write_kubeop_source(dest, kubeop_from)
-    for name in ("Dockerfile", ".dockerignore", "watches.yaml"):
-        if (root / name).is_file():
-            shutil.copy2(root / name, dest / name)
-    shutil.copytree(root / "helm-charts", dest / "helm-charts", ignore=shutil.ignore_patterns(".git"))
+    try:
+        copy_into_context(dest, root, copied, ignore=shutil.ignore_patterns(".git"))
+    except ScaffoldError as e:
+        raise HelmProjectError(str(e)) from None
     return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin)
+
+
+def _exists_within(root: Path, name: str) -> bool:
+    try:
+        check_entry(root / name, root)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def stale_helm_manifests(project: HelmProject) -> list[str]:

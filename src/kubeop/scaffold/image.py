@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse, urlsplit
 
+from kubeop.scaffold.confined_copy import Ignore, check_entry, copy_entry, read_regular
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.project import Project
 from kubeop.scaffold.wheel import WHEEL_DIR, kubeop_dist, kubeop_wheel
@@ -37,6 +38,7 @@ __all__ = [
     "ENV_VAR",
     "REQUIREMENTS_FILE",
     "BuildContext",
+    "copy_into_context",
     "local_kubeop",
     "prepare_context",
     "write_build_context",
@@ -80,19 +82,28 @@ def _kubeop_requirement(pyproject: dict[str, object]) -> str | None:
     return None
 
 
-def _read_pyproject(project: Project) -> dict[str, object]:
-    path = project.root / "pyproject.toml"
+def _parse_pyproject(path: Path, text: str) -> dict[str, object]:
     try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ScaffoldError(f"{path} is missing: restore it (kubeop init --force)") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScaffoldError(f"{path} is not valid TOML: {e}") from None
 
 
+def _read_pyproject(project: Project) -> dict[str, object]:
+    path = project.root / "pyproject.toml"
+    try:
+        return _parse_pyproject(path, path.read_text())
+    except FileNotFoundError:
+        raise ScaffoldError(f"{path} is missing: restore it (kubeop init --force)") from None
+
+
 def local_kubeop(project: Project) -> Path | None:
     """The local kubeop checkout pyproject.toml depends on (``kubeop @ file:///...``), if any."""
-    url = _kubeop_requirement(_read_pyproject(project))
+    return _local_kubeop(_read_pyproject(project))
+
+
+def _local_kubeop(pyproject: dict[str, object]) -> Path | None:
+    url = _kubeop_requirement(pyproject)
     if url is None or not url.startswith("file:"):
         return None
     source = Path(unquote(urlparse(url).path))
@@ -264,22 +275,47 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
         "docker-build", "write a Dockerfile that also copies the parent packages it imports, and build that"
     )
     root = project.root
+    # Every entry is checked before anything is read: no link out of the project, no FIFO.
+    copied = [name for name in (*_OPTIONAL, project.package) if _context_entry(root, name, needed=False)]
     for needed in ("Dockerfile", "pyproject.toml", project.package):
-        if not (root / needed).exists():
-            raise ScaffoldError(
-                f"{root / needed} is missing: restore it (kubeop init --force) to build an image"
-            )
-    pyproject_data = _read_pyproject(project)
-    checkout = local_kubeop(project)
+        _context_entry(root, needed, needed=True)
+    pyproject_path = root / "pyproject.toml"
+    pyproject = read_regular(pyproject_path).decode()
+    pyproject_data = _parse_pyproject(pyproject_path, pyproject)
+    checkout = _local_kubeop(pyproject_data)
     prepare_context(dest, (root / project.package,))
     origin = write_kubeop_source(dest, kubeop_from, pyproject_data)
-    for name in ("Dockerfile", ".dockerignore", "README.md"):
-        if (root / name).is_file():
-            shutil.copy2(root / name, dest / name)
-    shutil.copytree(root / project.package, dest / project.package, ignore=_SKIP)
-    pyproject = (root / "pyproject.toml").read_text()
+    copy_into_context(dest, root, copied, ignore=_SKIP)
     if checkout is not None:
         # "kubeop @ file:///..." (or 'kubeop@file:...') becomes "kubeop": no path of this machine
         pyproject = _LOCAL_KUBEOP.sub(r"\1kubeop\1", pyproject, count=1)
     (dest / "pyproject.toml").write_text(pyproject)
     return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin)
+
+
+_OPTIONAL = ("Dockerfile", ".dockerignore", "README.md")
+
+
+def _context_entry(root: Path, name: str, *, needed: bool) -> bool:
+    """Whether ``root/name`` exists to be copied (a link counts; a missing needed one is refused),
+    refusing a link that leaves the project or a special file."""
+    try:
+        check_entry(root / name, root)
+    except FileNotFoundError:
+        if needed:
+            raise ScaffoldError(
+                f"{root / name} is missing: restore it (kubeop init --force) to build an image"
+            ) from None
+        return False
+    return True
+
+
+def copy_into_context(dest: Path, root: Path, names: list[str], ignore: Ignore | None = None) -> None:
+    """Copy ``root``'s entries ``names`` into the context ``dest`` confined to ``root`` (links as
+    links); on a refusal the context is removed, not left half-written."""
+    try:
+        for name in names:
+            copy_entry(root / name, dest / name, within=root, ignore=ignore)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise

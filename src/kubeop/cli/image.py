@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import shutil
 import stat
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -13,9 +17,9 @@ import typer
 
 from kubeop.cli.output import Directory, any_project_at, errors_as_messages, fail, say
 from kubeop.scaffold import HelmProject, write_helm_build_context
-from kubeop.scaffold.image import ENV_VAR, REQUIREMENTS_FILE, write_build_context
+from kubeop.scaffold.image import ENV_VAR, REQUIREMENTS_FILE, SECRET_ID, SECRET_MOUNT, write_build_context
 
-__all__ = ["docker_build", "usable_engine"]
+__all__ = ["build_command", "docker_build", "usable_engine"]
 
 ENGINES = ("docker", "podman")
 
@@ -47,6 +51,37 @@ def _read(path: Path) -> str:
         return path.read_text()
     except OSError:
         return ""  # write_build_context says what is missing
+
+
+def build_command(engine: str, image: str, context: Path, secret: Path | str | None = None) -> list[str]:
+    """``<engine> build``: with ``secret``, the netrc file given to the build as the secret
+    SECRET_ID (BuildKit's and podman's ``--secret``), which the Dockerfile mounts for pip."""
+    command = [engine, "build"]
+    if secret is not None:
+        command += ["--secret", f"id={SECRET_ID},src={secret}"]
+    return [*command, "-t", image, str(context)]
+
+
+@contextlib.contextmanager
+def _secret_file(netrc: str, context: Path) -> Iterator[Path | None]:
+    """``netrc`` in a file only this user reads, outside the build context, removed afterwards."""
+    if not netrc:
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="kubeop-build-secret-"))  # 0700
+    try:
+        if folder.resolve().is_relative_to(context.resolve()) or "," in str(folder):
+            fail(
+                f"cannot pass the index's login to the build: the temporary directory {folder} is inside "
+                "the build context or has a comma in its path; set TMPDIR to another directory"
+            )
+        path = folder / "netrc"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(netrc)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def docker_build(
@@ -92,7 +127,21 @@ def docker_build(
     shown = dest.relative_to(project.root) if dest.is_relative_to(project.root) else dest
     say(origin)
     say(f"wrote the build context to {shown} ({', '.join(e for e in entries if not e.startswith('.'))})")
+    if context.netrc and f"id={SECRET_ID}" not in _read(project.root / "Dockerfile"):
+        say(
+            f"warning: Dockerfile does not mount the build secret {SECRET_ID}, so pip in the image cannot "
+            f"log in to that URL: start its pip RUN line with `RUN {SECRET_MOUNT} \\` (as a new kubeop "
+            "init writes it)"
+        )
+    # What to run elsewhere: the login is not in the context, so the build is given it as a secret
+    elsewhere = shlex.join(build_command("docker", image, Path(shown), "NETRC" if context.netrc else None))
+    if context.netrc:
+        elsewhere += (
+            " (NETRC: a netrc file with the URL's login, machine <host> login <user> password <token>)"
+        )
     if context_only:
+        if context.netrc:
+            say(f"the URL's login is not in the context: build it with {elsewhere}")
         return
     found, reasons = usable_engine((engine,) if engine else ENGINES)
     if found is None:
@@ -104,11 +153,11 @@ def docker_build(
         )
         fail(
             f"cannot build {image}: no usable container engine here ({'; '.join(reasons)}): {fix}, or "
-            f"build the context kubeop wrote where an engine runs: docker build -t {shlex.quote(image)} "
-            f"{shlex.quote(str(shown))}"
+            f"build the context kubeop wrote where an engine runs: {elsewhere}"
         )
     say(f"building {image} with {Path(found).name} ...")
-    res = subprocess.run([found, "build", "-t", image, str(dest)], check=False)
+    with _secret_file(context.netrc, dest) as secret:
+        res = subprocess.run(build_command(found, image, dest, secret), check=False)
     if res.returncode != 0:
         fail(f"{Path(found).name} build failed (exit code {res.returncode}); its output is above")
     say(f"built {image}")

@@ -464,12 +464,12 @@ def write_helm_build_context(
                 "copies it there"
             )
     prepare_context(dest, (root / "helm-charts",))
-    origin = write_kubeop_source(dest, kubeop_from)
+    origin, netrc = write_kubeop_source(dest, kubeop_from)
     try:
         copy_into_context(dest, root, copied, ignore=shutil.ignore_patterns(".git"))
     except ScaffoldError as e:
         raise HelmProjectError(str(e)) from None
-    return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin)
+    return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin, netrc)
 
 
 def _exists_within(root: Path, name: str) -> bool:

@@ -7,8 +7,20 @@ where the image gets kubeop (the Dockerfile installs ``-r kubeop-requirements.tx
 * by default, from ``wheels/kubeop-<version>-py3-none-any.whl`` in the context: the kubeop running
   this command, packed by :func:`kubeop.scaffold.wheel.kubeop_wheel` (no index serving kubeop
   is needed; its dependencies come from the usual index);
-* ``kubeop_from=<index URL>``: ``kubeop==<this version>`` from that index (checked to serve it);
+* ``kubeop_from=<index URL>``: ``kubeop==<this version>`` from that index (checked to serve it),
+  given to pip as ``--index-url``: the only index pip asks, so no other index can offer a
+  ``kubeop`` of its own (dependency confusion); it must serve kubeop's dependencies too, as a
+  mirror or proxy of the public index does;
 * ``kubeop_from=<VCS URL>`` (``git+https://...@tag``): pip builds kubeop from there.
+
+A login in either URL (``https://user:token@host/...``) is used here to check the index, and
+never written into the context: the requirement names the URL without it, and the login goes
+to the build as the secret :data:`SECRET_ID` (a netrc file, ``docker build --secret``), which
+the Dockerfile mounts as ``/root/.netrc`` for its pip line only (:data:`SECRET_MOUNT`).
+
+Nothing is pinned by hash: pip's hash checking is all or nothing (one ``--hash`` makes it demand
+a hash for every dependency, and the project directory ``.`` cannot have one), and the default
+wheel travels in the same context as the requirement that would carry its hash.
 
 A pyproject.toml that depends on a local checkout (``kubeop @ file:///...``) is given to the image
 asking for plain ``kubeop``: the image does not depend on paths of this machine.
@@ -24,9 +36,9 @@ import shutil
 import tomllib
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlparse, urlsplit
+from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from kubeop.scaffold.confined_copy import Ignore, check_entry, copy_entry, read_regular
 from kubeop.scaffold.errors import ScaffoldError
@@ -37,6 +49,8 @@ __all__ = [
     "CONTEXT_MARKER",
     "ENV_VAR",
     "REQUIREMENTS_FILE",
+    "SECRET_ID",
+    "SECRET_MOUNT",
     "BuildContext",
     "copy_into_context",
     "local_kubeop",
@@ -50,6 +64,11 @@ CONTEXT_MARKER = ".kubeop-build-context"
 REQUIREMENTS_FILE = "kubeop-requirements.txt"
 #: The environment variable that stands for ``--kubeop-from``.
 ENV_VAR = "KUBEOP_FROM"
+#: The build secret holding the login of the ``--kubeop-from`` URL (netrc lines).
+SECRET_ID = "kubeop-netrc"
+#: How the Dockerfile's pip line mounts it (pip and git read ~/.netrc; absent, the line runs as before).
+SECRET_MOUNT = f"--mount=type=secret,id={SECRET_ID},target=/root/.netrc"
+_HOST = re.compile(r"^[A-Za-z0-9.\-\[\]:]+\Z")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 _VCS = re.compile(r"^(git|hg|svn|bzr)\+(https?|ssh|file|git)://\S+\Z")
 # one token: a space or line break would add pip options to kubeop-requirements.txt
@@ -70,6 +89,16 @@ class BuildContext:
     path: Path
     entries: list[str]
     kubeop: str  # one line for the user: the version and its origin
+    #: The login the image build needs (netrc lines; "" for none), for the build secret SECRET_ID:
+    #: never in the context, never in a repr.
+    netrc: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class _Source:
+    lines: list[str]  # of kubeop-requirements.txt
+    origin: str
+    netrc: str = field(default="", repr=False)
 
 
 def _kubeop_requirement(pyproject: dict[str, object]) -> str | None:
@@ -196,24 +225,66 @@ def _check_wanted(pyproject: dict[str, object], version: str) -> None:
             )
 
 
-def _kubeop_source(value: str | None, pyproject: dict[str, object], dest: Path) -> tuple[list[str], str]:
-    """The lines of kubeop-requirements.txt, and the line telling the user where kubeop comes from."""
+def _netrc_value(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _without_login(url: str, shown: str) -> tuple[str, str]:
+    """``url`` without the login of its user part, and that login as a netrc line ("" if none)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, ""
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, has_password, password = userinfo.partition(":")
+    if parts.scheme.endswith("ssh"):  # git+ssh://git@host/...: a user name for ssh keys, no login
+        if has_password:
+            raise ScaffoldError(
+                f"--kubeop-from {shown}: an ssh URL logs in with keys, not a password; remove the password"
+            )
+        return url, ""
+    user, password = unquote(user), unquote(password)
+    hostname = parts.hostname or ""
+    if not _HOST.match(hostname) or any(ord(c) < 32 or ord(c) == 127 for c in user + password):
+        raise ScaffoldError(
+            f"--kubeop-from {shown}: its host or login holds characters a netrc file cannot carry; "
+            "fix the URL"
+        )
+    line = f"machine {hostname} login {_netrc_value(user)} password {_netrc_value(password)}\n"
+    return urlunsplit(parts._replace(netloc=host)), line
+
+
+def _kubeop_source(value: str | None, pyproject: dict[str, object], dest: Path) -> _Source:
+    """The lines of kubeop-requirements.txt, the line telling the user where kubeop comes from, and
+    the login the build needs (kept out of the lines)."""
     choice = (value or "wheel").strip()
     if choice == "wheel":
         dist = kubeop_dist()
         _check_wanted(pyproject, dist.version)
         wheel, dist = kubeop_wheel(dest / WHEEL_DIR)
         shown = f"{WHEEL_DIR}/{wheel.name}"
-        return [f"./{shown}"], f"the image installs kubeop {dist.version} from {shown} ({dist.source})"
+        return _Source(
+            [f"./{shown}"], f"the image installs kubeop {dist.version} from {shown} ({dist.source})"
+        )
     shown = redact_url(choice)
+    secret = f"; its login goes to the build as the secret {SECRET_ID}, not into the context"
     if _VCS.match(choice) and "+file://" in choice:
         raise ScaffoldError(
             f"--kubeop-from {shown}: the image build cannot reach paths of this machine; build from this "
             "kubeop's wheel (kubeop docker-build without --kubeop-from) or use a VCS URL it can fetch"
         )
     if _VCS.match(choice):
-        return [f"kubeop @ {choice}"], f"the image installs kubeop from {shown} (the version it holds)"
+        bare, netrc = _without_login(choice, shown)
+        origin = f"the image installs kubeop from {shown} (the version it holds){secret if netrc else ''}"
+        return _Source([f"kubeop @ {bare}"], origin, netrc)
     if _INDEX.match(choice):
+        parts = urlsplit(choice)
+        if parts.query or parts.fragment:
+            hidden = redact_url(urlunsplit(parts._replace(query="***" if parts.query else "", fragment="")))
+            raise ScaffoldError(
+                f"--kubeop-from {hidden}: an index URL has no query or fragment; give a token as the "
+                "URL's login (https://<user>:<token>@<host>/simple), which goes to the build as a secret"
+            )
+        bare, netrc = _without_login(choice, shown)
         version = kubeop_dist().version
         _check_wanted(pyproject, version)
         served = _index_versions(choice)
@@ -222,8 +293,13 @@ def _kubeop_source(value: str | None, pyproject: dict[str, object], dest: Path) 
             raise ScaffoldError(
                 f"the index {shown} has no kubeop {version} ({has}): publish it there, {_NO_FROM}"
             )
-        lines = [f"--extra-index-url {choice}", f"kubeop=={version}"]
-        return lines, f"the image installs kubeop {version} from the index {shown}"
+        # --index-url: pip asks this index alone, so no other index can offer its own kubeop
+        lines = [f"--index-url {bare}", f"kubeop=={version}"]
+        origin = (
+            f"the image installs kubeop {version} from the index {shown}, the only index its pip asks "
+            f"(it must serve kubeop's dependencies too){secret if netrc else ''}"
+        )
+        return _Source(lines, origin, netrc)
     raise ScaffoldError(
         f"--kubeop-from {shown!r} (or ${ENV_VAR}) is neither 'wheel', an index URL (https://...) nor a "
         "VCS URL (git+https://...): e.g. kubeop docker-build --kubeop-from git+https://<host>/<repo>@<tag>"
@@ -232,21 +308,23 @@ def _kubeop_source(value: str | None, pyproject: dict[str, object], dest: Path) 
 
 def write_kubeop_source(
     dest: Path, kubeop_from: str | None, pyproject: dict[str, object] | None = None
-) -> str:
+) -> tuple[str, str]:
     """Write where the image gets kubeop into the build context ``dest``: kubeop-requirements.txt
     (and, by default, the wheel in wheels/); ``pyproject``'s kubeop requirement must accept the
-    version. Returns the line telling the user. Python and Helm projects' contexts both use it."""
+    version. Returns the line telling the user and the login the build needs (netrc lines for
+    the secret :data:`SECRET_ID`, "" for none), which is not written. Python and Helm projects'
+    contexts both use it."""
     try:
-        lines, origin = _kubeop_source(kubeop_from, pyproject or {}, dest)
+        source = _kubeop_source(kubeop_from, pyproject or {}, dest)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
     (dest / REQUIREMENTS_FILE).write_text(
         "# Where the image gets kubeop; written by kubeop docker-build (--kubeop-from).\n"
-        + "\n".join(lines)
+        + "\n".join(source.lines)
         + "\n"
     )
-    return origin
+    return source.origin, source.netrc
 
 
 def prepare_context(dest: Path, copies: tuple[Path, ...] = ()) -> None:
@@ -284,13 +362,13 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
     pyproject_data = _parse_pyproject(pyproject_path, pyproject)
     checkout = _local_kubeop(pyproject_data)
     prepare_context(dest, (root / project.package,))
-    origin = write_kubeop_source(dest, kubeop_from, pyproject_data)
+    origin, netrc = write_kubeop_source(dest, kubeop_from, pyproject_data)
     copy_into_context(dest, root, copied, ignore=_SKIP)
     if checkout is not None:
         # "kubeop @ file:///..." (or 'kubeop@file:...') becomes "kubeop": no path of this machine
         pyproject = _LOCAL_KUBEOP.sub(r"\1kubeop\1", pyproject, count=1)
     (dest / "pyproject.toml").write_text(pyproject)
-    return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin)
+    return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin, netrc)
 
 
 _OPTIONAL = ("Dockerfile", ".dockerignore", "README.md")

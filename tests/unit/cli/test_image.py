@@ -17,7 +17,13 @@ import pytest
 import kubeop
 from kubeop.cli.image import ENGINES, usable_engine
 from kubeop.scaffold import ScaffoldError, find_project, init_project
-from kubeop.scaffold.image import REQUIREMENTS_FILE, local_kubeop, write_build_context
+from kubeop.scaffold.image import (
+    REQUIREMENTS_FILE,
+    SECRET_ID,
+    SECRET_MOUNT,
+    local_kubeop,
+    write_build_context,
+)
 
 from .conftest import DOMAIN, REPO
 
@@ -112,8 +118,13 @@ def test_an_index_that_serves_this_version(tmp_path: Path, index: tuple[str, Pat
     _serve(root, "kubeop-0.0.9.tar.gz", WHEEL)
     init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
     context = write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", url)
-    assert requirements(tmp_path / "ctx") == [f"--extra-index-url {url}", f"kubeop=={VERSION}"]
-    assert context.kubeop == f"the image installs kubeop {VERSION} from the index {url}"
+    # --index-url: the only index pip asks, so no other index can offer its own kubeop==VERSION
+    assert requirements(tmp_path / "ctx") == [f"--index-url {url}", f"kubeop=={VERSION}"]
+    assert context.kubeop == (
+        f"the image installs kubeop {VERSION} from the index {url}, the only index its pip asks (it must "
+        "serve kubeop's dependencies too)"
+    )
+    assert context.netrc == ""
 
 
 @pytest.mark.parametrize(
@@ -233,7 +244,16 @@ def private_index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     server.server_close()
 
 
-def test_credentials_in_an_index_url_are_used_but_never_shown(
+def _nowhere_in(ctx: Path, secret: str) -> None:
+    for path in ctx.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+            if path.suffix == ".whl":
+                with zipfile.ZipFile(path) as whl:
+                    assert not [n for n in whl.namelist() if secret.encode() in whl.read(n)]
+
+
+def test_credentials_in_an_index_url_are_used_but_never_shown_nor_written(
     tmp_path: Path, private_index: tuple[str, Path]
 ) -> None:
     url, root = private_index
@@ -242,18 +262,141 @@ def test_credentials_in_an_index_url_are_used_but_never_shown(
     project = find_project(tmp_path / "op")
     context = write_build_context(project, tmp_path / "ctx", url)
     assert "s3cret" not in context.kubeop and "user:***@127.0.0.1" in context.kubeop
-    assert requirements(tmp_path / "ctx") == [
-        f"--extra-index-url {url}",
-        f"kubeop=={VERSION}",
-    ]  # pip needs them
+    assert "its login goes to the build as the secret kubeop-netrc, not into the context" in context.kubeop
+    bare = url.replace("user:s3cret@", "")
+    assert requirements(tmp_path / "ctx") == [f"--index-url {bare}", f"kubeop=={VERSION}"]
+    _nowhere_in(tmp_path / "ctx", "s3cret")  # not in the requirements, the Dockerfile, anything
+    assert "s3cret" not in repr(context)
+    assert context.netrc == 'machine 127.0.0.1 login "user" password "s3cret"\n'
+    assert f"{SECRET_MOUNT} \\\n    pip wheel" in (tmp_path / "ctx" / "Dockerfile").read_text()
     (root / "simple" / "kubeop" / "index.html").unlink()
     for source in (url, url.replace("/simple", "/nothing"), "https://tok:s3cret@127.0.0.1:9/simple"):
         with pytest.raises(ScaffoldError) as err:
             write_build_context(project, tmp_path / "ctx", source)
         assert "s3cret" not in str(err.value)
     vcs = "git+https://oauth2:s3cret@git.example/op/kubeop@v1"
-    shown = write_build_context(project, tmp_path / "ctx", vcs).kubeop
-    assert "s3cret" not in shown and "git+https://oauth2:***@git.example/op/kubeop@v1" in shown
+    context = write_build_context(project, tmp_path / "ctx", vcs)
+    assert (
+        "s3cret" not in context.kubeop and "git+https://oauth2:***@git.example/op/kubeop@v1" in context.kubeop
+    )
+    assert requirements(tmp_path / "ctx") == ["kubeop @ git+https://git.example/op/kubeop@v1"]
+    _nowhere_in(tmp_path / "ctx", "s3cret")
+    assert context.netrc == 'machine git.example login "oauth2" password "s3cret"\n'
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("https://idx.example/simple?private_token=s3cret", "an index URL has no query or fragment"),
+        ("https://idx.example/simple#s3cret", "an index URL has no query or fragment"),
+        ("git+ssh://git:s3cret@git.example/op/kubeop@v1", "an ssh URL logs in with keys"),
+        ("https://u:s3%0Acret@idx.example/simple", "characters a netrc file cannot carry"),
+    ],
+)
+def test_logins_a_secret_cannot_carry_are_refused(tmp_path: Path, source: str, says: str) -> None:
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    with pytest.raises(ScaffoldError, match=says) as err:
+        write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", source)
+    assert "s3" not in str(err.value).replace("--kubeop-from", "")
+    assert not (tmp_path / "ctx").exists()
+
+
+def test_a_login_with_quotes_and_backslashes_reads_back_from_the_netrc(tmp_path: Path) -> None:
+    import netrc
+
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    vcs = "git+https://a%20b:p%22%5Cq%20x@git.example/op/kubeop@v1"
+    context = write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", vcs)
+    (tmp_path / "netrc").write_text(context.netrc)
+    (tmp_path / "netrc").chmod(0o600)
+    assert netrc.netrc(str(tmp_path / "netrc")).authenticators("git.example") == ("a b", "", 'p"\\q x')
+    token_only = "git+https://tok3n@git.example/op/kubeop@v1"
+    context = write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", token_only)
+    assert context.netrc == 'machine git.example login "tok3n" password ""\n'
+    assert requirements(tmp_path / "ctx") == ["kubeop @ git+https://git.example/op/kubeop@v1"]
+    ssh = "git+ssh://git@git.example/op/kubeop@v1"  # a user name for ssh keys: no login to move
+    context = write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", ssh)
+    assert context.netrc == "" and requirements(tmp_path / "ctx") == [f"kubeop @ {ssh}"]
+
+
+def _fake_engine(tmp_path: Path) -> Path:
+    """A `docker` that answers `info` and, for `build`, records its arguments and the secret's file."""
+    log = tmp_path / "engine.log"
+    engine = tmp_path / "fake-docker"
+    engine.write_text(
+        f"""#!{sys.executable}
+import json, os, stat, sys
+args = sys.argv[1:]
+if args[:1] == ["build"]:
+    record = {{"args": args}}
+    if "--secret" in args:
+        spec = dict(kv.split("=", 1) for kv in args[args.index("--secret") + 1].split(","))
+        st = os.stat(spec["src"])
+        record.update(spec=spec, mode=stat.S_IMODE(st.st_mode), netrc=open(spec["src"]).read())
+    open({str(log)!r}, "w").write(json.dumps(record))
+"""
+    )
+    engine.chmod(0o755)
+    return engine
+
+
+def test_docker_build_passes_the_login_as_a_build_secret(
+    tmp_path: Path, private_index: tuple[str, Path]
+) -> None:
+    """What the engine is run with (no engine needed): --secret id=kubeop-netrc,src=<a 0600 file
+    outside the context, removed afterwards> holding the login; the context holds none of it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from kubeop.cli import app
+
+    url, root = private_index
+    _serve(root, WHEEL)
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    engine = _fake_engine(tmp_path)
+    ctx = tmp_path / "op" / "build" / "image"
+    args = ["docker-build", "--dir", str(tmp_path / "op"), "--engine", str(engine), "--kubeop-from", url]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "s3cret" not in result.output
+    record = json.loads((tmp_path / "engine.log").read_text())
+    secret = Path(record["spec"]["src"])
+    assert record["args"] == [
+        "build", "--secret", f"id=kubeop-netrc,src={secret}", "-t", "controller:latest", str(ctx)
+    ]  # fmt: skip
+    assert record["spec"]["id"] == SECRET_ID and record["mode"] == 0o600
+    assert record["netrc"] == 'machine 127.0.0.1 login "user" password "s3cret"\n'
+    assert not secret.is_relative_to(ctx) and not secret.exists() and not secret.parent.exists()
+    _nowhere_in(ctx, "s3cret")
+    # Without a login, no secret; --context-only says how to build with one elsewhere.
+    assert CliRunner().invoke(app, args[:-2]).exit_code == 0  # this kubeop's wheel
+    record = json.loads((tmp_path / "engine.log").read_text())
+    assert record["args"] == ["build", "-t", "controller:latest", str(ctx)]
+    result = CliRunner().invoke(app, [*args, "--context-only"])
+    assert result.exit_code == 0 and "s3cret" not in result.output
+    said = " ".join(result.output.split())
+    assert "docker build --secret id=kubeop-netrc,src=NETRC -t controller:latest build/image" in said
+
+
+def test_an_old_dockerfile_without_the_secret_mount_is_warned_about(
+    tmp_path: Path, private_index: tuple[str, Path]
+) -> None:
+    from typer.testing import CliRunner
+
+    from kubeop.cli import app
+
+    url, root = private_index
+    _serve(root, WHEEL)
+    init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
+    dockerfile = tmp_path / "op" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace(f"{SECRET_MOUNT} \\\n    ", ""))
+    args = ["docker-build", "--dir", str(tmp_path / "op"), "--context-only", "--kubeop-from", url]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "warning: Dockerfile does not mount the build secret kubeop-netrc" in " ".join(
+        result.output.split()
+    )
 
 
 @pytest.mark.parametrize(
@@ -329,3 +472,24 @@ def test_a_vcs_url_of_this_machine_is_refused(tmp_path: Path) -> None:
     init_project(tmp_path / "op", domain=DOMAIN, repo=REPO)
     with pytest.raises(ScaffoldError, match="cannot reach paths of this machine"):
         write_build_context(find_project(tmp_path / "op"), tmp_path / "ctx", f"git+file://{KUBEOP}@main")
+
+
+def test_both_dockerfiles_mount_the_login_secret_and_the_helm_context_keeps_it_out(tmp_path: Path) -> None:
+    from kubeop.scaffold import find_helm_project, write_helm_build_context
+    from kubeop.scaffold.render import template_text
+
+    for name in ("project/Dockerfile.tmpl", "helm/Dockerfile.tmpl"):
+        assert f"RUN {SECRET_MOUNT} \\\n    pip wheel --no-cache-dir" in template_text(name)
+    from typer.testing import CliRunner
+
+    from kubeop.cli import app
+
+    init = ["init", "--plugin", "helm", "--domain", DOMAIN, "--repo", REPO, "--dir", str(tmp_path / "hop")]
+    assert CliRunner().invoke(app, init).exit_code == 0
+    project = find_helm_project(tmp_path / "hop")
+    assert project is not None
+    vcs = "git+https://oauth2:s3cret@git.example/op/kubeop@v1"
+    context = write_helm_build_context(project, tmp_path / "ctx", vcs)
+    assert context.netrc == 'machine git.example login "oauth2" password "s3cret"\n'
+    assert requirements(tmp_path / "ctx") == ["kubeop @ git+https://git.example/op/kubeop@v1"]
+    _nowhere_in(tmp_path / "ctx", "s3cret")

@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from kubeop.scaffold.errors import ScaffoldError
 
-__all__ = ["Ignore", "check_entry", "copy_entry", "read_regular"]
+__all__ = ["Ignore", "check_entry", "copy_entry", "existing_entries", "read_regular"]
 
 #: What ``shutil.ignore_patterns`` makes: (directory, names) -> the names to leave out.
 Ignore = Callable[[str, list[str]], Collection[str]]
@@ -82,6 +82,19 @@ def check_entry(path: Path, within: Path) -> os.stat_result:
     elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
         raise _special(path, st.st_mode)
     return st
+
+
+def existing_entries(root: Path, names: Iterable[str]) -> list[str]:
+    """Those of ``names`` that exist in ``root`` (a link counts), each checked as
+    :func:`check_entry` does: a link leaving ``root`` or a special file is refused."""
+    found = []
+    for name in names:
+        try:
+            check_entry(root / name, root)
+        except FileNotFoundError:
+            continue
+        found.append(name)
+    return found
 
 
 def _open_regular(path: Path) -> tuple[int, os.stat_result]:

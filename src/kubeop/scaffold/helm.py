@@ -43,7 +43,7 @@ from kubeop.crd.rbac import (
 )
 from kubeop.helm.crd import HelmChartError, crd_for_chart
 from kubeop.helm.watches import Watch, WatchesError, load_watches, parse_watches
-from kubeop.scaffold.confined_copy import check_entry, copy_entry
+from kubeop.scaffold.confined_copy import copy_entry, existing_entries
 from kubeop.scaffold.errors import ScaffoldError, yaml_problem
 from kubeop.scaffold.files import Planned, pending
 from kubeop.scaffold.image import BuildContext, copy_into_context, prepare_context, write_kubeop_source
@@ -442,7 +442,7 @@ def write_helm_build_context(
     entries = ("Dockerfile", ".dockerignore", "watches.yaml", "helm-charts")
     # Every entry is checked before anything is read: no link out of the project, no FIFO.
     try:
-        copied = [name for name in entries if _exists_within(root, name)]
+        copied = existing_entries(root, entries)
     except ScaffoldError as e:
         raise HelmProjectError(str(e)) from None
     for needed in ("Dockerfile", "watches.yaml", "helm-charts"):
@@ -470,14 +470,6 @@ def write_helm_build_context(
     except ScaffoldError as e:
         raise HelmProjectError(str(e)) from None
     return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin, netrc)
-
-
-def _exists_within(root: Path, name: str) -> bool:
-    try:
-        check_entry(root / name, root)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def stale_helm_manifests(project: HelmProject) -> list[str]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
-from kubeop.scaffold.confined_copy import Ignore, check_entry, copy_entry, read_regular
+from kubeop.scaffold.confined_copy import Ignore, copy_entry, existing_entries, read_regular
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.project import Project
 from kubeop.scaffold.wheel import WHEEL_DIR, kubeop_dist, kubeop_wheel
@@ -354,9 +354,12 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
     )
     root = project.root
     # Every entry is checked before anything is read: no link out of the project, no FIFO.
-    copied = [name for name in (*_OPTIONAL, project.package) if _context_entry(root, name, needed=False)]
+    copied = existing_entries(root, ("Dockerfile", ".dockerignore", "README.md", project.package))
     for needed in ("Dockerfile", "pyproject.toml", project.package):
-        _context_entry(root, needed, needed=True)
+        if needed not in copied and not existing_entries(root, (needed,)):
+            raise ScaffoldError(
+                f"{root / needed} is missing: restore it (kubeop init --force) to build an image"
+            )
     pyproject_path = root / "pyproject.toml"
     pyproject = read_regular(pyproject_path).decode()
     pyproject_data = _parse_pyproject(pyproject_path, pyproject)
@@ -369,23 +372,6 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
         pyproject = _LOCAL_KUBEOP.sub(r"\1kubeop\1", pyproject, count=1)
     (dest / "pyproject.toml").write_text(pyproject)
     return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin, netrc)
-
-
-_OPTIONAL = ("Dockerfile", ".dockerignore", "README.md")
-
-
-def _context_entry(root: Path, name: str, *, needed: bool) -> bool:
-    """Whether ``root/name`` exists to be copied (a link counts; a missing needed one is refused),
-    refusing a link that leaves the project or a special file."""
-    try:
-        check_entry(root / name, root)
-    except FileNotFoundError:
-        if needed:
-            raise ScaffoldError(
-                f"{root / name} is missing: restore it (kubeop init --force) to build an image"
-            ) from None
-        return False
-    return True
 
 
 def copy_into_context(dest: Path, root: Path, names: list[str], ignore: Ignore | None = None) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -221,7 +221,10 @@ def webhooks(
         kopf: AdmissionHandler
 
         async def _review(self, request: AdmissionRequest) -> bytes:
-            return await _review(self.kopf, request, memo)
+            return await _review(self.kopf, request, memo, self._threads.run)
+
+        def _handler_name(self) -> str:
+            return repr(self.kopf.id)
 
     out: list[AdmissionWebhook] = []
     for h in handlers:
@@ -275,12 +278,19 @@ def _unused(new: Any) -> None:  # the review is kopf's, not the plain-function p
     raise AssertionError("not called")
 
 
-async def _review(handler: AdmissionHandler, request: AdmissionRequest, memo: Mapping[str, Any]) -> bytes:
+async def _review(
+    handler: AdmissionHandler,
+    request: AdmissionRequest,
+    memo: Mapping[str, Any],
+    run: Callable[..., Awaitable[Any]],
+) -> bytes:
+    """``run``: how a sync handler is called (its webhook's own threads, never the event loop)."""
     import asyncio
     import inspect
 
     from kubeop.webhook import jsonpatch
     from kubeop.webhook.review import admission_response
+    from kubeop.webhook.threads import Saturated
 
     raw = request.object if request.object is not None else request.old_object or {}
     body = Body(raw)
@@ -323,9 +333,9 @@ async def _review(handler: AdmissionHandler, request: AdmissionRequest, memo: Ma
         if inspect.iscoroutinefunction(handler.fn):
             await handler.fn(**kwargs)
         else:
-            await asyncio.to_thread(handler.fn, **kwargs)
-    except asyncio.CancelledError:
-        raise
+            await run(handler.fn, **kwargs)
+    except (asyncio.CancelledError, Saturated):
+        raise  # the deadline; every thread stuck: the webhook answers both
     except AdmissionError as exc:
         kwargs["logger"].debug("%s denied the %s: %s", handler, request.operation, exc)
         code = exc.code

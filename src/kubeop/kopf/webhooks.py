@@ -473,6 +473,10 @@ class _Routes:
         except (orjson.JSONDecodeError, BadReview) as exc:
             log.warning("webhook %s: bad review: %s", path, exc)
             return 400, orjson.dumps({"message": str(exc)})
+        except Exception as exc:  # the review answers every decoded request: a body it cannot read
+            log.warning("webhook %s: the body could not be read: %s", path, type(exc).__name__)
+            message = f"the body could not be read as an AdmissionReview ({type(exc).__name__})"
+            return 400, orjson.dumps({"message": message})
         return 200, orjson.dumps(response)
 
 

@@ -220,6 +220,8 @@ class Manager:
                 self.client.write_labels = self.sharder.labels_for
         if recording is not None:
             recording.observe_bookkeeping(self.client, self.recorder)
+            if self.webhooks is not None:
+                self.webhooks.observe(recording.registry)  # kubeop_webhook_stuck_calls
         runtime = ControllerRuntime(
             self.cache,
             self.client,

@@ -19,10 +19,23 @@ called with as many as it declares; it may be ``async``. Declared with a
 model rejects is denied with one cause per field, before the handler runs); declared with an
 :class:`~kubeop.core.resource.ApiResource` it receives plain dicts (decoded for this review alone).
 
+The verdicts: a validating handler returns ``None`` or :class:`Allowed` to allow, raises or
+returns :class:`Denied` to deny; a defaulting handler returns the changed object (an instance of
+its model, or a dict for an ApiResource), or ``None`` after changing it in place, or denies as a
+validator does. Anything else a handler returns (``False``, a string, a number, another type)
+denies, with a message naming the handler and the type it returned: a mistake such as
+``return x <= 5`` fails closed, never open.
+
 Guarantees: every decoded review gets a verdict. A handler that raises :class:`Denied` denies
 with its fields as ``metav1.Status`` causes; any other exception denies with the exception's
 message (code 500) and is logged once; a handler still running at the deadline denies with a
 message saying so. Nothing a handler does makes the server answer with an HTTP error.
+
+A synchronous handler runs on its webhook's own few threads (``max_threads``, default 4;
+:mod:`kubeop.webhook.threads`), never on the event loop: a call still
+running at its deadline keeps its thread and counts as stuck until it returns
+(``kubeop_webhook_stuck_calls``), and once every thread of a webhook is stuck its requests are
+denied at once, saying so, while other webhooks answer as before.
 
 A defaulting handler's result is merged over the request's object three ways (the object, the
 model's view of it, the returned model): fields the model does not know are kept as they came,
@@ -45,6 +58,7 @@ from kubeop.core.resource import ApiResource
 from kubeop.crd import CustomResource
 from kubeop.webhook import jsonpatch
 from kubeop.webhook.review import AdmissionRequest, admission_response
+from kubeop.webhook.threads import DEFAULT_THREADS, HandlerThreads, Saturated
 
 __all__ = [
     "AdmissionWebhook",
@@ -161,7 +175,9 @@ class AdmissionWebhook:
     side_effects: SideEffects = "None"
     namespace_selector: dict[str, Any] | None = None
     object_selector: dict[str, Any] | None = None
+    max_threads: int = DEFAULT_THREADS
     _arity: int = field(default=4, init=False, repr=False)
+    _threads: HandlerThreads = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.timeout_seconds <= 30:
@@ -172,24 +188,57 @@ class AdmissionWebhook:
             raise ValueError(f"webhook name {self.name!r} must be fully qualified (three DNS labels or more)")
         if not self.path.startswith("/"):
             raise ValueError(f"webhook {self.name}: path {self.path!r} must start with '/'")
+        if not 1 <= self.max_threads <= 64:
+            raise ValueError(f"webhook {self.name}: max_threads must be 1..64, not {self.max_threads}")
         self._arity = _arity(self.handler)
+        self._threads = HandlerThreads(self.max_threads)
+
+    @property
+    def stuck_calls(self) -> int:
+        """Calls of the synchronous handler still running past their deadline (see the module docstring)."""
+        return self._threads.stuck
 
     async def review(self, request: AdmissionRequest, timeout: float | None = None) -> bytes:
         """The AdmissionReview response for ``request`` (never raises, except on cancellation)."""
+        try:
+            return await self._verdict(request, timeout)
+        except Exception as exc:  # a response that does not encode, say
+            problem = f"{type(exc).__name__}: {_text(exc)[:200]}"
+            log.warning("webhook %s: the review failed: %s", self.name, problem)
+            return _deny(request.uid, f"webhook {self.name} failed to answer: {problem}", 500)
+
+    async def _verdict(self, request: AdmissionRequest, timeout: float | None) -> bytes:
         deadline = self.timeout_seconds if timeout is None else min(timeout, self.timeout_seconds)
         try:
             async with asyncio.timeout(max(deadline - 0.2, 0.05)):
                 return await self._review(request)
         except Denied as denied:
             return admission_response(
-                request.uid, allowed=False, status=denied.status(request), warnings=denied.warnings
+                request.uid,
+                allowed=False,
+                status=denied.status(request),
+                warnings=[w for w in denied.warnings if isinstance(w, str)],
             )
         except TimeoutError:
             log.warning("webhook %s: handler did not answer within %.1f s", self.name, deadline)
             return _deny(request.uid, f"webhook {self.name} did not answer within {deadline:g} s", 504)
+        except Saturated as exc:
+            message = (
+                f"handler {self._handler_name()} has {exc.stuck} calls still running past their "
+                f"deadline (all of webhook {self.name}'s {self.max_threads} threads): denied at once"
+            )
+            log.warning("webhook %s: %s", self.name, message)
+            return _deny(request.uid, message, 503, "ServiceUnavailable")
+        except _NotAVerdict as exc:
+            log.warning("webhook %s: %s", self.name, exc.message)
+            return _deny(request.uid, exc.message, 500)
         except Exception as exc:
-            log.warning("webhook %s: handler raised %s: %s", self.name, type(exc).__name__, exc)
-            return _deny(request.uid, f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), 500)
+            text = _text(exc)
+            log.warning("webhook %s: handler raised %s: %s", self.name, type(exc).__name__, text)
+            return _deny(request.uid, text or type(exc).__name__, 500)
+
+    def _handler_name(self) -> str:
+        return _qualname(self.handler)
 
     async def _review(self, request: AdmissionRequest) -> bytes:
         raw_new, raw_old = request.object, request.old_object
@@ -197,26 +246,66 @@ class AdmissionWebhook:
             return admission_response(request.uid, allowed=True)
         new, old = self._typed(raw_new, "object"), self._typed(raw_old, "oldObject")
         args = (new, old, request.operation, request.user_info)[: self._arity]
-        result = await _call(self.handler, args)
-        if not self.mutating:
-            if isinstance(result, Denied):
-                raise result
-            warnings = list(result.warnings) if isinstance(result, Allowed) else []
-            return admission_response(request.uid, allowed=True, warnings=warnings)
+        result = await self._call(args)
         if isinstance(result, Denied):
             raise result
-        changed = new if result is None else result
+        if not self.mutating:
+            return admission_response(request.uid, allowed=True, warnings=self._allowed(result))
+        assert raw_new is not None
+        changed = new if result is None else self._changed(result, raw_new)
         if isinstance(changed, BaseModel):
             base = _dump(self._typed(raw_new, "object"))
             merged = _merge3(raw_new, base, _dump(changed))
-        elif isinstance(changed, dict):
-            merged = changed
         else:
-            raise TypeError(
-                f"defaulting handler {getattr(self.handler, '__name__', self.handler)!r} returned a "
-                f"{type(changed).__name__}; return the changed object"
-            )
+            merged = changed
         return admission_response(request.uid, allowed=True, patch=jsonpatch.diff(raw_new, merged))
+
+    async def _call(self, args: tuple[Any, ...]) -> Any:
+        fn = self.handler
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args)
+        result = await self._threads.run(fn, *args)  # a sync handler must not stall the server
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    def _allowed(self, result: Any) -> list[str]:
+        """A validator's result: its warnings if it allows; :class:`_NotAVerdict` if it is none."""
+        if result is None:
+            return []
+        if isinstance(result, Allowed):
+            warnings = result.warnings
+            if not isinstance(warnings, list | tuple) or not all(isinstance(w, str) for w in warnings):
+                raise _NotAVerdict(
+                    f"validating handler {self._handler_name()} returned Allowed(warnings=...) with "
+                    f"{_describe(warnings)}; warnings are a list of strings"
+                )
+            return list(warnings)
+        raise _NotAVerdict(
+            f"validating handler {self._handler_name()} returned {_describe(result)}, which is not a "
+            "verdict: return None or Allowed(...) to allow, raise Denied(...) to deny"
+        )
+
+    def _changed(self, result: Any, raw: dict[str, Any]) -> Any:
+        """A defaulter's result if it is the changed object; :class:`_NotAVerdict` otherwise."""
+        if self.model is not None:
+            if isinstance(result, self.model):
+                return result
+            want = f"the changed {self.model.__name__}"
+        else:
+            if isinstance(result, dict):
+                for key in ("apiVersion", "kind"):
+                    if result.get(key) != raw.get(key):
+                        raise _NotAVerdict(
+                            f"defaulting handler {self._handler_name()} returned a dict whose {key} is "
+                            f"{_describe(result.get(key))}, not the object's: return the changed object"
+                        )
+                return result
+            want = "the changed object (a dict)"
+        raise _NotAVerdict(
+            f"defaulting handler {self._handler_name()} returned {_describe(result)}: return {want}, "
+            "or None after changing it in place, or raise Denied(...) to deny"
+        )
 
     def _typed(self, obj: dict[str, Any] | None, where: str) -> Any:
         if obj is None:
@@ -257,9 +346,48 @@ class AdmissionWebhook:
         return out
 
 
-def _deny(uid: str, message: str, code: int) -> bytes:
-    status = {"status": "Failure", "code": code, "reason": "InternalError", "message": message}
+class _NotAVerdict(Exception):
+    """A handler returned something that is not one of its verdicts."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _deny(uid: str, message: str, code: int, reason: str = "InternalError") -> bytes:
+    status = {"status": "Failure", "code": code, "reason": reason, "message": message}
     return admission_response(uid, allowed=False, status=status)
+
+
+def _qualname(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else str(name)
+
+
+def _describe(value: Any) -> str:
+    """What a handler returned, for a message: the value of a plain bool or number, else only its
+    type and size (a string or a dict may hold the object's secrets)."""
+    kind = type(value)
+    if kind in (bool, int, float) or value is None:
+        try:
+            text = repr(value)
+        except ValueError:  # an int too long to print
+            text = "a huge int"
+        return text if len(text) <= 40 else f"{text[:37]}..."
+    name = kind.__qualname__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    if kind in (str, bytes, dict, list, tuple, set, frozenset):
+        unit = "characters" if kind is str else "bytes" if kind is bytes else "items"
+        return f"{article} {name} of {len(value)} {unit}"
+    return f"{article} {name}"
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return ""
 
 
 def _arity(fn: Handler) -> int:
@@ -276,15 +404,6 @@ def _arity(fn: Handler) -> int:
             "(new, old, operation, user_info)"
         )
     return len(positional)
-
-
-async def _call(fn: Handler, args: tuple[Any, ...]) -> Any:
-    if inspect.iscoroutinefunction(fn):
-        return await fn(*args)
-    result = await asyncio.to_thread(fn, *args)  # a slow sync handler must not stall the server
-    if inspect.isawaitable(result):
-        return await result
-    return result
 
 
 def _dump(model: Any) -> Any:
@@ -366,11 +485,13 @@ def validating(
     match_policy: MatchPolicy = "Equivalent",
     namespace_selector: dict[str, Any] | None = None,
     object_selector: dict[str, Any] | None = None,
+    max_threads: int = DEFAULT_THREADS,
 ) -> Callable[[Handler], AdmissionWebhook]:
     """Decorate a validating handler of ``target``'s objects; see the module docstring.
 
     The name defaults to ``v<kind>.<group>`` and the path to ``/validate-<group>-<version>-<kind>``
-    (kubebuilder's spelling), or ``/validate-<name>`` when a name is given.
+    (kubebuilder's spelling), or ``/validate-<name>`` when a name is given. ``max_threads``: the
+    threads a synchronous handler runs on (see the module docstring).
     """
 
     def wrap(fn: Handler) -> AdmissionWebhook:
@@ -386,6 +507,7 @@ def validating(
             match_policy=match_policy,
             namespace_selector=namespace_selector,
             object_selector=object_selector,
+            max_threads=max_threads,
         )
 
     return wrap
@@ -402,6 +524,7 @@ def defaulting(
     match_policy: MatchPolicy = "Equivalent",
     namespace_selector: dict[str, Any] | None = None,
     object_selector: dict[str, Any] | None = None,
+    max_threads: int = DEFAULT_THREADS,
 ) -> Callable[[Handler], AdmissionWebhook]:
     """Decorate a defaulting (mutating) handler: it returns the changed object (or changes it in place
     and returns None); the JSON patch is computed. Name ``m<kind>.<group>``, path ``/mutate-...``."""
@@ -419,6 +542,7 @@ def defaulting(
             match_policy=match_policy,
             namespace_selector=namespace_selector,
             object_selector=object_selector,
+            max_threads=max_threads,
         )
 
     return wrap

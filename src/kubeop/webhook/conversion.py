@@ -20,21 +20,47 @@ input's ``metadata`` exactly (the converter's metadata is discarded), ``kind`` i
 ``apiVersion`` is the desired one; an object already in the desired version is returned as it
 came. A conversion that raises fails the whole review with the exception's message (the API
 server then fails the read or write that needed it: there is no partial answer).
+
+Limits (each answered with a failed ConversionReview naming it, never a dropped connection):
+a review of more than ``max_objects`` objects (default :data:`DEFAULT_MAX_OBJECTS`) is refused,
+and a review still converting at its deadline (the API server's ``?timeout=``, else 30 s) fails.
+The server converts off the event loop, on the conversion's own threads (``max_threads``, see
+:mod:`kubeop.webhook.threads`), decoding, converting and encoding one object at a time
+(:func:`~kubeop.webhook.review.decode_conversion` with ``each``), so a large review neither
+stalls the loop nor is held in memory as Python objects at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubeop.crd import CustomResource
-from kubeop.webhook.review import ConversionRequest, conversion_response
+import orjson
 
-__all__ = ["Conversion", "Spoke"]
+from kubeop.crd import CustomResource
+from kubeop.webhook.review import BadReview, ConversionRequest, conversion_response, decode_conversion
+from kubeop.webhook.threads import DEFAULT_THREADS, HandlerThreads, Saturated
+
+__all__ = ["DEFAULT_MAX_OBJECTS", "Conversion", "Spoke"]
+
+log = logging.getLogger("kubeop.webhook")
 
 Obj = dict[str, Any]
 Convert = Callable[[Obj], Obj]
+
+# kube-apiserver's own timeout for a conversion webhook call (when it sends no ?timeout=).
+CONVERSION_TIMEOUT = 30.0
+
+# The API server converts a list in one review: a page of one (500 objects for client-go's
+# informers and kubectl) or, unpaginated, all of it. 10,000 is 20 such pages, ~2 MB of small
+# objects and about a second of the CronTab example's typed conversion on one core; the body cap
+# (7 MiB) alone would let ~30,000 through. A larger list can be read in pages.
+DEFAULT_MAX_OBJECTS = 10_000
 
 
 class Spoke(Protocol):
@@ -55,10 +81,21 @@ class Conversion:
     hub: str
     spokes: Mapping[str, tuple[Convert, Convert]] = field(default_factory=dict)
     plural: str = ""
+    max_objects: int = DEFAULT_MAX_OBJECTS
+    max_threads: int = DEFAULT_THREADS
+    _threads: HandlerThreads = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.hub in self.spokes:
             raise ValueError(f"{self.kind}: version {self.hub} is the hub and cannot also be a spoke")
+        if self.max_objects < 1:
+            raise ValueError(f"{self.kind}: max_objects must be positive, not {self.max_objects}")
+        self._threads = HandlerThreads(self.max_threads)
+
+    @property
+    def stuck_calls(self) -> int:
+        """Conversions still running past their review's deadline (a metric reads it)."""
+        return self._threads.stuck
 
     @property
     def versions(self) -> list[str]:
@@ -133,19 +170,121 @@ class Conversion:
             converted["metadata"] = obj["metadata"]
         return converted
 
-    def review(self, request: ConversionRequest) -> bytes:
-        """The ConversionReview response: every object converted, or a failure naming the first one."""
-        converted = []
+    def review(self, request: ConversionRequest, *, deadline: float | None = None) -> bytes:
+        """The ConversionReview response: every object converted, or a failure naming the first one
+        (or the limit a review broke); ``deadline`` is a :func:`time.monotonic` time."""
+        run = _Run(self, deadline)
         for obj in request.objects:
-            try:
-                converted.append(self.convert(obj, request.desired_api_version))
-            except Exception as exc:
-                name = (obj.get("metadata") or {}).get("name", "?") if isinstance(obj, dict) else "?"
-                return conversion_response(
-                    request.uid,
-                    failure=f"converting {self.kind} {name!r} to {request.desired_api_version}: {exc}",
-                )
-        return conversion_response(request.uid, converted=converted)
+            run.add(obj, request.desired_api_version)
+        return run.response(request.uid, request.desired_api_version)
+
+    async def serve(self, body: bytes, timeout: float | None = None) -> bytes:
+        """The response to a request body, converted on this conversion's threads within
+        ``timeout`` seconds (the API server's ``?timeout=``); BadReview if it is no review."""
+        seconds = CONVERSION_TIMEOUT if not timeout else min(timeout, CONVERSION_TIMEOUT)
+        budget = max(seconds - 0.2, 0.05)
+        seen: dict[str, str] = {}
+        # the thread stops a little before the loop gives up on it, to answer with its own count
+        deadline = time.monotonic() + budget * 0.9
+        try:
+            async with asyncio.timeout(budget):
+                answer: bytes = await self._threads.run(self.answer, body, deadline=deadline, seen=seen)
+            return answer
+        except BadReview:
+            raise
+        except TimeoutError:
+            failure = f"did not finish within {seconds:g} s (a conversion function is still running)"
+        except Saturated as exc:
+            seen["uid"] = _first_uid(body)
+            failure = (
+                f"{exc.stuck} conversions are still running past their deadline (all of this "
+                f"conversion's {self.max_threads} threads): refused at once"
+            )
+        except Exception as exc:
+            failure = f"failed: {_text(exc)}"
+        message = f"converting {self.kind}.{self.group}: {failure}"
+        log.warning("webhook %s: %s", self.path, message)
+        uid = seen.get("uid")
+        if not uid:
+            raise BadReview(f"{message}, before the request's uid was read")
+        return conversion_response(uid, failure=message)
+
+    def answer(
+        self, body: bytes, *, deadline: float | None = None, seen: dict[str, str] | None = None
+    ) -> bytes:
+        """:meth:`review` of a request body, decoded, converted and encoded one object at a time;
+        :class:`~kubeop.webhook.review.BadReview` if it is not a ConversionReview. ``seen``
+        gets the request's ``uid`` as soon as it is decoded."""
+        run = _Run(self, deadline)
+        pending: list[Obj] = []
+
+        def each(obj: Obj, request: Mapping[str, Any]) -> None:
+            uid = request.get("uid")
+            if seen is not None and isinstance(uid, str):
+                seen["uid"] = uid
+            desired = request.get("desiredAPIVersion")
+            if isinstance(desired, str):
+                run.add(obj, desired)
+            else:  # desiredAPIVersion after the objects (not the API server's order): convert later
+                pending.append(obj)
+
+        request = decode_conversion(body, each=each)
+        if seen is not None:
+            seen["uid"] = request.uid
+        for obj in pending:
+            run.add(obj, request.desired_api_version)
+        return run.response(request.uid, request.desired_api_version)
+
+
+class _Run:
+    """One review's conversion, object by object, within its limits."""
+
+    def __init__(self, conversion: Conversion, deadline: float | None) -> None:
+        self.conversion, self.deadline = conversion, deadline
+        self.count = 0
+        self.encoded: list[bytes] = []
+        self.failure: str | None = None
+        self.late = -1  # objects converted when the deadline passed
+
+    def add(self, obj: Obj, desired: str) -> None:
+        self.count += 1
+        if self.failure is not None or self.count > self.conversion.max_objects:
+            return  # the rest is only decoded, for the review's checks and its uid
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.late = self.count - 1
+            self.failure = ""
+            return
+        try:
+            self.encoded.append(orjson.dumps(self.conversion.convert(obj, desired)))
+        except Exception as exc:
+            meta = obj.get("metadata")
+            name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+            self.failure = f"converting {self.conversion.kind} {name!r} to {desired}: {_text(exc)}"
+
+    def response(self, uid: str, desired: str) -> bytes:
+        limit = self.conversion.max_objects
+        if self.count > limit:
+            failure = (
+                f"the review has {self.count} objects, more than the {limit} this webhook converts "
+                f"at once (Conversion max_objects): list {self.conversion.kind} in pages (limit=500)"
+            )
+            return conversion_response(uid, failure=failure)
+        if self.late >= 0:
+            failure = (
+                f"converting {self.count} {self.conversion.kind} objects to {desired} did not finish "
+                f"within the review's deadline ({self.late} converted)"
+            )
+            return conversion_response(uid, failure=failure)
+        if self.failure is not None:
+            return conversion_response(uid, failure=self.failure)
+        return conversion_response(uid, encoded=self.encoded)
+
+
+def _text(exc: Exception) -> str:
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
 
 
 def _dump(model: Any) -> Obj:
@@ -181,3 +320,23 @@ def _typed_from_hub(
         return _dump(result)
 
     return convert
+
+
+class _Enough(Exception):
+    pass
+
+
+def _first_uid(body: bytes) -> str:
+    """The request's uid, decoding no further than the first object (the API server sends the
+    uid before the objects); empty if it is not there by then."""
+    found: dict[str, str] = {}
+
+    def stop(_obj: Obj, request: Mapping[str, Any]) -> None:
+        uid = request.get("uid")
+        if isinstance(uid, str):
+            found["uid"] = uid
+        raise _Enough
+
+    with contextlib.suppress(_Enough, BadReview):
+        found["uid"] = decode_conversion(body, each=stop).uid
+    return found.get("uid", "")

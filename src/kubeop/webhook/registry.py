@@ -1,7 +1,12 @@
 """Webhooks: the admission webhooks and conversions one server answers, by path.
 
 :meth:`Webhooks.handle` turns (path, query, body) into (HTTP status, body) with no I/O of its own,
-so everything the server answers is testable without TLS or sockets.
+so everything the server answers is testable without TLS or sockets. Whatever the body, it ends
+in a response: a review's verdict (a denial or a failed conversion for its uid when the review
+decoded), else 400 with a message; never an exception into the server.
+
+:meth:`Webhooks.observe` exports ``kubeop_webhook_stuck_calls{webhook=<path>}``: the calls of
+each webhook's synchronous handler (or conversion) still running past their deadline.
 """
 
 from __future__ import annotations
@@ -9,13 +14,16 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from kubeop.webhook.admission import AdmissionWebhook
 from kubeop.webhook.conversion import Conversion
-from kubeop.webhook.review import BadReview, decode_admission, decode_conversion
+from kubeop.webhook.review import BadReview, admission_response, decode_admission
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["Webhooks", "parse_timeout"]
 
@@ -39,6 +47,7 @@ class Webhooks:
     def __init__(self, items: Iterable[AdmissionWebhook | Conversion] = ()) -> None:
         self._admission: dict[str, AdmissionWebhook] = {}
         self._conversion: dict[str, Conversion] = {}
+        self._observed: list[CollectorRegistry] = []
         for item in items:
             self.add(item)
 
@@ -84,10 +93,37 @@ class Webhooks:
         if webhook is None and conversion is None:
             return 404, b'{"message": "no webhook is served at this path"}'
         try:
-            if webhook is not None:
-                return 200, await webhook.review(decode_admission(body, headers=headers, peer=peer), timeout)
-            assert conversion is not None
-            return 200, conversion.review(decode_conversion(body))
+            if webhook is None:
+                assert conversion is not None
+                return 200, await conversion.serve(body, timeout)  # decoded off the event loop
+            request = decode_admission(body, headers=headers, peer=peer)
         except BadReview as exc:
             log.warning("webhook %s: bad review: %s", path, exc)
             return 400, orjson.dumps({"message": str(exc)})
+        except Exception as exc:
+            log.warning("webhook %s: the body could not be read: %s", path, type(exc).__name__)
+            return 400, orjson.dumps({"message": f"the body could not be read ({type(exc).__name__})"})
+        try:
+            return 200, await webhook.review(request, timeout)
+        except Exception as exc:  # review() answers every review; this is for a subclass's that does not
+            log.warning("webhook %s: the review failed: %s", path, type(exc).__name__)
+            status = {"status": "Failure", "code": 500, "reason": "InternalError"}
+            status["message"] = f"webhook {webhook.name} failed to answer: {type(exc).__name__}"
+            return 200, admission_response(request.uid, allowed=False, status=status)
+
+    def observe(self, registry: CollectorRegistry) -> None:
+        """Export each webhook's stuck calls on ``registry`` (read at scrape time; once per registry)."""
+        from prometheus_client import Gauge
+
+        if any(seen is registry for seen in self._observed):
+            return
+        self._observed.append(registry)
+        gauge = Gauge(
+            "kubeop_webhook_stuck_calls",
+            "Calls of a webhook's synchronous handler or conversion still running past their "
+            "deadline (each holds one of the webhook's threads until it returns)",
+            ["webhook"],
+            registry=registry,
+        )
+        for item in self:
+            gauge.labels(item.path).set_function(lambda item=item: item.stuck_calls)  # type: ignore[misc]

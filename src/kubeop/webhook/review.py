@@ -9,7 +9,9 @@ instead of a retry loop.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -88,6 +90,11 @@ def _load(body: bytes | Mapping[str, Any], kind: str, api_version: str) -> dict[
             review = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise BadReview(f"the body is not JSON: {exc}") from None
+    return _check(review, kind, api_version)
+
+
+def _check(review: Any, kind: str, api_version: str) -> dict[str, Any]:
+    """``review.request``, once the review is a ``kind`` of ``api_version`` with a request uid."""
     if not isinstance(review, dict):
         raise BadReview(f"the body is a JSON {type(review).__name__}, not a {kind} object")
     if review.get("kind") != kind:
@@ -165,16 +172,144 @@ def decode_admission(
     )
 
 
-def decode_conversion(body: bytes) -> ConversionRequest:
-    """An ``apiextensions.k8s.io/v1`` ConversionReview's request, checked; :class:`BadReview` otherwise."""
-    request = _load(body, "ConversionReview", CONVERSION_API_VERSION)
-    desired = request.get("desiredAPIVersion")
+def decode_conversion(
+    body: bytes, *, each: Callable[[dict[str, Any], Mapping[str, Any]], None] | None = None
+) -> ConversionRequest:
+    """An ``apiextensions.k8s.io/v1`` ConversionReview's request, checked; :class:`BadReview` otherwise.
+
+    With ``each``, every object of ``request.objects`` is handed to ``each(obj, request)`` as soon
+    as it is decoded, and not kept (``objects`` is then empty); ``request`` holds the request's
+    fields decoded so far (the API server writes ``uid`` and ``desiredAPIVersion`` first). A
+    review of 30,000 objects is then never in memory as Python objects at once, so neither the
+    garbage collector nor a single decoding call holds the interpreter for long: the objects are
+    decoded one by one (the standard library's decoder on each, this module only walks the two
+    levels around them), which lets the event loop run between them when this runs in a thread.
+    """
+    request, objects = _walk_conversion(body, each)
+    _check(request, "ConversionReview", CONVERSION_API_VERSION)
+    fields = request["request"]
+    desired = fields.get("desiredAPIVersion")
     if not isinstance(desired, str) or "/" not in desired:
         raise BadReview("request.desiredAPIVersion must be a group/version string")
-    objects = request.get("objects")
-    if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
+    if not isinstance(fields.get("objects"), list):
         raise BadReview("request.objects must be a list of objects")
-    return ConversionRequest(uid=request["uid"], desired_api_version=desired, objects=objects)
+    return ConversionRequest(uid=fields["uid"], desired_api_version=desired, objects=objects)
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _walk_conversion(
+    body: bytes, each: Callable[[dict[str, Any], Mapping[str, Any]], None] | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The review with ``request.objects`` decoded one object at a time (each to ``each``, or kept
+    in the list returned); the review's ``request.objects`` is left an empty list."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadReview(f"the body is not JSON: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    walk = _Walk(text)
+    kept: list[dict[str, Any]] = []
+
+    def objects(i: int, request: dict[str, Any]) -> tuple[Any, int]:
+        def one(obj: Any) -> None:
+            if not isinstance(obj, dict):
+                raise BadReview("request.objects must be a list of objects")
+            if each is None:
+                kept.append(obj)
+            else:
+                each(obj, request)
+
+        return walk.array(i, one)
+
+    def request(i: int, _review: dict[str, Any]) -> tuple[Any, int]:
+        return walk.object(i, {"objects": objects})
+
+    review, end = walk.object(walk.skip(0), {"request": request}, top=True)
+    if walk.skip(end) != len(text):
+        raise BadReview(f"the body is not JSON: extra data at character {walk.skip(end)}")
+    return review, kept
+
+
+class _Walk:
+    """Decodes JSON text, walking the members named in ``object(..., walkers)`` itself and
+    leaving every other value to the standard library's decoder, one value at a time."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._decoder = json.JSONDecoder(parse_constant=_refuse_constant)
+
+    def skip(self, i: int) -> int:
+        match = _SPACE.match(self.text, i)
+        return match.end() if match is not None else i
+
+    def value(self, i: int) -> tuple[Any, int]:
+        try:
+            return self._decoder.raw_decode(self.text, i)
+        except RecursionError:
+            raise BadReview(f"the body is not JSON: nested too deeply at character {i}") from None
+        except ValueError as exc:  # JSONDecodeError, NaN, an int of more than 4,300 digits
+            raise BadReview(f"the body is not JSON: {exc}") from None
+
+    def _expect(self, i: int, char: str) -> int:
+        if not self.text.startswith(char, i):
+            raise BadReview(f"the body is not JSON: expected {char!r} at character {i}")
+        return i + 1
+
+    def object(
+        self,
+        i: int,
+        walkers: Mapping[str, Callable[[int, dict[str, Any]], tuple[Any, int]]],
+        *,
+        top: bool = False,
+    ) -> tuple[Any, int]:
+        if not self.text.startswith("{", i):
+            value, end = self.value(i)
+            if top:
+                raise BadReview(f"the body is a JSON {type(value).__name__}, not a ConversionReview object")
+            return value, end
+        out: dict[str, Any] = {}
+        i = self.skip(i + 1)
+        if self.text.startswith("}", i):
+            return out, i + 1
+        while True:
+            if not self.text.startswith('"', i):
+                raise BadReview(f"the body is not JSON: expected a key at character {i}")
+            key, i = self.value(i)
+            i = self.skip(self._expect(self.skip(i), ":"))
+            walker = walkers.get(key)
+            if walker is None:
+                out[key], i = self.value(i)
+            elif key in out:
+                raise BadReview(f"the body has {key!r} twice")
+            else:
+                out[key], i = walker(i, out)
+            i = self.skip(i)
+            if self.text.startswith(",", i):
+                i = self.skip(i + 1)
+                continue
+            return out, self._expect(i, "}")
+
+    def array(self, i: int, each: Callable[[Any], None]) -> tuple[Any, int]:
+        """An array whose items go to ``each`` (the value is an empty list); another value as is."""
+        if not self.text.startswith("[", i):
+            return self.value(i)
+        i = self.skip(i + 1)
+        if self.text.startswith("]", i):
+            return [], i + 1
+        while True:
+            item, i = self.value(i)
+            each(item)
+            del item
+            i = self.skip(i)
+            if self.text.startswith(",", i):
+                i = self.skip(i + 1)
+                continue
+            return [], self._expect(i, "]")
 
 
 def admission_response(
@@ -198,8 +333,14 @@ def admission_response(
 
 
 def conversion_response(
-    uid: str, *, converted: list[dict[str, Any]] | None = None, failure: str | None = None
+    uid: str,
+    *,
+    converted: list[dict[str, Any]] | None = None,
+    failure: str | None = None,
+    encoded: Sequence[bytes] | None = None,
 ) -> bytes:
+    """The ConversionReview response: a failure, or the ``converted`` objects (or the same already
+    ``encoded`` as JSON, one by one: a long list is then never one long encoding call)."""
     response: dict[str, Any] = {"uid": uid}
     if failure is not None:
         response["convertedObjects"] = []
@@ -207,6 +348,11 @@ def conversion_response(
     else:
         response["convertedObjects"] = converted or []
         response["result"] = {"status": "Success"}
-    return orjson.dumps(
-        {"apiVersion": CONVERSION_API_VERSION, "kind": "ConversionReview", "response": response}
-    )
+    if failure is not None or encoded is None:
+        return orjson.dumps(
+            {"apiVersion": CONVERSION_API_VERSION, "kind": "ConversionReview", "response": response}
+        )
+    head = b'{"apiVersion":"%s","kind":"ConversionReview",' % CONVERSION_API_VERSION.encode()
+    uid_json = b'"response":{"uid":%s,"convertedObjects":[' % orjson.dumps(uid)
+    tail = b'],"result":{"status":"Success"}}}'
+    return b"".join((head, uid_json, b",".join(encoded), tail))

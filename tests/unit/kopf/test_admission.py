@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import os
+import threading
+import time
 from typing import Any
 
 import orjson
@@ -104,3 +108,34 @@ def test_admission_decorator_checks_name_the_handler() -> None:
         kopf.on.mutate("kex", registry=reg, operation="PATCH")(lambda **_: None)
     with pytest.raises(ValueError, match=r"@kopf.on.validate of .*field"):
         kopf.on.validate("kex", registry=reg, field="spec..x")(lambda **_: None)
+
+
+async def test_a_stuck_sync_handler_has_its_own_threads_and_is_refused_once_they_are_all_stuck() -> None:
+    reg = kopf.Registry()
+    release = threading.Event()
+
+    @kopf.on.validate("kopfexamples.kopf.dev", registry=reg, id="stuck")
+    def stuck(**_: Any) -> None:
+        release.wait(20)
+
+    @kopf.on.validate("kopfexamples.kopf.dev", registry=reg, id="quick")
+    def quick(**_: Any) -> None:
+        return None
+
+    hooks = Webhooks(webhooks(admission_handlers(reg), memo={}))
+    default_pool = min(32, (os.cpu_count() or 1) + 4)  # asyncio.to_thread's threads: main used them
+    try:
+        first = await asyncio.gather(*(hooks.handle("/stuck", review(), 0.5) for _ in range(default_pool)))
+        assert all(not orjson.loads(out)["response"]["allowed"] for _, out in first)
+        t0 = time.monotonic()
+        _, quick_out = await hooks.handle("/quick", review(), 1)
+        assert orjson.loads(quick_out)["response"]["allowed"] is True  # main: denied by timeout
+        _, stuck_out = await hooks.handle("/stuck", review(), 1)
+        refused = orjson.loads(stuck_out)["response"]
+        assert time.monotonic() - t0 < 0.5
+        assert refused["allowed"] is False and refused["status"]["message"] == (
+            "handler 'stuck' has 4 calls still running past their deadline (all of webhook "
+            "stuck.kopf.kubeop.dev's 4 threads): denied at once"
+        )
+    finally:
+        release.set()

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+import os
+import threading
 import time
 from typing import Any
 
@@ -9,9 +12,19 @@ import orjson
 import pytest
 from examples.crontab.api.v1beta1.crontab import CronTabV1Beta1
 from examples.crontab.webhooks.crontab_v1beta1 import default, validate
+from prometheus_client import CollectorRegistry
 
 from kubeop.core.resource import ApiResource
-from kubeop.webhook import Allowed, Denied, FieldError, UserInfo, defaulting, jsonpatch, validating
+from kubeop.webhook import (
+    Allowed,
+    Denied,
+    FieldError,
+    UserInfo,
+    Webhooks,
+    defaulting,
+    jsonpatch,
+    validating,
+)
 from kubeop.webhook.review import decode_admission
 
 CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
@@ -226,3 +239,231 @@ async def test_a_schedule_that_never_runs_or_a_bad_time_zone_is_denied(
     assert out["allowed"] is False
     (cause,) = out["status"]["details"]["causes"]
     assert cause["field"] == field and message in cause["message"]
+
+
+def limit(x: int) -> Any:
+    @validating(CONFIGMAPS, name="vlimit.test.kubeop.dev")
+    def small_enough(new: dict[str, Any]) -> Any:
+        return x <= 5  # a mistake: a bool is not a verdict
+
+    return small_enough
+
+
+async def test_a_validator_returning_false_denies_naming_the_handler() -> None:
+    out = response(await limit(7).review(request({})))
+    assert out["allowed"] is False and out["status"]["code"] == 500
+    message = out["status"]["message"]
+    assert "validating handler tests.unit.webhook.test_admission.limit.<locals>.small_enough" in message
+    assert "returned False, which is not a verdict" in message
+    assert "return None or Allowed(...) to allow, raise Denied(...) to deny" in message
+    # True is no verdict either: the mistake shows whatever the object
+    assert "returned True" in response(await limit(3).review(request({})))["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("returned", "shown"),
+    [
+        (0, "returned 0,"),
+        (2.5, "returned 2.5,"),
+        (10**5000, "returned a huge int,"),
+        ("s3cr3t-value", "returned a str of 12 characters,"),
+        (b"s3cr3t-value", "returned a bytes of 12 bytes,"),
+        ({"allowed": True, "password": "s3cr3t-value"}, "returned a dict of 2 items,"),
+        (["s3cr3t-value"], "returned a list of 1 items,"),
+        (Allowed, "returned a type,"),
+        (Allowed(warnings="s3cr3t-value"), "returned Allowed(warnings=...) with a str of 12 characters"),
+        (Allowed(warnings=[1]), "returned Allowed(warnings=...) with a list of 1 items"),
+    ],
+    ids=lambda value: type(value).__name__,
+)
+async def test_anything_but_a_verdict_denies_showing_only_its_type(returned: Any, shown: str) -> None:
+    @validating(CONFIGMAPS, name="vany.test.kubeop.dev")
+    async def check(new: dict[str, Any]) -> Any:
+        return returned
+
+    out = response(await check.review(request({"data": {"password": "s3cr3t-value"}})))
+    assert out["allowed"] is False
+    assert shown in out["status"]["message"] and "s3cr3t" not in out["status"]["message"]
+
+
+async def test_the_documented_verdicts_still_allow_and_deny() -> None:
+    @validating(CONFIGMAPS, name="vok.test.kubeop.dev")
+    def check(new: dict[str, Any]) -> Any:
+        return {"none": None, "allowed": Allowed(warnings=("w",)), "denied": Denied("no")}[new["v"]]
+
+    assert response(await check.review(request({"v": "none"}))) == {"uid": "u1", "allowed": True}
+    assert response(await check.review(request({"v": "allowed"})))["warnings"] == ["w"]
+    assert response(await check.review(request({"v": "denied"})))["status"]["message"] == "no"
+
+
+@pytest.mark.parametrize(
+    ("returned", "shown"),
+    [
+        (lambda obj: obj.spec, "returned a CronTabSpecV1Beta1: return the changed CronTabV1Beta1"),
+        (lambda obj: obj.model_dump(), "returned a dict of"),
+        (lambda obj: True, "returned True: return the changed CronTabV1Beta1"),
+        (lambda obj: Allowed(), "returned an Allowed:"),
+    ],
+)
+async def test_a_typed_defaulter_returning_another_type_denies(returned: Any, shown: str) -> None:
+    @defaulting(CronTabV1Beta1, name="mct.test.kubeop.dev")
+    def fill(obj: CronTabV1Beta1) -> Any:
+        obj.spec.replicas = 2
+        return returned(obj)
+
+    out = response(await fill.review(request(crontab_obj())))
+    assert out["allowed"] is False and "patch" not in out
+    assert out["status"]["code"] == 500 and out["status"]["reason"] == "InternalError"
+    assert "defaulting handler tests.unit.webhook.test_admission." in out["status"]["message"]
+    assert shown in out["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("returned", "shown"),
+    [
+        (lambda obj: obj["metadata"], "returned a dict whose apiVersion is None, not the object's"),
+        (lambda obj: {**obj, "kind": "Secret"}, "returned a dict whose kind is a str of 6 characters"),
+        (lambda obj: [obj], "returned a list of 1 items: return the changed object (a dict)"),
+        (lambda obj: "ok", "returned a str of 2 characters"),
+    ],
+)
+async def test_a_dict_defaulter_returning_something_else_than_the_object_denies(
+    returned: Any, shown: str
+) -> None:
+    @defaulting(CONFIGMAPS, name="mcm3.test.kubeop.dev")
+    def fill(obj: dict[str, Any]) -> Any:
+        return returned(obj)
+
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    out = response(await fill.review(request(cm)))
+    assert out["allowed"] is False and "patch" not in out
+    assert shown in out["status"]["message"]
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no")
+
+
+async def test_what_a_handler_does_never_escapes_the_review() -> None:
+    @validating(CONFIGMAPS, name="vodd.test.kubeop.dev")
+    def odd(new: dict[str, Any]) -> Any:
+        if new["how"] == "unprintable":
+            raise Unprintable
+        if new["how"] == "warnings":
+            raise Denied("no", warnings=[object()])  # dropped: only strings are warnings
+        raise Denied("no", fields=[FieldError("spec.x", object())])  # type: ignore[arg-type]
+
+    out = response(await odd.review(request({"how": "unprintable"})))
+    assert out["allowed"] is False and out["status"]["message"] == "Unprintable"
+    out = response(await odd.review(request({"how": "warnings"})))
+    assert out["allowed"] is False and out["status"]["message"] == "no" and "warnings" not in out
+    out = response(await odd.review(request({"how": "causes"})))
+    assert out["allowed"] is False and out["status"]["code"] == 500
+    message = out["status"]["message"]
+    assert (
+        message
+        == "webhook vodd.test.kubeop.dev failed to answer: TypeError: Type is not JSON serializable: object"
+    )
+
+
+def deep(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+async def test_a_300_deep_object_gets_a_verdict_from_every_kind_of_handler() -> None:
+    @validating(CONFIGMAPS, name="vdeep.test.kubeop.dev")
+    def check(new: dict[str, Any]) -> None:
+        return None
+
+    @defaulting(CONFIGMAPS, name="mdeep.test.kubeop.dev")
+    def fill(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["data"] = deep(300)
+        return obj
+
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": deep(300)}
+    typed = crontab_obj()
+    typed["spec"]["extra"] = deep(300)
+    hooks = Webhooks([check, fill, validate, default])
+    for hook, obj, allowed in [
+        (check, cm, True),
+        (fill, cm, False),
+        (validate, typed, True),
+        (default, typed, True),
+    ]:
+        status, out = await hooks.handle(hook.path, _admission_body(_encode_deep(obj)))
+        assert status == 200, out  # main: the defaulter's copy raised out of the review
+        assert response(out)["allowed"] is allowed, hook.name
+
+
+def _encode_deep(obj: Any) -> bytes:
+    """orjson does not encode past 254 levels; json does (as the API server's Go encoder does)."""
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _admission_body(obj: bytes) -> bytes:
+    head = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
+    return head + b'{"uid":"u1","operation":"CREATE","object":' + obj + b"}}"
+
+
+async def test_stuck_sync_handlers_of_one_webhook_never_delay_another() -> None:
+    """More stuck calls than the default thread pool has threads, all on webhook A: B's instant
+    sync handler still answers at once, and A's next request is refused at once (main: both
+    waited for the shared pool and were denied by timeout)."""
+    release = threading.Event()
+
+    @validating(CONFIGMAPS, name="vstuck.test.kubeop.dev", timeout_seconds=1)
+    def stuck(new: dict[str, Any]) -> None:
+        release.wait(20)
+
+    @validating(CONFIGMAPS, name="vquick.test.kubeop.dev", timeout_seconds=1)
+    def quick(new: dict[str, Any]) -> None:
+        return None
+
+    hooks = Webhooks([stuck, quick])
+    body = orjson.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "u1", "operation": "CREATE", "object": {}},
+        }
+    )
+    default_pool = min(32, (os.cpu_count() or 1) + 4)  # asyncio.to_thread's threads
+    try:
+        first = await asyncio.gather(*(hooks.handle(stuck.path, body, 0.5) for _ in range(default_pool)))
+        assert all(not orjson.loads(out)["response"]["allowed"] for _, out in first)
+
+        t0 = time.monotonic()
+        status, out = await hooks.handle(quick.path, body, 1)
+        assert status == 200 and response(out)["allowed"] is True  # main: denied by timeout
+        status, out = await hooks.handle(stuck.path, body, 1)
+        assert time.monotonic() - t0 < 0.5
+        refused = response(out)
+        assert refused["allowed"] is False and refused["status"]["code"] == 503
+        assert refused["status"]["message"] == (
+            "handler tests.unit.webhook.test_admission.test_stuck_sync_handlers_of_one_webhook_never_"
+            "delay_another.<locals>.stuck has 4 calls still running past their deadline (all of "
+            "webhook vstuck.test.kubeop.dev's 4 threads): denied at once"
+        )
+        metrics = CollectorRegistry()
+        hooks.observe(metrics)
+        assert stuck.stuck_calls == 4  # the others were dropped before they started
+        assert metrics.get_sample_value("kubeop_webhook_stuck_calls", {"webhook": stuck.path}) == 4
+        assert metrics.get_sample_value("kubeop_webhook_stuck_calls", {"webhook": quick.path}) == 0
+    finally:
+        release.set()
+    for _ in range(500):  # each stuck call is counted out as it returns
+        if stuck.stuck_calls == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert metrics.get_sample_value("kubeop_webhook_stuck_calls", {"webhook": stuck.path}) == 0
+    status, out = await hooks.handle(stuck.path, body, 1)
+    assert response(out)["allowed"] is True
+
+
+def test_max_threads_is_checked() -> None:
+    with pytest.raises(ValueError, match=r"max_threads must be 1\.\.64, not 0"):
+        validating(CONFIGMAPS, name="v.test.kubeop.dev", max_threads=0)(lambda new: None)

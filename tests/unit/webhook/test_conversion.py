@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import gc
+import threading
+import time
 from typing import Any
 
 import orjson
@@ -11,9 +15,10 @@ from examples.crontab.cron import FIELDS
 from examples.crontab.webhooks.crontab_v1 import conversion
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from kubeop.crd import CustomResource
-from kubeop.webhook import Conversion
+from kubeop.webhook import Conversion, Webhooks
 from kubeop.webhook.review import decode_conversion
 
 V1, V1BETA1 = "stable.example.com/v1", "stable.example.com/v1beta1"
@@ -182,3 +187,212 @@ def test_typed_functions_instead_of_methods() -> None:
     v2 = both.convert(v1beta1, "stable.example.com/v2")
     assert v2["spec"]["schedule"]["dayOfWeek"] == "5"
     assert both.convert(v2, V1BETA1) == v1beta1
+
+
+def widgets(
+    busy: float = 0.0, block: threading.Event | None = None, **options: Any
+) -> tuple[Conversion, Webhooks]:
+    """Widget v1 <-> v2 over dicts; each object costs ``busy`` seconds of Python work (so a
+    review's length does not depend on the machine's speed), or waits for ``block``."""
+
+    def up(obj: dict[str, Any]) -> dict[str, Any]:
+        if block is not None:
+            block.wait(20)
+        end = time.perf_counter() + busy
+        while time.perf_counter() < end:
+            pass
+        return {**obj, "spec": {"size": int(obj["spec"]["size"])}}
+
+    def down(obj: dict[str, Any]) -> dict[str, Any]:
+        return {**obj, "spec": {"size": str(obj["spec"]["size"])}}
+
+    conv = Conversion("example.com", "Widget", "v2", {"v1": (up, down)}, plural="widgets", **options)
+    return conv, Webhooks([conv])
+
+
+def widget_review(n: int, desired: str = "example.com/v2", uid: str = "c1") -> bytes:
+    objects = [
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": f"w{i}"},
+            "spec": {"size": "3"},
+        }
+        for i in range(n)
+    ]
+    request = {"uid": uid, "desiredAPIVersion": desired, "objects": objects}
+    return orjson.dumps(
+        {"kind": "ConversionReview", "apiVersion": "apiextensions.k8s.io/v1", "request": request}
+    )
+
+
+async def converted(hooks: Webhooks, body: bytes, timeout: float | None = None) -> dict[str, Any]:
+    status, out = await hooks.handle("/convert/widgets.example.com", body, timeout)
+    assert status == 200, out
+    response: dict[str, Any] = orjson.loads(out)["response"]
+    assert response["uid"] == "c1"
+    return response
+
+
+async def test_a_long_conversion_does_not_stall_the_event_loop() -> None:
+    """4,000 objects of 0.25 ms each: a second of converting, during which the loop keeps
+    running (main: it stalled for the whole review)."""
+    _, hooks = widgets(busy=0.00025)
+    body = widget_review(4000)
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.002)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    # What is measured is the conversion's own stall, not a full collection of the test
+    # session's heap (which any allocation may trigger): that heap is frozen for the while.
+    gc.collect()
+    gc.freeze()
+    try:
+        ticking = asyncio.create_task(ticker())
+        await asyncio.sleep(0.01)
+        t0 = time.perf_counter()
+        out = await converted(hooks, body, 30)
+        elapsed = time.perf_counter() - t0
+        done.set()
+        await ticking
+    finally:
+        gc.unfreeze()
+    assert out["result"] == {"status": "Success"} and len(out["convertedObjects"]) == 4000
+    assert out["convertedObjects"][3999] == {
+        "apiVersion": "example.com/v2",
+        "kind": "Widget",
+        "metadata": {"name": "w3999"},
+        "spec": {"size": 3},
+    }
+    assert elapsed > 1.0
+    assert max(gaps) < 0.1, f"the loop stalled {max(gaps):.3f} s during a {elapsed:.2f} s conversion"
+
+
+async def test_a_review_over_the_object_cap_fails_naming_the_limit() -> None:
+    _, hooks = widgets(max_objects=100)
+    assert len((await converted(hooks, widget_review(100)))["convertedObjects"]) == 100
+    out = await converted(hooks, widget_review(101))
+    assert out["convertedObjects"] == [] and out["result"] == {
+        "status": "Failure",
+        "message": "the review has 101 objects, more than the 100 this webhook converts at once "
+        "(Conversion max_objects): list Widget in pages (limit=500)",
+    }
+    from kubeop.webhook.conversion import DEFAULT_MAX_OBJECTS
+
+    assert DEFAULT_MAX_OBJECTS == Conversion("g.io", "K", "v1").max_objects == 10_000
+
+
+async def test_a_conversion_past_the_review_timeout_fails_in_time() -> None:
+    _, hooks = widgets(busy=0.01)
+    t0 = time.monotonic()
+    out = await converted(hooks, widget_review(1000), timeout=0.5)  # ?timeout=500ms: 10 s of work
+    assert time.monotonic() - t0 < 0.6
+    assert out["result"]["status"] == "Failure"
+    assert out["result"]["message"].startswith(
+        "converting 1000 Widget objects to example.com/v2 did not finish within the review's deadline ("
+    )
+
+
+async def test_stuck_conversions_are_refused_at_once_and_counted() -> None:
+    release = threading.Event()
+    conv, hooks = widgets(block=release, max_threads=1)
+    metrics = CollectorRegistry()
+    hooks.observe(metrics)
+    try:
+        out = await converted(hooks, widget_review(1), timeout=0.3)
+        assert out["result"]["message"] == (
+            "converting Widget.example.com: did not finish within 0.3 s "
+            "(a conversion function is still running)"
+        )
+        assert metrics.get_sample_value("kubeop_webhook_stuck_calls", {"webhook": conv.path}) == 1
+        t0 = time.monotonic()
+        out = await converted(hooks, widget_review(1), timeout=10)
+        assert time.monotonic() - t0 < 0.5
+        assert out["result"]["message"] == (
+            "converting Widget.example.com: 1 conversions are still running past their deadline "
+            "(all of this conversion's 1 threads): refused at once"
+        )
+    finally:
+        release.set()
+    for _ in range(500):
+        if conv.stuck_calls == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert conv.stuck_calls == 0
+    assert (await converted(hooks, widget_review(1)))["result"] == {"status": "Success"}
+
+
+def deep(levels: int) -> str:
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+async def test_a_deep_object_fails_the_review_and_a_too_deep_body_is_a_400() -> None:
+    obj = '{"apiVersion":"example.com/v2","kind":"Widget","metadata":{"name":"d"},"spec":%s}'
+    head = '{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":'
+    request = '{"uid":"c1","desiredAPIVersion":"example.com/v2","objects":[%s]}}'
+    _, hooks = widgets()
+    out = await converted(hooks, (head + request % (obj % deep(300))).encode())  # main: TypeError
+    assert out["result"] == {
+        "status": "Failure",
+        "message": "converting Widget 'd' to example.com/v2: Recursion limit reached",
+    }
+    status, body = await hooks.handle(conv_path(), (head + request % (obj % deep(5000))).encode())
+    assert status == 400 and "nested too deeply" in orjson.loads(body)["message"]
+
+
+def conv_path() -> str:
+    return "/convert/widgets.example.com"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"\xff{}", "not UTF-8"),
+        (b"[]", "the body is a JSON list, not a ConversionReview object"),
+        (b'{"kind": "ConversionReview"} {}', "extra data"),
+        (b'{"kind": NaN}', "NaN is not JSON"),
+        (b'{"kind": "ConversionReview",}', "expected a key"),
+        (b'{"request": {}, "request": {}}', "the body has 'request' twice"),
+        (
+            b'{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","request":{"uid":"u",'
+            b'"desiredAPIVersion":"example.com/v2","objects":[1]}}',
+            "request.objects must be a list of objects",
+        ),
+        (
+            b'{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","request":{"uid":"u",'
+            b'"desiredAPIVersion":"example.com/v2","objects":{}}}',
+            "request.objects must be a list of objects",
+        ),
+        (
+            b'{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","request":{"uid":"",'
+            b'"desiredAPIVersion":"example.com/v2","objects":[]}}',
+            "request.uid must be a non-empty string",
+        ),
+    ],
+)
+async def test_a_body_that_is_no_conversion_review_is_a_400(body: bytes, message: str) -> None:
+    _, hooks = widgets()
+    status, out = await hooks.handle(conv_path(), body)
+    assert status == 400 and message in orjson.loads(out)["message"]
+
+
+async def test_objects_before_the_desired_version_are_converted_too() -> None:
+    _, hooks = widgets()
+    objects = orjson.loads(widget_review(3))["request"]["objects"]
+    body = orjson.dumps(
+        {
+            "request": {"objects": objects, "desiredAPIVersion": "example.com/v2", "uid": "c1"},
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "ConversionReview",
+        }
+    )
+    out = await converted(hooks, body)
+    assert [o["spec"] for o in out["convertedObjects"]] == [{"size": 3}] * 3
+    assert decode_conversion(body).objects == objects

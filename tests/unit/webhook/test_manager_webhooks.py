@@ -39,7 +39,7 @@ async def test_the_manager_serves_webhooks_and_reports_them_ready(tmp_path: Path
     manager = Manager(
         client,
         name="webhooks-only",
-        metrics_address=None,
+        metrics_address="127.0.0.1:0",
         health_address="127.0.0.1:0",
         webhooks=Webhooks([validate, conversion]),
         webhook_address="127.0.0.1:0",
@@ -66,6 +66,11 @@ async def test_the_manager_serves_webhooks_and_reports_them_ready(tmp_path: Path
         assert out["response"] == {"uid": "u", "allowed": True}
         readyz = await asyncio.to_thread(_get, f"http://127.0.0.1:{manager.servers[0].port}/readyz?verbose")
         assert "[+]webhook ok" in readyz
+        for hook in (validate, default, conversion):  # each webhook's stuck calls, on /metrics
+            stuck = manager.metrics.registry.get_sample_value(
+                "kubeop_webhook_stuck_calls", {"webhook": hook.path}
+            )
+            assert stuck == 0
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)

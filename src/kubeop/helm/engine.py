@@ -218,11 +218,14 @@ class Helm:
         values: Mapping[str, Any],
         *,
         post_renderer: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> Release:
-        """``helm install`` (no ``--wait``); returns the installed release."""
+        """``helm install`` (no ``--wait``); returns the installed release. ``labels`` are stored
+        with the release (``--labels``; its ``labels`` field stays empty: Helm does not print them)."""
         args = ["install", name, str(chart), "--namespace", namespace, "--values", "-", "--output", "json"]
         if not self.openapi_validation:
             args.append("--disable-openapi-validation")
+        args += _labels_args(labels)
         args += self._post_renderer_args(post_renderer)
         out = await self._run("install", args, stdin=_values_bytes(values))
         return release_from_json(json.loads(out))
@@ -237,10 +240,12 @@ class Helm:
         force: bool = False,
         dry_run: bool = False,
         post_renderer: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> Release:
         """``helm upgrade`` with exactly ``values`` (``--reset-values``: nothing is reused from the
         last release). ``dry_run`` renders against the cluster (``--dry-run=server``, so ``lookup``
-        works as in a real upgrade) and changes nothing; it skips OpenAPI validation."""
+        works as in a real upgrade) and changes nothing; it skips OpenAPI validation. ``labels``
+        are merged into the release's labels (Helm keeps the ones not given)."""
         args = ["upgrade", name, str(chart), "--namespace", namespace, "--values", "-", "--reset-values"]
         args += ["--output", "json", f"--history-max={self.history_max}"]
         if dry_run:
@@ -249,6 +254,7 @@ class Helm:
             args.append("--disable-openapi-validation")
         if force:
             args.append("--force")
+        args += _labels_args(labels)
         args += self._post_renderer_args(post_renderer)
         out = await self._run("dry-run" if dry_run else "upgrade", args, stdin=_values_bytes(values))
         return release_from_json(json.loads(out))
@@ -338,6 +344,16 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
+
+
+def _labels_args(labels: Mapping[str, str] | None) -> list[str]:
+    """``--labels k=v,...``; Helm splits the flag on "," and "=", so neither may occur inside."""
+    if not labels:
+        return []
+    for key, value in labels.items():
+        if not key or any(c in key or c in value for c in ",=") or not (key + value).isprintable():
+            raise ValueError(f"release label {key}={value!r} cannot be passed to helm --labels")
+    return ["--labels", ",".join(f"{k}={v}" for k, v in sorted(labels.items()))]
 
 
 def _values_bytes(values: Mapping[str, Any]) -> bytes:

@@ -18,7 +18,7 @@ import gzip
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, Informer, SharedInformerFactory
@@ -53,6 +53,10 @@ class Release:
     description: str = ""
     chart: str = ""
     chart_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The release's labels: its storage Secret's, Helm's own included (``name``, ``owner``,
+    ``status``, ``version``) and those given with ``--labels``. A release read from ``helm ...
+    -o json`` has none: Helm keeps labels out of the release document."""
 
     @property
     def deployed(self) -> bool:
@@ -94,9 +98,11 @@ def release_from_json(doc: Mapping[str, Any]) -> Release:
 
 
 def release_from_secret(secret: Mapping[str, Any]) -> Release:
-    """Decode one storage Secret (raises ValueError/KeyError when it is not one)."""
+    """Decode one storage Secret, with its labels (raises ValueError/KeyError when it is not one)."""
     data = secret.get("data") or {}
-    return release_from_json(decode_release(base64.b64decode(data["release"])))
+    rel = release_from_json(decode_release(base64.b64decode(data["release"])))
+    labels = (secret.get("metadata") or {}).get("labels") or {}
+    return replace(rel, labels={str(k): str(v) for k, v in labels.items()})
 
 
 def _release_index(secret: Mapping[str, Any]) -> list[str]:

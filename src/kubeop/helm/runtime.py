@@ -15,7 +15,7 @@ from kubeop.controller import ReconcilerClient
 from kubeop.core.errors import NotFound
 from kubeop.helm.engine import Helm
 from kubeop.helm.postrender import kind_key
-from kubeop.helm.releases import RELEASE_SECRETS, Release, ReleaseStore
+from kubeop.helm.releases import RELEASE_SECRETS, Release, ReleaseStore, release_from_secret
 
 __all__ = ["HelmRuntime", "storage_secret_name"]
 
@@ -89,13 +89,26 @@ class HelmRuntime:
     async def stored_versions(self, api: Client, namespace: str, name: str) -> list[int]:
         """The revisions of a release in storage, read from the server (not the cache): used
         right after a failed helm command, to learn whether it recorded anything."""
+        return sorted(v for v, _ in await self._stored(api, namespace, name))
+
+    async def stored_releases(self, api: Client, namespace: str, name: str) -> list[Release]:
+        """The revisions of a release in storage that decode, read from the server, oldest first."""
+        stored = sorted(await self._stored(api, namespace, name), key=lambda vr: vr[0])
+        return [rel for _, rel in stored if rel is not None]
+
+    async def _stored(self, api: Client, namespace: str, name: str) -> list[tuple[int, Release | None]]:
         found = await api.list(RELEASE_SECRETS, namespace=namespace, label_selector=f"owner=helm,name={name}")
-        versions = []
+        out: list[tuple[int, Release | None]] = []
         for secret in found.items:
             v = ((secret.get("metadata") or {}).get("labels") or {}).get("version", "")
-            if v.isdigit():
-                versions.append(int(v))
-        return sorted(versions)
+            if not v.isdigit():
+                continue
+            try:
+                rel: Release | None = release_from_secret(secret)
+            except (ValueError, KeyError, TypeError, OSError, EOFError):
+                rel = None
+            out.append((int(v), rel))
+        return out
 
     async def drop_revisions(self, api: Client, namespace: str, revisions: Iterable[Release]) -> None:
         """Delete stale revisions from Helm's storage (a pending operation that will never

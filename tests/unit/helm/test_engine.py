@@ -268,3 +268,25 @@ def test_error_text() -> None:
     assert _error_text("WARNING: x\nsomething odd\n") == "something odd"
     assert _error_text("") == "helm failed without a message"
     assert HelmError("uninstall", "uninstall: Release not loaded: web: release: not found", 1).not_found
+
+
+async def test_release_labels_go_to_helm_as_one_labels_flag(
+    fake_helm: tuple[Path, Path], tmp_path: Path
+) -> None:
+    binary, log = fake_helm
+    helm = Helm(binary, kubeconfig=tmp_path / "kc")
+    labels = {"helm.kubeop.dev/owner-uid": "0b5c-11", "helm.kubeop.dev/owner-kind": "Php"}
+    await helm.install("web", "ns", "/c", {}, labels=labels)
+    await helm.upgrade("web", "ns", "/c", {}, labels=labels)
+    await helm.upgrade("web", "ns", "/c", {}, dry_run=True)
+    install, upgrade, dry_run = (c["args"] for c in calls(log))
+    flag = ["--labels", "helm.kubeop.dev/owner-kind=Php,helm.kubeop.dev/owner-uid=0b5c-11"]
+    for args in (install, upgrade):
+        i = args.index("--labels")
+        assert args[i : i + 2] == flag
+    assert "--labels" not in dry_run
+    # Helm splits the flag on "," and "=": a value holding either is refused, not passed on.
+    for bad in ({"k": "a,b=c"}, {"k=x": "v"}, {"k": "v\n"}, {"": "v"}):
+        with pytest.raises(ValueError, match="cannot be passed to helm --labels"):
+            await helm.install("web", "ns", "/c", {}, labels=bad)
+    assert len(calls(log)) == 3

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["inject_owner_references", "kind_key", "main", "post_renderer_spec"]
+__all__ = ["inject_owner_references", "kind_key", "main", "post_renderer_spec", "split_documents"]
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _METADATA = re.compile(r"^metadata:[ \t]*(#.*)?$")
@@ -67,13 +67,13 @@ def inject_owner_references(
     }
     kinds = namespaced_kinds if isinstance(namespaced_kinds, set | frozenset) else frozenset(namespaced_kinds)
     out: list[str] = []
-    for separator, doc in _documents(manifest):
+    for separator, doc in split_documents(manifest):
         out.append(separator)
         out.append(_inject(doc, ref, namespace, kinds))
     return "".join(out)
 
 
-def _documents(manifest: str) -> list[tuple[str, str]]:
+def split_documents(manifest: str) -> list[tuple[str, str]]:
     """Split a YAML stream into (separator line, document text) pairs; the first separator may be ""."""
     parts: list[tuple[str, str]] = []
     separator = ""

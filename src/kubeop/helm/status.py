@@ -8,12 +8,16 @@ for its Helm operators keep working:
 ``Deployed``       True with ``InstallSuccessful`` / ``UpgradeSuccessful`` (message: the
                    chart's NOTES); False with ``UninstallSuccessful`` while being deleted.
 ``ReleaseFailed``  True with ``InstallError`` / ``UpgradeError`` / ``UninstallError`` and
-                   Helm's error message; removed once a release succeeds again.
+                   Helm's error message; removed once a release succeeds again. True with
+                   ``ReleaseNotOwned`` (kubeop's) when a release of the resource's name
+                   exists but is not the resource's (:mod:`kubeop.helm.ownership`): left
+                   untouched; Deployed is then False with the same reason.
 ``Irreconcilable`` True with ``ReconcileError`` when the release's storage cannot be read or
                    its objects cannot be restored; removed when that works again.
 =================  =====================================================================
 
-``status.deployedRelease`` is ``{name, manifest}`` of the release revision in force.
+``status.deployedRelease`` is ``{name, manifest}`` of the release revision in force, with the
+values of its Secrets redacted: whoever may read the resource must not learn them from it.
 :class:`HelmStatus` computes the next status from the current one without I/O; a condition's
 ``lastTransitionTime`` moves only when its status does, so recomputing an unchanged status gives
 an equal one and the reconciler writes nothing.
@@ -26,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubeop.controller import find_condition, set_condition
+from kubeop.helm.redaction import redact_secrets, scrub, secret_values
 
 __all__ = [
     "DEPLOYED",
@@ -43,7 +48,7 @@ IRRECONCILABLE = "Irreconcilable"
 
 
 class Reason:
-    """Condition reasons (operator-sdk's names)."""
+    """Condition reasons (operator-sdk's names, and ``ReleaseNotOwned``)."""
 
     INITIALIZED = "Initialized"
     INSTALL_SUCCESSFUL = "InstallSuccessful"
@@ -53,6 +58,7 @@ class Reason:
     UPGRADE_ERROR = "UpgradeError"
     UNINSTALL_ERROR = "UninstallError"
     RECONCILE_ERROR = "ReconcileError"
+    RELEASE_NOT_OWNED = "ReleaseNotOwned"
 
 
 WAITING_FOR_DELETION = "Waiting until all resources are deleted."
@@ -94,9 +100,11 @@ class HelmStatus:
         self._set(INITIALIZED, True, Reason.INITIALIZED)
 
     def deployed(self, name: str, manifest: str, *, reason: str, notes: str = "") -> None:
-        """A release revision is in force: Deployed=True, deployedRelease set, no failure."""
-        self._set(DEPLOYED, True, reason, notes)
-        self.deployed_release = {"name": name, "manifest": manifest}
+        """A release revision is in force: Deployed=True, deployedRelease set, no failure. The
+        manifest is stored with its Secrets' values redacted, and the NOTES without them
+        (:mod:`kubeop.helm.redaction`)."""
+        self._set(DEPLOYED, True, reason, scrub(notes, secret_values([manifest])))
+        self.deployed_release = {"name": name, "manifest": redact_secrets(manifest)}
         self.remove(RELEASE_FAILED)
 
     def release_failed(self, reason: str, message: str) -> None:
@@ -104,6 +112,13 @@ class HelmStatus:
         messages can quote a whole object: the message is cut to :data:`MAX_MESSAGE` characters,
         keeping its start and its end."""
         self._set(RELEASE_FAILED, True, reason, _cut(message))
+
+    def not_owned(self, message: str) -> None:
+        """A release of the resource's name exists and is not the resource's: nothing of it is
+        this resource's deployed release."""
+        self._set(RELEASE_FAILED, True, Reason.RELEASE_NOT_OWNED, _cut(message))
+        self._set(DEPLOYED, False, Reason.RELEASE_NOT_OWNED)
+        self.deployed_release = None
 
     def release_ok(self) -> None:
         """Nothing is failing any more (a failing change was reverted)."""

@@ -45,7 +45,10 @@ Annotations on the resource (operator-sdk's names):
 - ``helm.sdk.operatorframework.io/rollback-force: "false"``: roll back without ``--force``;
 - ``helm.sdk.operatorframework.io/uninstall-wait: "true"``: keep the finalizer until every
   object of the release is gone;
-- ``helm.sdk.operatorframework.io/reconcile-period: 30s``: this resource's reconcile period.
+- ``helm.sdk.operatorframework.io/reconcile-period: 30s``: this resource's reconcile period
+  (``0``: none). It is at least 10 s (:data:`MIN_RECONCILE_PERIOD`, or the operator's own
+  period when that is shorter) and at most 7 days: a value outside is clamped, and one that is
+  not a Go duration is ignored, each with a Warning event naming the annotation.
 
 Caveats: a chart whose output changes on every render (``randAlphaNum``, ``now``,
 ``.Release.Revision``) is upgraded at every reconcile period, as with operator-sdk.
@@ -63,6 +66,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kubeop.controller import Context, Controller, Predicate, Request, Result, Trigger, label_selector, or_
 from kubeop.controller.predicate import AnnotationChanged, GenerationChanged
 from kubeop.core import meta as m
@@ -77,16 +82,20 @@ from kubeop.helm.manifest import (
     manifests_equal,
     parse_manifest,
 )
+from kubeop.helm.ownership import OWNER_UID_LABEL, Claim, Ownership, owner_labels, release_ownership
 from kubeop.helm.postrender import inject_owner_references, post_renderer_spec
+from kubeop.helm.redaction import scrub, secret_values
 from kubeop.helm.releases import Release
-from kubeop.helm.runtime import HelmRuntime
+from kubeop.helm.runtime import HelmRuntime, storage_secret_name
 from kubeop.helm.status import HelmStatus, Reason
 from kubeop.helm.values import ValuesError, release_values
-from kubeop.helm.watches import Watch, parse_duration
+from kubeop.helm.watches import Watch, format_duration, parse_duration
 from kubeop.queue import BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter
 
 __all__ = [
     "FINALIZER",
+    "MAX_RECONCILE_PERIOD",
+    "MIN_RECONCILE_PERIOD",
     "RECONCILE_PERIOD_ANNOTATION",
     "ROLLBACK_FORCE_ANNOTATION",
     "UNINSTALL_WAIT_ANNOTATION",
@@ -95,6 +104,8 @@ __all__ = [
     "ReleaseError",
     "annotation_bool",
     "chart_digest",
+    "chart_name",
+    "period_from_annotation",
     "reconcile_period",
 ]
 
@@ -107,6 +118,9 @@ ROLLBACK_FORCE_ANNOTATION = "helm.sdk.operatorframework.io/rollback-force"
 UNINSTALL_WAIT_ANNOTATION = "helm.sdk.operatorframework.io/uninstall-wait"
 RECONCILE_PERIOD_ANNOTATION = "helm.sdk.operatorframework.io/reconcile-period"
 DEFAULT_RECONCILE_PERIOD = 60.0
+MIN_RECONCILE_PERIOD = 10.0  # the shortest period the annotation may ask for (see period_from_annotation)
+MAX_RECONCILE_PERIOD = 7 * 24 * 3600.0
+_MAX_PERIOD_TEXT = 64
 UNINSTALL_WAIT_POLL = 2.0
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -132,15 +146,58 @@ def annotation_bool(obj: Mapping[str, Any], key: str, default: bool) -> bool:
 
 
 def reconcile_period(obj: Mapping[str, Any], default: float) -> float:
-    """The resource's reconcile period: its annotation (a Go duration), else ``default``."""
+    """The resource's reconcile period: its annotation (a Go duration) within the bounds of
+    :func:`period_from_annotation`, else ``default``."""
+    return period_from_annotation(obj, default)[0]
+
+
+def period_from_annotation(obj: Mapping[str, Any], default: float) -> tuple[float, tuple[str, str] | None]:
+    """The resource's reconcile period, and what to warn about it (an event's reason and note).
+
+    Absent: ``default``. ``0``: no periodic check (as operator-sdk). Below the floor
+    (:data:`MIN_RECONCILE_PERIOD`, or the operator's own period when that is shorter): the
+    floor, with a warning; a resource's author must not make the operator render its chart
+    more often than that. Above :data:`MAX_RECONCILE_PERIOD`: that, with a warning. Anything
+    else that is not a Go duration (a negative one, spaces, line breaks, more than
+    :data:`_MAX_PERIOD_TEXT` characters): ``default``, with a warning naming the accepted form.
+    """
     value = m.annotations(obj).get(RECONCILE_PERIOD_ANNOTATION)
     if value is None:
-        return default
+        return default, None
+    floor = min(MIN_RECONCILE_PERIOD, default) if default > 0 else MIN_RECONCILE_PERIOD
+    shown = repr(value[:_MAX_PERIOD_TEXT]) + ("..." if len(value) > _MAX_PERIOD_TEXT else "")
+    accepted = (
+        f"a Go duration such as 30s, 5m or 1h30m, at least {format_duration(floor)} "
+        f"(or 0 for no periodic check)"
+    )
     try:
-        return parse_duration(value)
+        if len(value) > _MAX_PERIOD_TEXT:
+            raise ValueError(f"longer than {_MAX_PERIOD_TEXT} characters")
+        if not value.isprintable() or any(c.isspace() for c in value):
+            raise ValueError("it holds spaces, line breaks or control characters")
+        seconds = parse_duration(value)
     except ValueError as e:
-        log.warning("annotation %s: %s; using %.0f s", RECONCILE_PERIOD_ANNOTATION, e, default)
-        return default
+        return default, (
+            "InvalidReconcilePeriod",
+            f"annotation {RECONCILE_PERIOD_ANNOTATION}={shown} is not valid ({e}); use {accepted}. "
+            f"Using the operator's period, {format_duration(default)}.",
+        )
+    if seconds == 0:
+        return 0.0, None
+    if seconds < floor:
+        return floor, (
+            "ReconcilePeriodClamped",
+            f"annotation {RECONCILE_PERIOD_ANNOTATION}={shown} is below the minimum of "
+            f"{format_duration(floor)}; using {format_duration(floor)}",
+        )
+    if seconds > MAX_RECONCILE_PERIOD:
+        return MAX_RECONCILE_PERIOD, (
+            "ReconcilePeriodClamped",
+            f"annotation {RECONCILE_PERIOD_ANNOTATION}={shown} is above the maximum of "
+            f"{format_duration(MAX_RECONCILE_PERIOD)} (use 0 for no periodic check); "
+            f"using {format_duration(MAX_RECONCILE_PERIOD)}",
+        )
+    return seconds, None
 
 
 def chart_digest(chart: str | os.PathLike[str]) -> str:
@@ -228,6 +285,7 @@ class HelmReconciler:
         self.workers = watch.max_concurrent_reconciles or max_concurrent_reconciles or os.cpu_count() or 1
         self.chart = watch.chart
         self._chart_digest = chart_digest(watch.chart)
+        self._chart_name = chart_name(watch.chart)
         self._clock = clock
         self._memo: dict[Request, _Memo] = {}
         self._ours: dict[Request, int] = {}
@@ -289,14 +347,21 @@ class HelmReconciler:
             self._failures.pop(req, None)
             return None
         await self._ready(ctx)
-        period = reconcile_period(cr, self.reconcile_period)
+        period, problem = period_from_annotation(cr, self.reconcile_period)
         status = HelmStatus(cr)
         if m.is_being_deleted(cr):
             return await self._uninstall(req, cr, status, ctx, period)
+        if problem is not None:
+            reason, note = problem
+            _log(ctx).warning("%s", note)
+            ctx.recorder.event(cr, "Warning", reason, _short(note))
         status.initialized()
         releases = self.runtime.releases
         try:
             history = releases.history(req.namespace, req.name)
+            ownership = release_ownership(history, cr, self._chart_name)
+            if ownership.claim is Claim.FOREIGN:
+                return await self._refuse(req, cr, status, ctx, ownership, period)
             stale = _stale_revisions(history)
             if stale:
                 self._claim(req, max(self._ours.get(req, 0), *(r.version for r in history)))
@@ -329,7 +394,8 @@ class HelmReconciler:
             return Result(requeue_after=failure.until - self._clock())
         if deployed is None:
             return await self._install(req, cr, status, ctx, values, history, inputs, period)
-        return await self._sync(req, cr, status, ctx, values, deployed, inputs, period)
+        adopt = ownership.claim is Claim.LEGACY
+        return await self._sync(req, cr, status, ctx, values, deployed, inputs, period, adopt=adopt)
 
     async def _ready(self, ctx: Context) -> None:
         await self.runtime.ready(ctx.client)
@@ -380,6 +446,32 @@ class HelmReconciler:
         kinds = await self.runtime.namespaced_kinds(ctx.client.api)
         return post_renderer_spec(owner, m.namespace(cr), kinds), owner, kinds
 
+    def _scrub(self, req: Request, text: str, *manifests: str) -> str:
+        """``text`` (a message from Helm, the server or the chart) without the values of the
+        Secrets of ``manifests`` and of every stored revision of the release."""
+        history = self.runtime.releases.history(req.namespace, req.name)
+        return scrub(text, secret_values([*manifests, *(r.manifest for r in history)]))
+
+    async def _refuse(
+        self,
+        req: Request,
+        cr: Mapping[str, Any],
+        status: HelmStatus,
+        ctx: Context,
+        ownership: Ownership,
+        period: float,
+    ) -> Result:
+        """A release of this name exists and is not this resource's: touch nothing of it, say so
+        on the resource (condition and Warning event) with what would fix it."""
+        message = _not_owned_message(req, cr, ownership)
+        _log(ctx).warning("%s", message)
+        ctx.recorder.event(cr, "Warning", Reason.RELEASE_NOT_OWNED, _short(message))
+        status.not_owned(message)
+        self._memo.pop(req, None)
+        await self._write_status(ctx, cr, status)
+        # The release's storage changing (uninstalled, relabelled) brings the resource back.
+        return self._requeue(period)
+
     # -- install --------------------------------------------------------------------------------
 
     async def _install(
@@ -404,32 +496,45 @@ class HelmReconciler:
         # Cleaning up, installing (revision 1) and, on failure, uninstalling again.
         self._claim(req, max((r.version for r in history), default=0) + 2)
         if history:
-            # Revisions but none deployed: failed attempts. Start from a clean slate, as
-            # operator-sdk does, so the install is an install (and leftovers are removed).
-            await helm.uninstall(req.name, req.namespace)
+            # Revisions but none deployed: failed attempts (ours: the caller checked). Start from
+            # a clean slate, as operator-sdk does, so the install is an install (and leftovers
+            # are removed).
+            try:
+                await helm.uninstall(req.name, req.namespace)
+            except HelmError as e:
+                message = self._scrub(req, e.message)
+                status.release_failed(Reason.INSTALL_ERROR, f"removing failed revisions: {message}")
+                await self._write_status(ctx, cr, status)
+                raise ReleaseError(f"removing failed revisions failed: {_short(message, 300)}") from None
             await releases.wait_for(req.namespace, req.name, lambda h: not h)
         spec, _, _ = await self._post_renderer(cr, ctx)
         self._warn_overrides(cr, ctx)
         try:
-            rel = await helm.install(req.name, req.namespace, self.chart, values, post_renderer=spec)
+            rel = await helm.install(
+                req.name, req.namespace, self.chart, values, post_renderer=spec, labels=owner_labels(cr)
+            )
         except HelmError as e:
-            status.release_failed(Reason.INSTALL_ERROR, e.message)
-            ctx.recorder.event(cr, "Warning", Reason.INSTALL_ERROR, _short(e.message))
-            recorded = await self.runtime.stored_versions(ctx.client.api, req.namespace, req.name)
-            if recorded:
-                _log(ctx).error("install failed; uninstalling what it created: %s", e.message)
+            stored = await self.runtime.stored_releases(ctx.client.api, req.namespace, req.name)
+            message = self._scrub(req, e.message, *(r.manifest for r in stored))
+            status.release_failed(Reason.INSTALL_ERROR, message)
+            ctx.recorder.event(cr, "Warning", Reason.INSTALL_ERROR, _short(message))
+            if stored:
+                _log(ctx).error("install failed; uninstalling what it created: %s", message)
                 try:
                     await helm.uninstall(req.name, req.namespace)
                 except HelmError as ue:
-                    _log(ctx).error("uninstall after the failed install failed too: %s", ue.message)
+                    _log(ctx).error(
+                        "uninstall after the failed install failed too: %s",
+                        self._scrub(req, ue.message, *(r.manifest for r in stored)),
+                    )
                 await self._write_status(ctx, cr, status)
                 self._memo.pop(req, None)
                 self._failed(req, inputs)
-                raise ReleaseError(f"install failed: {_short(e.message, 300)}") from None
+                raise ReleaseError(f"install failed: {_short(message, 300)}") from None
             _log(ctx).error(
-                "install failed (the chart did not render; retried after %.0f s): %s", period, e.message
+                "install failed (the chart did not render; retried after %.0f s): %s", period, message
             )
-            self._memo[req] = _Memo(inputs, 0, now, failure=e.message)
+            self._memo[req] = _Memo(inputs, 0, now, failure=message)
             await self._write_status(ctx, cr, status)
             return self._requeue(period)
         await releases.wait_for(req.namespace, req.name, lambda h: any(r.version >= rel.version for r in h))
@@ -456,8 +561,20 @@ class HelmReconciler:
         deployed: Release,
         inputs: str,
         period: float,
+        *,
+        adopt: bool = False,
     ) -> Result:
         now = self._clock()
+        if adopt:
+            # Made by this operator for this resource before it recorded owners: upgrade it
+            # now, which records the owner (see kubeop.helm.ownership).
+            spec, _, _ = await self._post_renderer(cr, ctx)
+            _log(ctx).info(
+                "release %s was made for this resource before owners were recorded; recording it", req.name
+            )
+            return await self._upgrade(
+                req, cr, status, ctx, values, deployed, inputs, period, spec, adopting=True
+            )
         memo = self._memo.get(req)
         same = memo is not None and memo.inputs == inputs and memo.version == deployed.version
         # Due: the inputs changed (or were never rendered by this process), or the reconcile
@@ -473,12 +590,13 @@ class HelmReconciler:
             try:
                 candidate = await helm.upgrade(req.name, req.namespace, self.chart, values, dry_run=True)
             except HelmError as e:
+                message = self._scrub(req, e.message)
                 _log(ctx).error(
-                    "upgrade failed (the chart did not render; retried after %.0f s): %s", period, e.message
+                    "upgrade failed (the chart did not render; retried after %.0f s): %s", period, message
                 )
-                ctx.recorder.event(cr, "Warning", Reason.UPGRADE_ERROR, _short(e.message))
-                status.release_failed(Reason.UPGRADE_ERROR, e.message)
-                self._memo[req] = _Memo(inputs, deployed.version, now, failure=e.message)
+                ctx.recorder.event(cr, "Warning", Reason.UPGRADE_ERROR, _short(message))
+                status.release_failed(Reason.UPGRADE_ERROR, message)
+                self._memo[req] = _Memo(inputs, deployed.version, now, failure=message)
                 await self._write_status(ctx, cr, status)
                 return self._requeue(period)
             expected = inject_owner_references(candidate.manifest, owner, req.namespace, kinds)
@@ -490,14 +608,17 @@ class HelmReconciler:
                 upgrade = True
             self._memo[req] = _Memo(inputs, deployed.version, now)
             if upgrade:
-                return await self._upgrade(req, cr, status, ctx, values, deployed, inputs, period, spec)
+                return await self._upgrade(
+                    req, cr, status, ctx, values, deployed, inputs, period, spec, rendered=candidate.manifest
+                )
         status.release_ok()
         try:
             restored = await self._restore(deployed, ctx)
         except Exception as e:
-            status.irreconcilable(f"{type(e).__name__}: {e}")
+            message = self._scrub(req, f"{type(e).__name__}: {e}", deployed.manifest)
+            status.irreconcilable(message)
             await self._write_status(ctx, cr, status)
-            raise
+            raise ReleaseError(f"restoring the release's objects failed: {_short(message, 300)}") from None
         status.reconciled()
         if restored:
             note = "; ".join(str(r) for r in restored)
@@ -520,6 +641,9 @@ class HelmReconciler:
         inputs: str,
         period: float,
         spec: str,
+        *,
+        rendered: str = "",
+        adopting: bool = False,
     ) -> Result:
         helm, releases = self.runtime.helm, self.runtime.releases
         force = annotation_bool(cr, UPGRADE_FORCE_ANNOTATION, False)
@@ -528,13 +652,20 @@ class HelmReconciler:
         self._claim(req, latest + 2)  # the new revision, and a rollback's if it fails
         try:
             rel = await helm.upgrade(
-                req.name, req.namespace, self.chart, values, force=force, post_renderer=spec
+                req.name,
+                req.namespace,
+                self.chart,
+                values,
+                force=force,
+                post_renderer=spec,
+                labels=owner_labels(cr),
             )
         except HelmError as e:
             self._memo.pop(req, None)
-            message = e.message
-            stored = await self.runtime.stored_versions(ctx.client.api, req.namespace, req.name)
-            if any(v > deployed.version for v in stored):
+            stored = await self.runtime.stored_releases(ctx.client.api, req.namespace, req.name)
+            manifests = [rendered, *(r.manifest for r in stored)]
+            message = self._scrub(req, e.message, *manifests)
+            if any(r.version > deployed.version for r in stored):
                 rollback_force = annotation_bool(cr, ROLLBACK_FORCE_ANNOTATION, True)
                 try:
                     await helm.rollback(req.name, req.namespace, deployed.version, force=rollback_force)
@@ -542,7 +673,8 @@ class HelmReconciler:
                         "upgrade failed, rolled back to revision %d: %s", deployed.version, message
                     )
                 except HelmError as re:
-                    message = f"{message} (rollback to revision {deployed.version} failed too: {re.message})"
+                    again = self._scrub(req, re.message, *manifests)
+                    message = f"{message} (rollback to revision {deployed.version} failed too: {again})"
                     _log(ctx).error("upgrade failed and so did the rollback: %s", message)
             status.release_failed(Reason.UPGRADE_ERROR, message)
             ctx.recorder.event(cr, "Warning", Reason.UPGRADE_ERROR, _short(message))
@@ -554,6 +686,14 @@ class HelmReconciler:
         self._failures.pop(req, None)
         change = diff_manifests(deployed.manifest, rel.manifest).summary()
         _log(ctx).info("upgraded release %s to revision %d (%s)", rel.name, rel.version, change)
+        if adopting:
+            ctx.recorder.event(
+                cr,
+                "Normal",
+                "ReleaseAdopted",
+                f"recorded this resource as the owner of release {rel.name}, made for it before "
+                "owners were recorded",
+            )
         ctx.recorder.event(
             cr,
             "Normal",
@@ -603,19 +743,28 @@ class HelmReconciler:
         helm, releases = self.runtime.helm, self.runtime.releases
         wait = annotation_bool(cr, UNINSTALL_WAIT_ANNOTATION, False)
         history = releases.history(req.namespace, req.name)
-        if history:
+        ownership = release_ownership(history, cr, self._chart_name)
+        if ownership.claim is Claim.FOREIGN:
+            # Not this resource's release: it stays installed, and the resource goes.
+            message = f"{_not_owned_message(req, cr, ownership)} It was not uninstalled."
+            _log(ctx).warning("%s", message)
+            ctx.recorder.event(cr, "Warning", Reason.RELEASE_NOT_OWNED, _short(message))
+            status.not_owned(message)
+            wait = False
+        elif history:
             self._claim(req, max(r.version for r in history))
             try:
                 await helm.uninstall(req.name, req.namespace)
             except HelmError as e:
                 # Someone else (a namespace being deleted, a person) may have removed the release
                 # while Helm was at it: gone is what we wanted.
+                message = self._scrub(req, e.message)
                 if await self.runtime.stored_versions(ctx.client.api, req.namespace, req.name):
-                    status.release_failed(Reason.UNINSTALL_ERROR, e.message)
-                    ctx.recorder.event(cr, "Warning", Reason.UNINSTALL_ERROR, _short(e.message))
+                    status.release_failed(Reason.UNINSTALL_ERROR, message)
+                    ctx.recorder.event(cr, "Warning", Reason.UNINSTALL_ERROR, _short(message))
                     await self._write_status(ctx, cr, status)
-                    raise ReleaseError(f"uninstall failed: {e.message}") from None
-                _log(ctx).warning("uninstall reported %s, but the release is gone", e.message)
+                    raise ReleaseError(f"uninstall failed: {_short(message, 300)}") from None
+                _log(ctx).warning("uninstall reported %s, but the release is gone", message)
             await releases.wait_for(req.namespace, req.name, lambda h: not h)
             _log(ctx).info("uninstalled release %s", req.name)
             ctx.recorder.event(cr, "Normal", Reason.UNINSTALL_SUCCESSFUL, f"uninstalled release {req.name}")
@@ -627,7 +776,8 @@ class HelmReconciler:
                 await self._write_status(ctx, cr, status)
                 _log(ctx).info("waiting for %d objects of release %s to be deleted", len(remaining), req.name)
                 return Result(requeue_after=UNINSTALL_WAIT_POLL)
-        status.uninstalled()
+        if ownership.claim is not Claim.FOREIGN:
+            status.uninstalled()
         await self._write_status(ctx, cr, status)
         for finalizer in (FINALIZER, LEGACY_FINALIZER):
             if m.has_finalizer(cr, finalizer):
@@ -672,6 +822,31 @@ def _stale_revisions(history: list[Release]) -> list[Release]:
     """Revisions left pending by a helm process that died (newer than the last deployed one)."""
     last_deployed = max((r.version for r in history if r.deployed), default=0)
     return [r for r in history if r.pending and r.version > last_deployed]
+
+
+def chart_name(chart: str | os.PathLike[str]) -> str:
+    """The name in a chart directory's Chart.yaml (what Helm records as the release's chart)."""
+    path = Path(chart) / "Chart.yaml"
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"{path}: cannot read the chart's name: {e}") from None
+    name = doc.get("name") if isinstance(doc, dict) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{path}: the chart has no name")
+    return name
+
+
+def _not_owned_message(req: Request, cr: Mapping[str, Any], ownership: Ownership) -> str:
+    kind = str(cr.get("kind") or "resource")
+    secret = storage_secret_name(req.name, ownership.revision)
+    return (
+        f"Helm release {req.name} in namespace {req.namespace} is not this {kind}'s: {ownership.why}. "
+        f"The operator leaves it untouched. To fix: give this {kind} another name, or remove the "
+        f"release (helm uninstall {req.name} -n {req.namespace}); if the release is meant to be this "
+        f"{kind}'s, whoever controls it can hand it over: kubectl label secret -n {req.namespace} "
+        f"{secret} --overwrite {OWNER_UID_LABEL}={m.uid(cr)}"
+    )
 
 
 def _short(text: str, limit: int = 1000) -> str:

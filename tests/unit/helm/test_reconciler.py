@@ -11,6 +11,9 @@ so the reconciler's writes are exactly what its transport sent.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -25,6 +28,8 @@ from kubeop.controller import Context, EventRecorder, ReconcilerClient, Request,
 from kubeop.core.patch import PatchType
 from kubeop.core.request import ApiRequest
 from kubeop.core.resource import ApiResource
+from kubeop.helm.ownership import owner_labels
+from kubeop.helm.postrender import inject_owner_references
 from kubeop.helm.reconciler import (
     FINALIZER,
     RECONCILE_PERIOD_ANNOTATION,
@@ -34,6 +39,7 @@ from kubeop.helm.reconciler import (
     ReleaseError,
     annotation_bool,
     chart_digest,
+    period_from_annotation,
     reconcile_period,
 )
 from kubeop.helm.runtime import HelmRuntime
@@ -126,6 +132,12 @@ class World:
         await self.admin.create(
             {"apiVersion": "web.example.com/v1", "kind": "PhpDeployment", "metadata": md, "spec": spec}
         )
+
+    async def owner_labels(self) -> dict[str, str]:
+        """The release labels that record the resource as the owner."""
+        cr = await self.cr()
+        assert cr is not None
+        return owner_labels(cr)
 
     async def cr(self) -> dict[str, Any] | None:
         obj: dict[str, Any] | None = await self.admin.get_or_none(PHP, NAME, namespace=NS)
@@ -491,14 +503,14 @@ async def test_failed_install_is_uninstalled_and_retried_with_backoff(world: Wor
 
 async def test_leftover_failed_revisions_are_cleared_before_installing(world: World) -> None:
     await world.create({"image": "php:8.3"})
-    await world.helm._record(NS, NAME, 1, "failed", "", {})
+    await world.helm._record(NS, NAME, 1, "failed", "", {}, labels=await world.owner_labels())
     await world.reconcile()
     assert world.helm_ops() == ["uninstall", "install"]
 
 
 async def test_pending_revisions_of_a_dead_helm_are_dropped(world: World) -> None:
     await installed(world)
-    await world.helm._record(NS, NAME, 2, "pending-upgrade", "", {})
+    await world.helm._record(NS, NAME, 2, "pending-upgrade", "", {}, labels=await world.owner_labels())
     await world.reconcile()
     assert ("delete", "Secret", f"{NS}/sh.helm.release.v1.{NAME}.v2") in world.writes()
     assert world.helm.calls == []
@@ -613,3 +625,256 @@ async def test_resources_outside_the_selection_are_left_alone(make_world: Any) -
     await world.create({"image": "php:8.3"})  # no team label: a release event may bring it here anyway
     assert await world.reconcile() is None
     assert world.helm.calls == [] and world.writes() == []
+
+
+# -- ownership: a release of the resource's name that is not the resource's is never touched ------
+
+OTHER_MANIFEST = (
+    "---\n# Source: nginx/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n"
+    "data:\n  a: b\n"
+)
+
+
+async def foreign_release(world: World, **labels: str) -> dict[str, Any]:
+    """``helm install web nginx`` by a person (chart nginx, no owner), or ``labels`` on it."""
+    await world.helm._record(NS, NAME, 1, "deployed", OTHER_MANIFEST, {"x": 1}, labels=labels, chart="nginx")
+    [secret] = await world.release_secrets()
+    return secret
+
+
+async def assert_refused(world: World, secret: dict[str, Any], why: str) -> None:
+    assert world.helm.calls == []  # no install, upgrade, dry run, rollback or uninstall
+    assert await world.release_secrets() == [secret]  # the release is as it was
+    conds = await world.conditions()
+    assert (conds["ReleaseFailed"]["status"], conds["ReleaseFailed"]["reason"]) == ("True", "ReleaseNotOwned")
+    message = conds["ReleaseFailed"]["message"]
+    assert "Helm release web in namespace ns is not this PhpDeployment's" in message and why in message
+    cr = await world.cr()
+    assert cr is not None
+    uid = cr["metadata"]["uid"]
+    fix = f"kubectl label secret -n ns sh.helm.release.v1.web.v1 --overwrite helm.kubeop.dev/owner-uid={uid}"
+    assert fix in message and "helm uninstall web -n ns" in message
+    assert (conds["Deployed"]["status"], conds["Deployed"]["reason"]) == ("False", "ReleaseNotOwned")
+    assert "deployedRelease" not in cr.get("status", {}) or cr["status"]["deployedRelease"] is None
+    warnings = [e for e in await world.events() if e[1] == "ReleaseNotOwned"]
+    assert warnings and warnings[0][0] == "Warning" and why in warnings[0][2]
+
+
+async def test_a_release_of_another_chart_is_not_adopted(world: World) -> None:
+    secret = await foreign_release(world)
+    await world.create({"image": "php:8.3"})
+    assert await world.reconcile() == Result(requeue_after=60.0)
+    await assert_refused(
+        world, secret, "it is a release of chart nginx-0.1.0, not of this operator's chart php"
+    )
+    cr = await world.cr()
+    assert cr is not None and not cr["metadata"].get("finalizers")  # nothing to clean up for it
+
+
+async def test_a_release_of_the_same_chart_without_an_owner_is_not_adopted(world: World) -> None:
+    # `helm install web ./php` by a person: the operator's chart, but not made for this resource.
+    await world.helm._record(NS, NAME, 1, "deployed", world.helm.render(NAME, {"image": "x"}, "install"), {})
+    [secret] = await world.release_secrets()
+    await world.create({"image": "php:8.3"})
+    await world.reconcile()
+    await assert_refused(
+        world, secret, "records no owner and none of its objects is controlled by this resource"
+    )
+
+
+async def test_a_release_owned_by_another_resource_is_not_adopted(world: World) -> None:
+    secret = await foreign_release(
+        world, **{"helm.kubeop.dev/owner-uid": "1234", "helm.kubeop.dev/owner-kind": "Other"}
+    )
+    await world.create({"image": "php:8.3"})
+    await world.reconcile()
+    await assert_refused(world, secret, "it belongs to another Other (uid 1234)")
+
+
+async def test_leftovers_of_a_foreign_release_are_not_cleaned_up(world: World) -> None:
+    await world.helm._record(NS, NAME, 1, "failed", OTHER_MANIFEST, {}, chart="nginx")
+    await world.helm._record(NS, NAME, 2, "pending-upgrade", OTHER_MANIFEST, {}, chart="nginx")
+    before = await world.release_secrets()
+    await world.create({"image": "php:8.3"})
+    await world.reconcile()
+    assert world.helm.calls == [] and await world.release_secrets() == before
+    assert not [w for w in world.writes() if w[1] == "Secret"]
+
+
+async def test_deleting_the_resource_leaves_a_foreign_release_installed(world: World) -> None:
+    secret = await foreign_release(world)
+    await world.create({"image": "php:8.3"})
+    await world.admin.patch(
+        PHP, NAME, {"metadata": {"finalizers": [FINALIZER]}}, namespace=NS, type=PatchType.MERGE
+    )
+    await world.delete_cr()
+    assert await world.reconcile() is None
+    assert world.helm.calls == []  # no uninstall
+    assert await world.release_secrets() == [secret]
+    assert await world.cr() is None  # the finalizer went: the resource is gone, the release stays
+    notes = [e[2] for e in await world.events() if e[1] == "ReleaseNotOwned"]
+    assert notes and "It was not uninstalled." in notes[0]
+
+
+async def test_the_release_records_its_owner_and_a_new_resource_of_the_name_is_refused(world: World) -> None:
+    await installed(world)
+    cr = await world.cr()
+    assert cr is not None
+    labels = (await world.release_secrets())[0]["metadata"]["labels"]
+    assert labels["helm.kubeop.dev/owner-uid"] == cr["metadata"]["uid"]
+    assert (labels["helm.kubeop.dev/owner-kind"], labels["helm.kubeop.dev/owner-group"]) == (
+        "PhpDeployment", "web.example.com"
+    )  # fmt: skip
+    # Upgrades keep the mark.
+    await world.edit(image="php:8.4")
+    await world.reconcile()
+    assert world.helm_ops() == ["dry-run", "upgrade"]
+    latest = max((await world.release_secrets()), key=lambda s: int(s["metadata"]["labels"]["version"]))
+    assert latest["metadata"]["labels"]["helm.kubeop.dev/owner-uid"] == cr["metadata"]["uid"]
+    # The resource is replaced behind the operator's back (finalizer removed by hand): the
+    # release stays the old resource's, and the new resource of the same name does not get it.
+    await world.admin.patch(PHP, NAME, {"metadata": {"finalizers": None}}, namespace=NS, type=PatchType.MERGE)
+    await world.delete_cr()
+    await world.create({"image": "php:8.3"})
+    await world.clear()
+    await world.reconcile()
+    assert world.helm.calls == []
+    assert (await world.conditions())["ReleaseFailed"]["reason"] == "ReleaseNotOwned"
+
+
+async def test_a_release_made_before_owners_were_recorded_is_adopted(world: World) -> None:
+    # What this operator installed before it recorded owners: its chart, objects controlled by
+    # this very resource (the post-renderer's references), no owner label.
+    await world.create({"image": "php:8.3"})
+    cr = await world.cr()
+    assert cr is not None
+    owner = {
+        "apiVersion": "web.example.com/v1",
+        "kind": "PhpDeployment",
+        "name": NAME,
+        "uid": cr["metadata"]["uid"],
+    }
+    manifest = inject_owner_references(
+        world.helm.render(NAME, {"image": "php:8.3"}, "install"), owner, NS, {"/Service", "apps/Deployment"}
+    )
+    await world.helm._record(NS, NAME, 1, "deployed", manifest, {"image": "php:8.3"})
+    await world.reconcile()
+    assert world.helm_ops() == ["upgrade"]  # recorded the owner
+    latest = max((await world.release_secrets()), key=lambda s: int(s["metadata"]["labels"]["version"]))
+    assert latest["metadata"]["labels"]["helm.kubeop.dev/owner-uid"] == cr["metadata"]["uid"]
+    assert ("Normal", "ReleaseAdopted") in [(e[0], e[1]) for e in await world.events()]
+    assert (await world.conditions())["Deployed"]["status"] == "True"
+    await world.clear()
+    await world.reconcile()
+    assert world.helm.calls == []  # owned now: the steady state
+
+
+# -- what the resource shows never holds the chart's Secret values ---------------------------------
+
+MARKER = "s3cr3t-MARKER-7f1c"
+
+
+def leaks(text: str) -> bool:
+    return MARKER in text or base64.b64encode(MARKER.encode()).decode() in text
+
+
+async def test_secret_values_stay_out_of_the_status_events_and_logs(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    world.helm.secret = MARKER  # the chart renders a Secret holding it (not from the spec)
+    await world.create({"image": "php:8.3"})
+    await world.reconcile()
+    cr = await world.cr()
+    assert cr is not None
+    manifest = cr["status"]["deployedRelease"]["manifest"]
+    assert (
+        "kind: Secret" in manifest and "password: <redacted>" in manifest and "token: <redacted>" in manifest
+    )
+    assert "kind: Deployment" in manifest and "php:8.3" in manifest  # the rest stays as rendered
+    # A failing upgrade whose error quotes the value (as the API server does for some fields).
+    await world.edit(image="php:8.4")
+    world.helm.fail_apply = True
+    world.helm.fail_message = (
+        f'UPGRADE FAILED: Secret "web" is invalid: data[token]: Invalid value: "{MARKER}"'
+    )
+    with pytest.raises(ReleaseError) as raised:
+        await world.reconcile()
+    assert not leaks(str(raised.value)) and "<redacted>" in str(raised.value)
+    cr = await world.cr()
+    assert cr is not None
+    assert (await world.conditions())["ReleaseFailed"]["reason"] == "UpgradeError"
+    assert not leaks(json.dumps(cr)), "the resource shows a Secret value"
+    assert not leaks(json.dumps(await world.events())), "an event shows a Secret value"
+    assert not leaks("\n".join(r.getMessage() for r in caplog.records)), "a log line shows a Secret value"
+
+
+# -- the reconcile-period annotation ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "period", "warning"),
+    [
+        ("30s", 30.0, None),
+        ("1m30s", 90.0, None),
+        ("0", 0.0, None),  # no periodic check, as operator-sdk
+        ("0s", 0.0, None),
+        ("10s", 10.0, None),
+        ("1ms", 10.0, "ReconcilePeriodClamped"),
+        ("9.999s", 10.0, "ReconcilePeriodClamped"),
+        ("1ns", 10.0, "ReconcilePeriodClamped"),
+        ("200h", 7 * 24 * 3600.0, "ReconcilePeriodClamped"),
+        ("9" * 60 + "h", 7 * 24 * 3600.0, "ReconcilePeriodClamped"),  # inf seconds
+        ("-5s", 60.0, "InvalidReconcilePeriod"),
+        ("-1ms", 60.0, "InvalidReconcilePeriod"),
+        ("10", 60.0, "InvalidReconcilePeriod"),  # no unit: Go refuses it too
+        ("10s\r\nX-Injected: 1", 60.0, "InvalidReconcilePeriod"),
+        ("10s\n", 60.0, "InvalidReconcilePeriod"),
+        (" 10s", 60.0, "InvalidReconcilePeriod"),
+        ("ten seconds", 60.0, "InvalidReconcilePeriod"),
+        ("", 60.0, "InvalidReconcilePeriod"),
+        ("1s" * 100, 60.0, "InvalidReconcilePeriod"),  # too long to be a period
+    ],
+)
+def test_reconcile_period_annotation_bounds(value: str, period: float, warning: str | None) -> None:
+    obj = {"metadata": {"annotations": {RECONCILE_PERIOD_ANNOTATION: value}}}
+    got, problem = period_from_annotation(obj, 60.0)
+    assert got == period
+    assert (problem[0] if problem else None) == warning
+    if problem:
+        assert RECONCILE_PERIOD_ANNOTATION in problem[1]
+        assert "\n" not in problem[1] and "\r" not in problem[1]
+        if warning == "InvalidReconcilePeriod":
+            assert "a Go duration such as 30s, 5m or 1h30m, at least 10s" in problem[1]
+    assert reconcile_period(obj, 60.0) == period
+
+
+def test_the_floor_is_the_operators_period_when_that_is_shorter() -> None:
+    obj = {"metadata": {"annotations": {RECONCILE_PERIOD_ANNOTATION: "1s"}}}
+    assert period_from_annotation(obj, 5.0)[0] == 5.0  # the operator's own choice
+    assert period_from_annotation(obj, 0.0)[0] == 10.0  # the operator's "no period" is no floor
+    assert period_from_annotation({"metadata": {}}, 5.0) == (5.0, None)
+
+
+async def test_a_too_short_period_is_clamped_with_a_warning(make_world: Any) -> None:
+    world = await make_world()
+    await world.create({"image": "php:8.3"}, annotations={RECONCILE_PERIOD_ANNOTATION: "1ms"})
+    assert await world.reconcile() == Result(requeue_after=10.0)
+    world.now += 10.0
+    await world.clear()
+    await world.reconcile()
+    assert world.helm_ops() == ["dry-run"]  # one render per 10 s, not per millisecond
+    [(kind, note)] = [(e[0], e[2]) for e in await world.events() if e[1] == "ReconcilePeriodClamped"]
+    assert kind == "Warning" and "below the minimum of 10s" in note
+
+
+async def test_an_invalid_period_is_reported(make_world: Any) -> None:
+    world = await make_world()
+    await world.create({"image": "php:8.3"}, annotations={RECONCILE_PERIOD_ANNOTATION: "5 minutes"})
+    assert await world.reconcile() == Result(requeue_after=60.0)
+    [(kind, note)] = [(e[0], e[2]) for e in await world.events() if e[1] == "InvalidReconcilePeriod"]
+    assert (
+        kind == "Warning"
+        and "'5 minutes' is not valid" in note
+        and "Using the operator's period, 1m0s" in note
+    )

@@ -6,10 +6,14 @@ resource's ``spec`` with the watch's override values on top (:mod:`kubeop.helm.v
 Flow of one reconcile:
 
 1. Read the resource from the cache; gone: nothing to do. Being deleted: uninstall the release
-   (``helm uninstall``), optionally wait until its objects are gone, remove the finalizer.
-2. Read the release's revisions from the cache of Helm's storage. Revisions left ``pending-*`` by
-   an interrupted helm process are deleted from storage (no helm process of ours is running for
-   this release: one key is never reconciled twice at once). Add the finalizer.
+   (``helm uninstall``) if it is the resource's, optionally wait until its objects are gone,
+   remove the finalizer.
+2. Read the release's revisions from the cache of Helm's storage. A release that is not this
+   resource's (:mod:`kubeop.helm.ownership`: it records another owner, or none and was not made
+   for this resource) is left untouched: ReleaseFailed (``ReleaseNotOwned``) and a Warning
+   event, and nothing else happens. Revisions left ``pending-*`` by an interrupted helm process
+   are deleted from storage (no helm process of ours is running for this release: one key is
+   never reconciled twice at once). Add the finalizer.
 3. No deployed revision: ``helm install`` (after ``helm uninstall`` of failed leftovers).
 4. A deployed revision: when the inputs (values, chart, owner) changed since the last render, or
    the reconcile period has passed, render with ``helm upgrade --dry-run=server`` and compare
@@ -26,6 +30,10 @@ Guarantees:
   a chart changed on disk).
 - Every object the chart renders is created with a controller owner reference to the resource
   (:mod:`kubeop.helm.postrender`), unless it is cluster-scoped or in another namespace.
+- Every revision the operator writes records the resource as its owner (release labels); a
+  release that does not is never upgraded, rolled back, cleaned up or uninstalled.
+- Nothing the operator publishes (status, conditions, events, logs) holds the values of the
+  chart's Secrets (:mod:`kubeop.helm.redaction`).
 - The cache is never trusted before it has seen the result of our own helm commands.
 
 Errors:

@@ -89,26 +89,23 @@ class HelmRuntime:
     async def stored_versions(self, api: Client, namespace: str, name: str) -> list[int]:
         """The revisions of a release in storage, read from the server (not the cache): used
         right after a failed helm command, to learn whether it recorded anything."""
-        return sorted(v for v, _ in await self._stored(api, namespace, name))
+        return [r.version for r in await self.stored_releases(api, namespace, name)]
 
     async def stored_releases(self, api: Client, namespace: str, name: str) -> list[Release]:
-        """The revisions of a release in storage that decode, read from the server, oldest first."""
-        stored = sorted(await self._stored(api, namespace, name), key=lambda vr: vr[0])
-        return [rel for _, rel in stored if rel is not None]
-
-    async def _stored(self, api: Client, namespace: str, name: str) -> list[tuple[int, Release | None]]:
+        """The revisions of a release in storage, read from the server, oldest first. A revision
+        whose Secret does not decode is there with its version and status only."""
         found = await api.list(RELEASE_SECRETS, namespace=namespace, label_selector=f"owner=helm,name={name}")
-        out: list[tuple[int, Release | None]] = []
+        out = []
         for secret in found.items:
-            v = ((secret.get("metadata") or {}).get("labels") or {}).get("version", "")
+            labels = (secret.get("metadata") or {}).get("labels") or {}
+            v = labels.get("version", "")
             if not v.isdigit():
                 continue
             try:
-                rel: Release | None = release_from_secret(secret)
+                out.append(release_from_secret(secret))
             except (ValueError, KeyError, TypeError, OSError, EOFError):
-                rel = None
-            out.append((int(v), rel))
-        return out
+                out.append(Release(name, namespace, int(v), str(labels.get("status") or ""), labels=labels))
+        return sorted(out, key=lambda r: r.version)
 
     async def drop_revisions(self, api: Client, namespace: str, revisions: Iterable[Release]) -> None:
         """Delete stale revisions from Helm's storage (a pending operation that will never

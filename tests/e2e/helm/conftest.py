@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from examples.php_deployment.crd import CRD
 from examples.php_deployment.operator import PHP_DEPLOYMENTS, operator
 
 from kubeop.client import Client
-from kubeop.helm import HelmOperator, find_helm
+from kubeop.helm import HelmOperator, Watch, find_helm
 from kubeop.manager import Manager
 from kubeop.testing import ControlPlane
 from kubeop.testing.binaries import ensure_binaries
@@ -80,10 +80,17 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def php_operator(control_plane: ControlPlane, namespace: str, **options: Any) -> AsyncIterator[Running]:
-    """Run the PhpDeployment operator until the body ends; then clear what a test left behind."""
+async def php_operator(
+    control_plane: ControlPlane, namespace: str, watches: Sequence[Watch] = (), **options: Any
+) -> AsyncIterator[Running]:
+    """Run the PhpDeployment operator (or one for ``watches`` of PhpDeployments) until the body
+    ends; then clear what a test left behind."""
     async with client_for(control_plane.kubeconfig_path) as client:
-        op = operator(namespace=namespace, **options)
+        op = (
+            HelmOperator(watches, namespace=namespace, **options)
+            if watches
+            else operator(namespace=namespace, **options)
+        )
         manager = Manager(client, name="php-deployment-operator", metrics_address=None, health_address=None)
         op.add_to(manager)
         try:

@@ -526,6 +526,11 @@ class HelmReconciler:
             message = self._scrub(req, e.message, *(r.manifest for r in stored))
             status.release_failed(Reason.INSTALL_ERROR, message)
             ctx.recorder.event(cr, "Warning", Reason.INSTALL_ERROR, _short(message))
+            # What this install recorded carries the owner mark; a release someone else made
+            # under this name in the meantime ("cannot re-use a name") does not, and stays.
+            ownership = release_ownership(stored, cr, self._chart_name)
+            if ownership.claim is Claim.FOREIGN:
+                return await self._refuse(req, cr, status, ctx, ownership, period)
             if stored:
                 _log(ctx).error("install failed; uninstalling what it created: %s", message)
                 try:

@@ -701,6 +701,25 @@ async def test_leftovers_of_a_foreign_release_are_not_cleaned_up(world: World) -
     assert not [w for w in world.writes() if w[1] == "Secret"]
 
 
+async def test_a_release_made_by_someone_else_while_installing_is_not_uninstalled(world: World) -> None:
+    await world.create({"image": "php:8.3"})
+    install = world.helm.install
+
+    async def someone_first(*args: Any, **kwargs: Any) -> Any:
+        await foreign_release(world)  # `helm install web nginx`, between our read and our install
+        return await install(*args, **kwargs)
+
+    world.helm.install = someone_first  # type: ignore[method-assign]
+    await world.reconcile()
+    assert world.helm_ops() == ["install"]  # refused by Helm ("cannot re-use a name"); no uninstall
+    [secret] = await world.release_secrets()
+    assert (
+        secret["metadata"]["labels"]["version"] == "1"
+        and "helm.kubeop.dev/owner-uid" not in secret["metadata"]["labels"]
+    )
+    assert (await world.conditions())["ReleaseFailed"]["reason"] == "ReleaseNotOwned"
+
+
 async def test_deleting_the_resource_leaves_a_foreign_release_installed(world: World) -> None:
     secret = await foreign_release(world)
     await world.create({"image": "php:8.3"})

@@ -172,6 +172,7 @@ def period_from_annotation(obj: Mapping[str, Any], default: float) -> tuple[floa
     value = m.annotations(obj).get(RECONCILE_PERIOD_ANNOTATION)
     if value is None:
         return default, None
+    value = str(value)
     floor = min(MIN_RECONCILE_PERIOD, default) if default > 0 else MIN_RECONCILE_PERIOD
     shown = repr(value[:_MAX_PERIOD_TEXT]) + ("..." if len(value) > _MAX_PERIOD_TEXT else "")
     accepted = (

@@ -87,6 +87,10 @@ class HelmStatus:
         self.conditions: list[dict[str, Any]] = copy.deepcopy(list(status.get("conditions") or []))
         deployed = status.get("deployedRelease")
         self.deployed_release: dict[str, Any] | None = dict(deployed) if deployed else None
+        manifest = (self.deployed_release or {}).get("manifest")
+        if isinstance(manifest, str) and manifest:
+            # Written before manifests were redacted: the next status write redacts it.
+            self.deployed_release = {**(self.deployed_release or {}), "manifest": redact_secrets(manifest)}
 
     # -- transitions ----------------------------------------------------------------------------
 

@@ -897,3 +897,13 @@ async def test_an_invalid_period_is_reported(make_world: Any) -> None:
         and "'5 minutes' is not valid" in note
         and "Using the operator's period, 1m0s" in note
     )
+
+
+async def test_a_redacted_status_is_stable(world: World) -> None:
+    world.helm.secret = MARKER
+    await installed(world)
+    for _ in range(3):
+        world.now += 61.0  # a dry run each time: same manifest, nothing to write
+        await world.reconcile()
+    assert world.helm_ops() == ["dry-run"] * 3
+    assert world.writes() == []

@@ -118,3 +118,26 @@ def test_long_messages_keep_their_start_and_end() -> None:
     assert len(message) <= 4000
     assert message.startswith("UPGRADE FAILED: cannot patch") and message.endswith("quantities must match")
     assert "(truncated)" in message
+
+
+def test_a_status_written_before_redaction_is_redacted_on_the_next_write() -> None:
+    manifest = (
+        "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  password: old-secret\n"
+    )
+    s = HelmStatus({**obj(), "status": {"deployedRelease": {"name": "web", "manifest": manifest}}})
+    s.release_failed(Reason.UPGRADE_ERROR, "x")  # a path that keeps the deployed release as it was
+    out = s.to_dict()["deployedRelease"]
+    assert (
+        out["name"] == "web"
+        and "old-secret" not in out["manifest"]
+        and "password: <redacted>" in out["manifest"]
+    )
+
+
+def test_deployed_redacts_the_manifest_and_the_notes() -> None:
+    manifest = "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  password: hunter2-x\n"
+    s = HelmStatus(obj())
+    s.deployed("web", manifest, reason=Reason.INSTALL_SUCCESSFUL, notes="log in with hunter2-x")
+    out = s.to_dict()
+    assert "hunter2-x" not in str(out)
+    assert by_type(out)[DEPLOYED]["message"] == "log in with <redacted>"

@@ -166,10 +166,26 @@ def _forms(raw: Any, *, encoded: bool) -> set[str]:
 
 
 def scrub(text: str, values: frozenset[str]) -> str:
-    """``text`` with each of ``values`` (from :func:`secret_values`) replaced by :data:`REDACTED`."""
-    if not values or not text:
+    """``text`` with each of ``values`` (from :func:`secret_values`) replaced by :data:`REDACTED`,
+    and the values of any ``"data"``/``"stringData"`` object quoted in it as JSON (the API server
+    quotes a whole live object, with values nobody rendered, when it refuses a patch: the keys
+    go too)."""
+    if not text:
         return text
-    return _pattern(values).sub(REDACTED, text)
+    if values:
+        text = _pattern(values).sub(REDACTED, text)
+    if "data" in text or "Data" in text:
+        text = _DATA_FIELD.sub(_redact_data_field, text)
+    return text
+
+
+# "data":{...} or "stringData":{...}, as JSON or as JSON quoted inside a Go string (\"): the
+# whole body goes (a live Secret's data is base64, which holds no brace).
+_DATA_FIELD = re.compile(r'(\\*"(?:data|stringData)\\*"\s*:\s*\{)[^{}]*(\})')
+
+
+def _redact_data_field(match: re.Match[str]) -> str:
+    return f"{match.group(1)}{REDACTED}{match.group(2)}"
 
 
 @functools.lru_cache(maxsize=64)

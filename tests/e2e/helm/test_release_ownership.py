@@ -43,7 +43,7 @@ def other_chart(tmp_path: Path) -> Path:
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: other\nversion: 0.1.0\n")
     (chart / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  mine: yes\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  mine: \"yes\"\n"
     )
     return chart
 
@@ -153,6 +153,8 @@ async def test_secret_values_stay_out_of_the_resource_its_events_and_the_logs(
             return obj if cond.get("reason") == "UpgradeError" else None
 
         cr = await eventually(failed, 60, "ReleaseFailed/UpgradeError")
+        # Helm's error quotes the whole live Secret (its values base64-encoded): redacted.
+        assert "<redacted>" in conditions(cr)["ReleaseFailed"]["message"]
         assert not leaks(json.dumps(cr)), json.dumps(cr.get("status"))[:2000]
         events = await events_about(client, namespace, "vault")
         assert events and not leaks(json.dumps(events)), [e["note"] for e in events]

@@ -109,3 +109,24 @@ def test_redaction_is_idempotent() -> None:
     # give the same text, or every reconcile would write.
     once = redact_secrets(MANIFEST)
     assert redact_secrets(once) == once
+
+
+def test_scrub_hides_a_quoted_live_object_s_data() -> None:
+    # Helm 3.22's error when the server refuses a patch of a Secret: the whole live object, with
+    # values no manifest of the release holds (rotated by someone else), as JSON in a Go string.
+    live = base64.b64encode(b"rotated-elsewhere").decode()
+    message = (
+        'UPGRADE FAILED: cannot patch "vault-creds" with kind Secret:  "" is invalid: patch: Invalid '
+        'value: "{\\"apiVersion\\":\\"v1\\",\\"data\\":{\\"password\\":\\"'
+        + live
+        + '\\",\\"token\\":\\"'
+        + live
+        + '\\"},\\"kind\\":\\"Secret\\",\\"metadata\\":{\\"name\\":\\"vault-creds\\"}}": '
+        "illegal base64 data at input byte 6"
+    )
+    out = scrub(message, frozenset())
+    assert live not in out
+    assert '\\"data\\":{<redacted>}' in out and '\\"name\\":\\"vault-creds\\"' in out
+    assert out.endswith("illegal base64 data at input byte 6")
+    plain = '{"kind":"Secret","data":{"k":"' + live + '"},"stringData": {"s": "x y"}}'
+    assert scrub(plain, frozenset()) == '{"kind":"Secret","data":{<redacted>},"stringData": {<redacted>}}'

@@ -43,7 +43,7 @@ def other_chart(tmp_path: Path) -> Path:
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: other\nversion: 0.1.0\n")
     (chart / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  mine: \"yes\"\n"
+        'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  mine: "yes"\n'
     )
     return chart
 

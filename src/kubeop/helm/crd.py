@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from kubeop.core.yaml_input import load_yaml
 from kubeop.crd.names import check_group, check_kind, check_version, guess_plural
 from kubeop.crd.structural import structural_violations
 
@@ -178,7 +179,7 @@ def _chart_yaml(chart: Path) -> Mapping[str, Any]:
     if not path.is_file():
         raise HelmChartError(f"{chart} is not a Helm chart: Chart.yaml is missing")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise HelmChartError(f"{path}: cannot read it: {e}") from None
     return data if isinstance(data, Mapping) else {}
@@ -189,7 +190,7 @@ def _values_yaml(chart: Path) -> Any:
     if not path.is_file():
         return {}
     try:
-        return yaml.safe_load(path.read_text()) or {}
+        return load_yaml(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise HelmChartError(f"{path}: cannot read it: {e}") from None
 

@@ -81,6 +81,7 @@ from kubeop.controller.predicate import AnnotationChanged, GenerationChanged
 from kubeop.core import meta as m
 from kubeop.core.gvk import GroupVersionKind
 from kubeop.core.resource import ApiResource
+from kubeop.core.yaml_input import load_yaml
 from kubeop.helm.dependents import DependentWatches, Restored
 from kubeop.helm.engine import HelmError
 from kubeop.helm.manifest import (
@@ -842,7 +843,7 @@ def chart_name(chart: str | os.PathLike[str]) -> str:
     """The name in a chart directory's Chart.yaml (what Helm records as the release's chart)."""
     path = Path(chart) / "Chart.yaml"
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = load_yaml(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"{path}: cannot read the chart's name: {e}") from None
     name = doc.get("name") if isinstance(doc, dict) else None

@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from kubeop.core.selectors import LabelSelector, SelectorError
+from kubeop.core.yaml_input import load_yaml
 from kubeop.helm.values import ValuesError, parse_path
 
 __all__ = [
@@ -149,7 +150,7 @@ def load_watches(
     except OSError as e:
         raise WatchesError(f"{p}: cannot read it: {e.strerror or e}") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

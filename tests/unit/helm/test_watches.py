@@ -252,3 +252,25 @@ def test_parse_duration_rejects(text: Any) -> None:
 def test_format_duration_round_trips(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
     assert parse_duration(text) == seconds
+
+
+_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, n in zip("abcdefg", "bcdefgh", strict=True)
+)
+
+
+def test_aliases_that_expand_without_bound_are_refused_in_watches_and_a_charts_values(tmp_path: Path) -> None:
+    """A "billion laughs" of a few hundred bytes is refused at once, not expanded by the dumpers."""
+    from kubeop.helm.crd import HelmChartError, crd_for_chart
+
+    (tmp_path / "watches.yaml").write_text(_LAUGHS)
+    with pytest.raises(WatchesError, match="not valid YAML"):
+        load_watches(tmp_path / "watches.yaml")
+    chart = tmp_path / "chart"
+    chart.mkdir()
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: laughs\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text(_LAUGHS)
+    (chart / "values.schema.json").write_text('{"type": "object"}')
+    with pytest.raises(HelmChartError, match="values.yaml"):
+        crd_for_chart(chart, "example.com", "v1", "Laugh")

@@ -272,5 +272,5 @@ def test_aliases_that_expand_without_bound_are_refused_in_watches_and_a_charts_v
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: laughs\nversion: 0.1.0\n")
     (chart / "values.yaml").write_text(_LAUGHS)
     (chart / "values.schema.json").write_text('{"type": "object"}')
-    with pytest.raises(HelmChartError, match="values.yaml"):
+    with pytest.raises(HelmChartError, match=r"values\.yaml"):
         crd_for_chart(chart, "example.com", "v1", "Laugh")

@@ -3,155 +3,89 @@
 Each check is a named callable returning True/raising; ``/readyz?verbose`` lists them, like the
 Kubernetes components do. ``/metrics`` serves the Prometheus text format.
 
-The server is a few dozen lines on ``asyncio.start_server`` rather than a web framework: it answers
-GETs from kubelet probes and a Prometheus scraper, and importing a framework for that cost an
-operator ~14 MB of RSS (aiohttp; kubeop's client has its own HTTP code).
+The server is kubeop's small HTTP core (``kubeop.client._httpserver``, on llhttp, shared with the
+webhook server) rather than a web framework: it answers GETs from kubelet probes and a Prometheus
+scraper, and importing a framework for that cost an operator ~14 MB of RSS (aiohttp). GET and
+HEAD only, no request bodies, keep-alive; at most ``max_connections`` connections (default 64:
+over it the one idle the longest is closed for the new one), a request head within 5 s, an idle
+connection closed after 60 s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from kubeop.client._httpserver import HttpServer, Limits, Request, Response
+from kubeop.client._httpserver import Route as _Route
+from kubeop.client._httpserver import parse_address as _parse_address
+
 __all__ = ["Check", "ProbeServer", "Route", "parse_address"]
+
+log = logging.getLogger("kubeop.manager.server")
 
 Check = Callable[[], bool | Awaitable[bool]]
 Route = Callable[[], Awaitable[tuple[int, bytes, str]]]
 """An extra endpoint: answers (status, body, content type) to a GET of its path."""
 
-_MAX_HEAD = 16 * 1024
+DEFAULT_MAX_CONNECTIONS = 64
 _IDLE_SECONDS = 60.0
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    500: "Internal Server Error",
-}
+_TEXT = "text/plain; charset=utf-8"
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    """``"127.0.0.1:8080"`` / ``":8080"`` (loopback) -> (host, port); a clear error otherwise."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(
-            f"bind address {address!r} must look like HOST:PORT, e.g. 127.0.0.1:8080 (port 0: any)"
-        )
-    return host or "127.0.0.1", int(port)
+    """``"127.0.0.1:8080"`` / ``":8080"`` (loopback) / ``"[::1]:8080"`` -> (host, port); ``"*:8080"``
+    (all interfaces) -> ("*", 8080); a clear error otherwise."""
+    host, port = _parse_address(address)
+    return ("*" if host is None else host), port
 
 
 class ProbeServer:
     """One HTTP/1.1 server for any of the endpoints (keep-alive, GET and HEAD only)."""
 
-    def __init__(self, address: str, *, registry: CollectorRegistry | None = None) -> None:
-        self.host, self.port = parse_address(address)
+    def __init__(
+        self,
+        address: str,
+        *,
+        registry: CollectorRegistry | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        self.host, self.port = _parse_address(address)
         self.registry = registry
         self.health: dict[str, Check] = {"ping": lambda: True}
         self.ready: dict[str, Check] = {"ping": lambda: True}
         self.routes: dict[str, Route] = {}
         """Extra endpoints by path (they take precedence over the built-in ones)."""
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._limits = Limits(
+            max_connections=max_connections, max_bytes_in_flight=0, idle_timeout=_IDLE_SECONDS
+        )
+        self._route = _Route(self._answer)
+        self._http: HttpServer | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True, limit=_MAX_HEAD
+        self._http = HttpServer(
+            lambda _path: self._route, self.host, self.port, name="probe server", log=log, limits=self._limits
         )
-        if self.port == 0 and self._server.sockets:
-            self.port = self._server.sockets[0].getsockname()[1]
+        await self._http.start()
+        self.port = self._http.port
 
     async def stop(self) -> None:
-        if self._server is None:
+        if self._http is None:
             return
-        self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
+        await self._http.stop()
+        self._http = None
 
-    # -- HTTP -------------------------------------------------------------------------------------
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout(_IDLE_SECONDS):
-                        head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-                    return
-                keep_alive = await self._answer(head, writer)
-                await writer.drain()
-                if not keep_alive:
-                    return
-        except (ConnectionError, asyncio.CancelledError):
-            return
-        finally:
-            if task is not None:
-                self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-    async def _answer(self, head: bytes, writer: asyncio.StreamWriter) -> bool:
-        """Write the response to one request; returns whether the connection stays open."""
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            self._write(writer, 400, b"malformed request line\n", keep_alive=False)
-            return False
-        method, target, version = parts
-        headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
-        if "content-length" in headers or "transfer-encoding" in headers:
-            # Probes and scrapes send no body; refusing one keeps the framing simple and safe.
-            self._write(writer, 400, b"request bodies are not accepted\n", keep_alive=False)
-            return False
-        connection = headers.get("connection", "").lower()
-        keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-        if method not in ("GET", "HEAD"):
-            self._write(writer, 405, b"only GET\n", keep_alive=keep_alive, extra=b"Allow: GET, HEAD\r\n")
-            return keep_alive
-        url = urlsplit(target)
-        status, body, content_type = await self._route(url.path, parse_qs(url.query, keep_blank_values=True))
-        self._write(
-            writer, status, body, keep_alive=keep_alive, content_type=content_type, head=method == "HEAD"
+    async def _answer(self, request: Request) -> Response:
+        status, body, content_type = await self._route_for(
+            request.path, parse_qs(request.query, keep_blank_values=True)
         )
-        return keep_alive
+        return Response(status, body, content_type)
 
-    @staticmethod
-    def _write(
-        writer: asyncio.StreamWriter,
-        status: int,
-        body: bytes,
-        *,
-        keep_alive: bool,
-        content_type: str = "text/plain; charset=utf-8",
-        extra: bytes = b"",
-        head: bool = False,
-    ) -> None:
-        writer.write(
-            b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: %s\r\n%s\r\n"
-            % (
-                status,
-                _REASONS.get(status, "OK").encode(),
-                content_type.encode(),
-                len(body),
-                b"keep-alive" if keep_alive else b"close",
-                extra,
-            )
-        )
-        if not head:
-            writer.write(body)
-
-    async def _route(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes, str]:
+    async def _route_for(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes, str]:
         route = self.routes.get(path)
         if route is not None:
             return await route()
@@ -161,7 +95,7 @@ class ProbeServer:
             return await self._run(self.ready, "verbose" in query)
         if path == "/metrics" and self.registry is not None:
             return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST
-        return 404, b"404: not found\n", "text/plain; charset=utf-8"
+        return 404, b"404: not found\n", _TEXT
 
     @staticmethod
     async def _run(checks: dict[str, Check], verbose: bool) -> tuple[int, bytes, str]:
@@ -179,4 +113,4 @@ class ProbeServer:
             ok = ok and passed
             lines.append(f"[{'+' if passed else '-'}]{name} {'ok' if passed else 'failed' + reason}")
         text = "\n".join(lines) + "\n" if (verbose or not ok) else "ok"
-        return (200 if ok else 500), text.encode(), "text/plain; charset=utf-8"
+        return (200 if ok else 500), text.encode(), _TEXT

@@ -6,18 +6,26 @@
     await server.start()        # ... await server.stop()
 
 The certificate and key (``tls.crt`` / ``tls.key`` in ``cert_dir``) are re-read when either file
-changes: every TLS handshake, and a poll every ``cert_poll_interval`` seconds, check the files'
+changes: every new connection, and a poll every ``cert_poll_interval`` seconds, check the files'
 stat (two ``stat`` calls, microseconds); a changed pair is loaded into a fresh SSL context that
-later handshakes use (the SNI callback swaps it in; it runs for clients that send no server name
-too). A pair that does not load (half-written, key and certificate not matching) is ignored until
-it does, and the old one keeps serving. When the poll finds a new pair it closes the idle
-keep-alive connections, so the API server's next call shakes hands with the new certificate
-instead of riding an old connection for minutes (a request in flight finishes first).
+later connections use. A pair that does not load (half-written, key and certificate not matching)
+is ignored until it does, and the old one keeps serving. When the poll finds a new pair it closes
+the idle keep-alive connections, so the API server's next call shakes hands with the new
+certificate instead of riding an old connection for minutes (a request in flight finishes first).
 
-HTTP: POST only, ``Content-Length`` required, bodies above ``max_body`` refused with 413 before
-they are read, keep-alive, one request at a time per connection (the API server's Go client
-never pipelines). A bad request is one warning line, never a traceback. Each request reaches the
-webhooks with its headers (names as sent) and the caller's verified client certificate, if any.
+HTTP (kubeop's server core on llhttp, shared with the probe server: strict parsing, limits and
+deadlines are described in ``kubeop.client._httpserver``): POST only, ``Content-Length``
+required (ASCII digits), ``Content-Type: application/json``; bodies above ``max_body`` refused with
+413 before they are read; keep-alive. A bad request is one warning line, never a traceback. Each
+request reaches the webhooks with its headers (names as sent) and the caller's verified client
+certificate, if any.
+
+Limits against floods: at most ``max_connections`` connections (default 1024; over it the
+connection idle the longest is closed for the new one, then the slowest partial request, else the
+new connection), at most ``max_bytes_in_flight`` bytes of request bodies held at once (default
+64 MiB; a request that would exceed it is 503 before its body is read), a request head within
+``header_timeout`` seconds (default 5, TLS handshake included for a new connection) and its body
+within ``body_timeout`` (default 10); a keep-alive connection idle for 90 s is closed.
 
 Options for other setups: ``"*:PORT"`` listens on all interfaces; ``key_password=`` decrypts
 the key; ``tls_setup=`` is called with every SSL context built (the first and each reload),
@@ -36,8 +44,11 @@ import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
+import orjson
+
+from kubeop.client._httpserver import HttpServer, Limits, Request, Response, Route, parse_address
 from kubeop.webhook.certs import CERT_NAME, KEY_NAME
 from kubeop.webhook.registry import parse_timeout
 
@@ -45,21 +56,13 @@ __all__ = ["Routes", "WebhookServer"]
 
 log = logging.getLogger("kubeop.webhook")
 
-_MAX_HEAD = 16 * 1024
-_IDLE_SECONDS = 90.0
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    411: "Length Required",
-    413: "Payload Too Large",
-    415: "Unsupported Media Type",
-}
 # The API server's largest object is 3 MiB (etcd's default request limit is 1.5 MiB); an
 # AdmissionReview of an update carries the object twice.
 DEFAULT_MAX_BODY = 7 * 1024 * 1024
+DEFAULT_MAX_CONNECTIONS = 1024
+DEFAULT_MAX_BYTES_IN_FLIGHT = 64 * 1024 * 1024
+_IDLE_SECONDS = 90.0  # Go's http.Transport closes idle connections after 90 s: it goes first
+_JSON = frozenset({"application/json"})
 
 
 class Routes(Protocol):
@@ -78,16 +81,8 @@ class Routes(Protocol):
     def __len__(self) -> int: ...
 
 
-def _parse_address(address: str) -> tuple[str | None, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; ``*:PORT``: all interfaces, as None)."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"webhook address {address!r} must look like HOST:PORT, e.g. 127.0.0.1:9443")
-    if host == "*":
-        return None, int(port)
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host or "127.0.0.1", int(port)
+def _json_error(status: int, message: str) -> Response:
+    return Response(status, orjson.dumps({"message": message}), "application/json")
 
 
 class _CertWatcher:
@@ -117,6 +112,7 @@ class _CertWatcher:
     def _load(self) -> ssl.SSLContext:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.options |= ssl.OP_NO_RENEGOTIATION
         ctx.set_alpn_protocols(["http/1.1"])
         ctx.load_cert_chain(self.cert_file, self.key_file, self._password)
         if self._setup is not None:
@@ -156,23 +152,35 @@ class WebhookServer:
         insecure: bool = False,
         max_body: int = DEFAULT_MAX_BODY,
         cert_poll_interval: float = 1.0,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_bytes_in_flight: int = DEFAULT_MAX_BYTES_IN_FLIGHT,
+        header_timeout: float = 5.0,
+        body_timeout: float = 10.0,
     ) -> None:
         self.webhooks = webhooks
-        self.host, self.port = _parse_address(address)
+        self.host, self.port = parse_address(address, example="127.0.0.1:9443")
         if cert_dir is None and not insecure:
             raise ValueError(
                 "WebhookServer needs cert_dir= (a directory holding tls.crt and tls.key), "
                 "or insecure=True for plain HTTP"
             )
+        if max_body < 1:
+            raise ValueError(f"WebhookServer(max_body={max_body!r}): must be at least 1 byte")
         self.insecure = insecure
         self.cert_dir = Path(cert_dir if cert_dir is not None else ".")
         self._cert_file, self._key_file = self.cert_dir / cert_name, self.cert_dir / key_name
         self._key_password, self._tls_setup = key_password, tls_setup
         self.max_body = max_body
+        self._limits = Limits(
+            max_connections=max_connections,
+            max_bytes_in_flight=max_bytes_in_flight,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            idle_timeout=_IDLE_SECONDS,
+        )
+        self._route = Route(self._handle, frozenset({"POST"}), max_body, _JSON)
         self._watcher: _CertWatcher | None = None
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
-        self._idle: dict[asyncio.StreamWriter, None] = {}
+        self._http: HttpServer | None = None
         self._poll_interval = cert_poll_interval
         self._poller: asyncio.Task[None] | None = None
         self.handshakes_since_reload = 0
@@ -188,46 +196,37 @@ class WebhookServer:
 
     def ready(self) -> bool:
         """Readiness: listening with a loaded certificate."""
-        return self._server is not None and self._server.is_serving()
+        return self._http is not None and self._http.serving
 
     async def start(self) -> None:
-        if self.insecure:
-            self._server = await asyncio.start_server(
-                self._serve, self.host, self.port, reuse_address=True, limit=_MAX_HEAD
+        tls = None
+        if not self.insecure:
+            watcher = self._watcher = _CertWatcher(
+                self._cert_file, self._key_file, self._key_password, self._tls_setup
             )
-            self._bound()
-            return
-        watcher = self._watcher = _CertWatcher(
-            self._cert_file, self._key_file, self._key_password, self._tls_setup
-        )
-        base = watcher.context
 
-        def swap(sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
-            reloads = watcher.reloads
-            current = watcher.current()
-            self.handshakes_since_reload = (
-                1 if watcher.reloads != reloads else self.handshakes_since_reload + 1
-            )
-            if current is not sslobj.context:
-                sslobj.context = current
+            def tls() -> ssl.SSLContext:  # for each new connection
+                reloads = watcher.reloads
+                context = watcher.current()
+                self.handshakes_since_reload = (
+                    1 if watcher.reloads != reloads else self.handshakes_since_reload + 1
+                )
+                return context
 
-        base.sni_callback = swap
-        self._server = await asyncio.start_server(
-            self._serve,
+        http = self._http = HttpServer(
+            lambda _path: self._route,
             self.host,
             self.port,
-            ssl=base,
-            ssl_handshake_timeout=10,
-            reuse_address=True,
-            limit=_MAX_HEAD,
+            name="webhook",
+            log=log,
+            limits=self._limits,
+            tls=tls,
+            error=_json_error,
         )
-        self._poller = asyncio.ensure_future(self._poll(watcher))
-        self._bound()
-
-    def _bound(self) -> None:
-        assert self._server is not None
-        if self.port == 0 and self._server.sockets:
-            self.port = self._server.sockets[0].getsockname()[1]
+        await http.start()
+        self.port = http.port
+        if self._watcher is not None:
+            self._poller = asyncio.ensure_future(self._poll(self._watcher))
         log.info("serving %d webhooks on %s", len(self.webhooks), self.url)
 
     async def _poll(self, watcher: _CertWatcher) -> None:
@@ -235,110 +234,24 @@ class WebhookServer:
             await asyncio.sleep(self._poll_interval)
             reloads = watcher.reloads
             watcher.current()
-            if watcher.reloads != reloads:
+            if watcher.reloads != reloads and self._http is not None:
                 self.handshakes_since_reload = 0
-                for writer in list(self._idle):
-                    writer.close()  # its reader sees EOF; the client reconnects with the new certificate
+                self._http.close_idle()  # the client reconnects with the new certificate
 
     async def stop(self) -> None:
-        if self._server is None:
+        if self._http is None:
             return
-        self._server.close()
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
             self._poller = None
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await self._server.wait_closed()
-        self._server = None
+        await self._http.stop()
+        self._http = None
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
-        try:
-            while await self._one(reader, writer):
-                pass
-        except (ConnectionError, ssl.SSLError, asyncio.CancelledError):
-            pass
-        finally:
-            try:
-                writer.close()
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
-            finally:
-                if task is not None:  # only now: stop() waits for connections still closing too
-                    self._connections.discard(task)
-
-    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Answer one request; whether the connection stays open."""
-        self._idle[writer] = None
-        try:
-            async with asyncio.timeout(_IDLE_SECONDS):
-                head = await reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, TimeoutError):
-            return False
-        except asyncio.LimitOverrunError:
-            await self._reply(writer, 400, b'{"message": "request head too large"}', keep_alive=False)
-            return False
-        finally:
-            self._idle.pop(writer, None)
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            await self._reply(writer, 400, b'{"message": "malformed request line"}', keep_alive=False)
-            return False
-        method, target, version = parts
-        sent = {k.strip(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
-        headers = {k.lower(): v for k, v in sent.items()}
-        connection = headers.get("connection", "").lower()
-        keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-        url = urlsplit(target)
-        if method != "POST":
-            await self._reply(writer, 405, b'{"message": "only POST"}', keep_alive=False)
-            return False
-        if "transfer-encoding" in headers or not headers.get("content-length", "").isdigit():
-            await self._refuse(url.path, writer, 411, "a Content-Length is required")
-            return False
-        length = int(headers["content-length"])
-        if length > self.max_body:
-            await self._refuse(url.path, writer, 413, f"the body is {length} bytes, over {self.max_body}")
-            return False
-        media = headers.get("content-type", "").partition(";")[0].strip().lower()
-        try:
-            async with asyncio.timeout(30):
-                body = await reader.readexactly(length)
-        except (asyncio.IncompleteReadError, TimeoutError):
-            return False
-        if media != "application/json":
-            await self._refuse(url.path, writer, 415, f"Content-Type {media!r} is not application/json")
-            return keep_alive
-        timeout = parse_timeout(parse_qs(url.query).get("timeout", [""])[0])
-        peer = writer.get_extra_info("peercert") or None
-        status, payload = await self.webhooks.handle(url.path, body, timeout, headers=sent, peer=peer)
-        await self._reply(writer, status, payload, keep_alive=keep_alive)
-        return keep_alive
-
-    async def _refuse(self, path: str, writer: asyncio.StreamWriter, status: int, message: str) -> None:
-        log.warning("webhook %s: %d %s", path, status, message)
-        body = b'{"message": "%s"}' % message.replace('"', "'").encode()
-        await self._reply(writer, status, body, keep_alive=False)
-
-    @staticmethod
-    async def _reply(writer: asyncio.StreamWriter, status: int, body: bytes, *, keep_alive: bool) -> None:
-        writer.write(
-            b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\nConnection: %s\r\n\r\n"
-            % (
-                status,
-                _REASONS.get(status, "OK").encode(),
-                len(body),
-                b"keep-alive" if keep_alive else b"close",
-            )
+    async def _handle(self, request: Request) -> Response:
+        timeout = parse_timeout(parse_qs(request.query).get("timeout", [""])[0])
+        status, payload = await self.webhooks.handle(
+            request.path, request.body, timeout, headers=request.headers, peer=request.peercert
         )
-        writer.write(body)
-        await writer.drain()
+        return Response(status, payload, "application/json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
@@ -100,3 +101,60 @@ def test_parse_address() -> None:
     assert parse_address("0.0.0.0:0") == ("0.0.0.0", 0)
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_address("8080")
+
+
+def test_parse_address_forms() -> None:
+    assert parse_address("*:8080") == ("*", 8080)
+    assert parse_address("[::1]:8080") == ("::1", 8080)
+    for bad in (":8080²", ":70000", "host:", ":-1"):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            parse_address(bad)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET /healthz HTTP/1.1\nHost: x\n\n",
+    ],
+    ids=["two Hosts", "obs-fold", "non-ASCII length", "chunked", "bare LF"],
+)
+async def test_ambiguous_requests_are_400_and_close(server: ProbeServer, raw: bytes) -> None:
+    [(status, headers, _)] = await _exchange(server.port, raw)
+    assert status == 400 and headers["connection"] == "close"
+
+
+async def test_an_extra_route_that_raises_is_a_500_logged_with_the_peer(
+    server: ProbeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken() -> tuple[int, bytes, str]:
+        raise RuntimeError("boom")
+
+    server.routes["/broken"] = broken
+    [(status, headers, body)] = await _exchange(server.port, b"GET /broken HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (status, headers["connection"]) == (500, "close") and b"boom" not in body
+    [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "GET /broken from 127.0.0.1:" in record.getMessage()
+    assert (await _exchange(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))[0][0] == 200
+
+
+async def test_idle_connections_are_capped_and_a_probe_still_answered() -> None:
+    srv = ProbeServer("127.0.0.1:0", max_connections=4)
+    await srv.start()
+    conns = []
+    try:
+        for _ in range(12):
+            conns.append(await asyncio.open_connection("127.0.0.1", srv.port))
+        await asyncio.sleep(0.2)
+        assert len([r for r, _ in conns if not r.at_eof()]) <= 4
+        [(status, _, body)] = await asyncio.wait_for(
+            _exchange(srv.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), 2
+        )
+        assert (status, body) == (200, b"ok")
+    finally:
+        for _, writer in conns:
+            writer.close()
+        await srv.stop()

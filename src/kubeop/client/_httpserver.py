@@ -62,7 +62,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, NamedTuple, cast
-from urllib.parse import urlsplit
 
 import httptools
 
@@ -220,10 +219,14 @@ class _Refused(Exception):
 
 
 def _split_target(target: str) -> tuple[str, str]:
-    """(path, query) of an origin-form target, or of an absolute-form one (``http://host/p?q``)."""
+    """(path, query) of an origin-form target, or of an absolute-form one (``http://host/p?q``).
+    Never raises: whatever llhttp let through is split, and routes judge the path."""
+    target = target.partition("#")[0]
     if not target.startswith("/"):
-        parts = urlsplit(target)
-        return parts.path or "/", parts.query
+        _, absolute, rest = target.partition("://")
+        if absolute:
+            cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+            target = rest[cut:] if rest[cut:].startswith("/") else "/" + rest[cut:]
     path, _, query = target.partition("?")
     return path, query
 
@@ -562,11 +565,11 @@ class _Connection(asyncio.BufferedProtocol):
                 self._flush_tls()
                 return
             except (ssl.SSLError, OSError, ValueError) as exc:
-                self._flush_tls()  # the alert, if any
+                self._flush_tls()  # the alert, if any: close() lets it go out
                 self._server.log.debug(
                     "%s: TLS handshake with %s failed: %s", self._server.name, _peer(self.peer), exc
                 )
-                self.abort()
+                self.close()
                 return
             self._handshaken = True
             self.peercert = tls.getpeercert() or None

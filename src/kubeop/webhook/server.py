@@ -166,6 +166,11 @@ class WebhookServer:
             )
         if max_body < 1:
             raise ValueError(f"WebhookServer(max_body={max_body!r}): must be at least 1 byte")
+        if max_bytes_in_flight < max_body:
+            raise ValueError(
+                f"WebhookServer(max_bytes_in_flight={max_bytes_in_flight!r}) is below "
+                f"max_body={max_body!r}: the largest request could never be read; raise it"
+            )
         self.insecure = insecure
         self.cert_dir = Path(cert_dir if cert_dir is not None else ".")
         self._cert_file, self._key_file = self.cert_dir / cert_name, self.cert_dir / key_name

@@ -44,6 +44,7 @@ VALID = [
     b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
     b"GET /readyz?verbose HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
     b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n",
+    b"GET http://x/livez?verbose#f HTTP/1.1\r\nHost: x\r\n\r\n",
 ]
 PIECES = [
     b"\r\n",
@@ -69,6 +70,9 @@ PIECES = [
     b"HTTP/2.0",
     b"GET / HTTP/1.1\r\n\r\n",
     b"99999999999999999999999",
+    b"http://[",
+    b"#",
+    b"?",
 ]
 
 
@@ -188,6 +192,8 @@ def check_well_formed(answer: bytes, head_only: bool) -> None:
 @example(raw="POST /x HTTP/1.1\r\nContent-Length: ²\r\n\r\n{}".encode(), which=0)
 @example(raw=b"GET /healthz HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n", which=1)
 @example(raw=b"\r\n" * 20_000, which=0)
+@example(raw=b"GET http://[ HTTP/1.1\r\nHost: x\r\n\r\n", which=1)
+@example(raw=b"POST http://[::1/v HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", which=0)
 def test_any_bytes_get_well_formed_answers_or_a_close_never_an_unhandled_exception(
     servers: tuple[asyncio.AbstractEventLoop, Trouble, list[int]], raw: bytes, which: int
 ) -> None:

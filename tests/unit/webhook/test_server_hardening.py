@@ -171,6 +171,21 @@ async def test_request_line_and_head_limits(server: WebhookServer, raw: bytes, s
     assert (got, closed) == (status, True)
 
 
+async def test_an_absolute_form_target_is_routed_by_its_path(server: WebhookServer) -> None:
+    echo = server.webhooks
+    assert isinstance(echo, Echo)
+    for target, path in [("http://h:1/v?timeout=3s", "/v"), ("http://[", "/"), ("http://h", "/")]:
+        raw = post(target)
+        assert (await exchange(server, raw))[0] == 200
+        assert echo.seen[-1]["path"] == path
+    assert echo.seen[0]["timeout"] == 3.0
+
+
+def test_a_byte_budget_below_max_body_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_bytes_in_flight=1000.*max_body=2000"):
+        WebhookServer(Echo(), insecure=True, max_body=2000, max_bytes_in_flight=1000)
+
+
 async def test_expect_100_continue_is_answered_before_the_body(server: WebhookServer) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:

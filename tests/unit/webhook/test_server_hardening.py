@@ -182,7 +182,7 @@ async def test_an_absolute_form_target_is_routed_by_its_path(server: WebhookServ
 
 
 def test_a_byte_budget_below_max_body_is_refused() -> None:
-    with pytest.raises(ValueError, match="max_bytes_in_flight=1000.*max_body=2000"):
+    with pytest.raises(ValueError, match=r"max_bytes_in_flight=1000.*max_body=2000"):
         WebhookServer(Echo(), insecure=True, max_body=2000, max_bytes_in_flight=1000)
 
 

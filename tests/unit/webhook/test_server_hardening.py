@@ -449,3 +449,72 @@ def _tls_connect(ctx: Any, port: int) -> Any:
     import socket
 
     return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="127.0.0.1")
+
+
+def _client_pair(ca: Any, common_name: str) -> bytes:
+    """A client certificate and its key (one PEM) signed by ``ca`` (a kubeop.webhook.certs.KeyPair)."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca.key(), hashes.SHA256())
+    )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM) + pem_key
+
+
+async def test_required_client_certificates_are_verified(tmp_path: Path) -> None:
+    import ssl
+
+    from kubeop.webhook.certs import make_ca
+
+    local_certificates(tmp_path)
+    trusted, other = make_ca(), make_ca()
+    (tmp_path / "clients.pem").write_bytes(trusted.cert_pem)
+    (tmp_path / "good.pem").write_bytes(_client_pair(trusted, "kube-apiserver"))
+    (tmp_path / "bad.pem").write_bytes(_client_pair(other, "mallory"))
+
+    def require(ctx: ssl.SSLContext) -> None:
+        ctx.load_verify_locations(tmp_path / "clients.pem")
+        ctx.verify_mode = ssl.CERT_REQUIRED
+
+    echo = Echo()
+    srv = WebhookServer(echo, "127.0.0.1:0", cert_dir=tmp_path, tls_setup=require)
+    await srv.start()
+
+    async def call(client: str | None) -> int:
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+        if client is not None:
+            ctx.load_cert_chain(tmp_path / client)
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port, ssl=ctx)
+        try:
+            writer.write(post())
+            async with asyncio.timeout(5):
+                return (await read_response(reader))[0]
+        finally:
+            writer.close()
+
+    try:
+        assert await call("good.pem") == 200
+        for client in (None, "bad.pem"):  # TLS 1.3: the refusal arrives as the first read fails
+            with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):
+                await call(client)
+        assert len(echo.seen) == 1
+    finally:
+        await srv.stop()

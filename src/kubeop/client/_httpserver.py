@@ -321,11 +321,18 @@ class HttpServer:
             await self._server.wait_closed()
         self._server = None
 
-    def close_idle(self) -> None:
-        """Close the connections idle between requests (e.g. after a certificate reload)."""
-        for conn in list(self.idle):
-            if not conn.fresh:
+    def retire(self) -> None:
+        """After a certificate reload: close the connections idle between requests (fresh ones that
+        have shaken hands too: a client may open one it has no request for yet), and let the busy
+        ones close after their answer. A TLS handshake under way is left alone: it started with
+        the context current when it began, which is the new one unless it began microseconds ago."""
+        for conn in list(self.connections):
+            if conn.handshaking:
+                continue
+            if conn in self.idle:
                 conn.close()
+            else:
+                conn.retiring = True
 
     # -- connection bookkeeping (called by _Connection) ---------------------------------------------
 
@@ -451,6 +458,7 @@ class _Connection(asyncio.BufferedProtocol):
         "peer",
         "peercert",
         "queue",
+        "retiring",
         "state",
         "task",
         "transport",
@@ -471,6 +479,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.queue: deque[Request | _Reply] = deque()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+        self.retiring = False
         self.peer: Any = None
         self.peercert: dict[str, Any] | None = None
         self._reading = True
@@ -509,6 +518,10 @@ class _Connection(asyncio.BufferedProtocol):
                 "%s: cannot set up a connection from %s", server.name, _peer(self.peer), exc_info=True
             )
             self.abort()
+
+    @property
+    def handshaking(self) -> bool:
+        return self._server.tls is not None and not self._handshaken
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._server._buffer
@@ -787,7 +800,7 @@ class _Connection(asyncio.BufferedProtocol):
                         self._linger()
                     return
                 response = await server.answer(item)
-                keep_alive = item.keep_alive and not self._eof and not server._stopping
+                keep_alive = item.keep_alive and not (self._eof or self.retiring or server._stopping)
                 if not self.closed:
                     self._respond(response, keep_alive=keep_alive, head=item.method == "HEAD")
                 self._release(item)

@@ -9,9 +9,10 @@ The certificate and key (``tls.crt`` / ``tls.key`` in ``cert_dir``) are re-read 
 changes: every new connection, and a poll every ``cert_poll_interval`` seconds, check the files'
 stat (two ``stat`` calls, microseconds); a changed pair is loaded into a fresh SSL context that
 later connections use. A pair that does not load (half-written, key and certificate not matching)
-is ignored until it does, and the old one keeps serving. When the poll finds a new pair it closes
-the idle keep-alive connections, so the API server's next call shakes hands with the new
-certificate instead of riding an old connection for minutes (a request in flight finishes first).
+is ignored until it does, and the old one keeps serving. Once a new pair is loaded, the
+connections made before close: idle keep-alive ones at once, busy ones after their answer, so the
+API server's next call shakes hands with the new certificate instead of riding an old connection
+for minutes.
 
 HTTP (kubeop's server core on llhttp, shared with the probe server: strict parsing, limits and
 deadlines are described in ``kubeop.client._httpserver``): POST only, ``Content-Length``
@@ -206,16 +207,11 @@ class WebhookServer:
     async def start(self) -> None:
         tls = None
         if not self.insecure:
-            watcher = self._watcher = _CertWatcher(
-                self._cert_file, self._key_file, self._key_password, self._tls_setup
-            )
+            self._watcher = _CertWatcher(self._cert_file, self._key_file, self._key_password, self._tls_setup)
 
             def tls() -> ssl.SSLContext:  # for each new connection
-                reloads = watcher.reloads
-                context = watcher.current()
-                self.handshakes_since_reload = (
-                    1 if watcher.reloads != reloads else self.handshakes_since_reload + 1
-                )
+                context = self._context()
+                self.handshakes_since_reload += 1
                 return context
 
         http = self._http = HttpServer(
@@ -231,17 +227,26 @@ class WebhookServer:
         await http.start()
         self.port = http.port
         if self._watcher is not None:
-            self._poller = asyncio.ensure_future(self._poll(self._watcher))
+            self._poller = asyncio.ensure_future(self._poll())
         log.info("serving %d webhooks on %s", len(self.webhooks), self.url)
 
-    async def _poll(self, watcher: _CertWatcher) -> None:
+    async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self._poll_interval)
-            reloads = watcher.reloads
-            watcher.current()
-            if watcher.reloads != reloads and self._http is not None:
-                self.handshakes_since_reload = 0
-                self._http.close_idle()  # the client reconnects with the new certificate
+            self._context()
+
+    def _context(self) -> ssl.SSLContext:
+        """The current SSL context; after a reload (found by the poll or by a new connection),
+        connections made with the old one close once idle, so clients reconnect to the new one."""
+        watcher = self._watcher
+        assert watcher is not None
+        reloads = watcher.reloads
+        context = watcher.current()
+        if watcher.reloads != reloads:
+            self.handshakes_since_reload = 0
+            if self._http is not None:
+                self._http.retire()
+        return context
 
     async def stop(self) -> None:
         if self._http is None:

@@ -518,3 +518,45 @@ async def test_required_client_certificates_are_verified(tmp_path: Path) -> None
         assert len(echo.seen) == 1
     finally:
         await srv.stop()
+
+
+async def test_a_reload_found_by_a_new_connection_retires_every_old_connection(tmp_path: Path) -> None:
+    """Idle ones (a fresh one with no request yet too: Go's transport opens those) close at once,
+    busy ones after their answer; the poll need not be the one that finds the new pair."""
+    import ssl
+
+    from kubeop.webhook.certs import issue_serving
+
+    local_certificates(tmp_path)
+    srv = WebhookServer(Echo(), "127.0.0.1:0", cert_dir=tmp_path, cert_poll_interval=3600)
+    await srv.start()
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    opened = []
+
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        pair = await asyncio.open_connection("127.0.0.1", srv.port, ssl=ctx)
+        opened.append(pair[1])
+        return pair
+
+    try:
+        idle_r, idle_w = await connect()
+        idle_w.write(post())
+        assert (await read_response(idle_r))[0] == 200
+        fresh_r, _ = await connect()
+        busy_r, busy_w = await connect()
+        busy_w.write(post("/slow"))
+        await asyncio.sleep(0.1)
+        issue_serving(tmp_path)
+        new_r, new_w = await connect()  # its context check finds the new pair
+        new_w.write(post())
+        async with asyncio.timeout(5):
+            assert (await read_response(new_r))[0] == 200
+            assert await idle_r.read() == b"" and await fresh_r.read() == b""
+            status, headers, _ = await read_response(busy_r)
+            assert (status, headers["connection"]) == (200, "close")
+            assert await busy_r.read() == b""
+        assert srv.certificate_reloads == 1 and srv.handshakes_since_reload == 1
+    finally:
+        for writer in opened:
+            writer.close()
+        await srv.stop()

@@ -97,6 +97,7 @@ _IDLE, _HEAD, _BODY = 0, 1, 2
 # up to this long / this much, so that its kernel does not reset the connection and lose the answer.
 _LINGER_SECONDS = 2.0
 _LINGER_BYTES = 8 * 1024 * 1024
+_REFUSALS_LOGGED = 20  # per 10 s
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 
 
@@ -270,6 +271,8 @@ class HttpServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._gone: asyncio.Event | None = None
         self._warned = 0.0
+        self._refusal_window = 0.0
+        self._refusals_logged = self._refusals_unlogged = 0
         self._stopping = False
 
     @property
@@ -415,7 +418,20 @@ class HttpServer:
             request.keep_alive = False
             return self.error(500, "internal error")
 
-    def refuse(self, conn: _Connection, path: str, status: int, message: str) -> None:
+    def log_refusal(self, conn: _Connection, path: str, status: int, message: str) -> None:
+        """One warning line per refused request, at most _REFUSALS_LOGGED per 10 s (a flood of bad
+        or slow requests must not become a flood of log lines); the rest are counted."""
+        now = time.monotonic()
+        if now - self._refusal_window >= 10:
+            if self._refusals_unlogged:
+                self.log.warning(
+                    "%s: %d more requests refused in the last 10 s", self.name, self._refusals_unlogged
+                )
+            self._refusal_window, self._refusals_logged, self._refusals_unlogged = now, 0, 0
+        if self._refusals_logged >= _REFUSALS_LOGGED:
+            self._refusals_unlogged += 1
+            return
+        self._refusals_logged += 1
         self.log.warning("%s %s from %s: %d %s", self.name, path or "-", _peer(conn.peer), status, message)
 
 
@@ -766,7 +782,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._reset()
         self._done_parsing()
         if status:
-            self._server.refuse(self, path, status, message)
+            self._server.log_refusal(self, path, status, message)
             error = self._server.error(status, message)
             self._enqueue(_Reply(error._replace(headers=error.headers + headers)))
         else:

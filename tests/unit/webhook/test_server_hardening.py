@@ -560,3 +560,14 @@ async def test_a_reload_found_by_a_new_connection_retires_every_old_connection(t
         for writer in opened:
             writer.close()
         await srv.stop()
+
+
+async def test_a_flood_of_bad_requests_is_not_a_flood_of_log_lines(caplog: pytest.LogCaptureFixture) -> None:
+    srv = await started()
+    try:
+        for _ in range(30):
+            assert (await exchange(srv, post(length="²")))[0] == 400
+        refusals = [r for r in caplog.records if "Content-Length" in r.getMessage()]
+        assert len(refusals) == 20
+    finally:
+        await srv.stop()

@@ -271,7 +271,7 @@ async def test_a_slow_head_is_cut_off_at_the_header_deadline() -> None:
         finally:
             slow.cancel()
             writer.close()
-        assert status == 408 and time.monotonic() - t0 < 1.5
+        assert status == 408 and time.monotonic() - t0 < 2.5  # the old server waited 90 s
         # a connection that sends nothing at all is closed at the same deadline
         reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
         async with asyncio.timeout(2):
@@ -290,7 +290,7 @@ async def test_a_slow_body_is_cut_off_at_the_body_deadline() -> None:
         async with asyncio.timeout(3):
             status, _, _ = await read_response(reader)
             assert await reader.read() == b""
-        assert status == 408 and time.monotonic() - t0 < 1.5
+        assert status == 408 and time.monotonic() - t0 < 2.5  # the old server waited 30 s
         assert srv._http is not None and srv._http.bytes_in_flight == 0
         writer.close()
     finally:
@@ -348,7 +348,7 @@ async def test_a_flood_of_idle_and_partial_connections_is_capped_and_a_real_call
         # a call arriving in the middle of the flood is served at once
         t0 = time.monotonic()
         status, _, _, _ = await exchange(srv, post())
-        assert status == 200 and time.monotonic() - t0 < 1.0
+        assert status == 200 and time.monotonic() - t0 < 2.0
         assert http.peak_connections <= cap and http.evicted >= 150 - cap
         alive = [r for r, w in conns if not r.at_eof() and not w.transport.is_closing()]
         assert len(alive) <= cap

@@ -1,0 +1,83 @@
+"""Manager(metrics_secure=...): HTTPS metrics with authentication unless asked otherwise, except on
+loopback by default, and never plain /metrics on an address that was meant to be protected."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kubeop.manager import Manager
+from kubeop.testing import FakeCluster
+
+
+@pytest.mark.parametrize(
+    ("address", "secure"),
+    [
+        ("0.0.0.0:8080", True),  # today's scaffold: was plain HTTP with no authentication
+        ("0.0.0.0:8443", True),
+        ("10.1.2.3:8443", True),
+        ("metrics.example:8443", True),
+        ("127.0.0.1:8080", False),  # the default: only this machine (or pod) reaches it
+        ("127.0.0.2:8080", False),
+        (":8080", False),  # kubeop reads an empty host as loopback
+        ("localhost:8080", False),
+        ("::1:8080", False),
+        (None, False),
+    ],
+)
+def test_metrics_off_loopback_are_secure_by_default(address: str | None, secure: bool) -> None:
+    assert Manager(metrics_address=address, health_address=None).metrics_secure is secure
+
+
+def test_plain_http_off_loopback_only_when_asked() -> None:
+    assert Manager(metrics_address="0.0.0.0:8080", metrics_secure=False).metrics_secure is False
+    assert Manager(metrics_address="127.0.0.1:8443", metrics_secure=True).metrics_secure is True
+
+
+def test_a_cert_dir_without_https_is_refused() -> None:
+    with pytest.raises(ValueError, match="metrics_cert_dir.*metrics_secure"):
+        Manager(metrics_address="127.0.0.1:8080", metrics_cert_dir="/certs")
+
+
+def test_https_metrics_cannot_share_the_probe_port() -> None:
+    with pytest.raises(ValueError, match="own port.*kubelet"):
+        Manager(metrics_address="0.0.0.0:8081", health_address="0.0.0.0:8081")
+    # plain metrics may still share it, as before
+    Manager(metrics_address="127.0.0.1:8081", health_address="127.0.0.1:8081")
+
+
+async def _plain_get(port: int) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    return data
+
+
+async def test_secure_metrics_are_never_served_as_plain_http(unused_tcp_port: int) -> None:
+    cluster = FakeCluster()
+    manager = Manager(
+        cluster.client(),
+        metrics_address=f"127.0.0.1:{unused_tcp_port}",
+        metrics_secure=True,
+        health_address=None,
+    )
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(manager.start(stop))
+    answer = b""
+    deadline = asyncio.get_running_loop().time() + 15
+    while not task.done() and asyncio.get_running_loop().time() < deadline:
+        try:
+            answer = await asyncio.wait_for(_plain_get(unused_tcp_port), 5)
+            break
+        except OSError:  # not listening (yet)
+            await asyncio.sleep(0.05)
+    stop.set()
+    try:
+        await asyncio.wait_for(task, 10)
+    except NotImplementedError:
+        pass
+    assert b"controller_runtime" not in answer and not answer.startswith(b"HTTP/1.1 200")
+    assert manager.metrics_auth is not None and manager.metrics_tls is not None

@@ -30,6 +30,18 @@ def main(argv: list[str] | None = None) -> int:
         help="reconcile resources in this namespace only (default: $WATCH_NAMESPACE, else all)",
     )
     parser.add_argument("--metrics-bind-address", default="127.0.0.1:8080")
+    parser.add_argument(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="/metrics over HTTPS for callers the API server authenticates and RBAC allows "
+        "(default: unless the address is loopback); --no-metrics-secure: plain HTTP",
+    )
+    parser.add_argument(
+        "--metrics-cert-dir",
+        default=None,
+        help="tls.crt and tls.key for HTTPS metrics (default: self-signed)",
+    )
     parser.add_argument("--health-probe-bind-address", default="127.0.0.1:8081")
     parser.add_argument("--leader-elect", action="store_true")
     parser.add_argument("--leader-election-id", default=None)
@@ -68,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             namespace=args.watch_namespace,
             name=args.name,
             metrics_address=args.metrics_bind_address or None,
+            metrics_secure=args.metrics_secure,
+            metrics_cert_dir=args.metrics_cert_dir,
             health_address=args.health_probe_bind_address or None,
             leader_election=args.leader_elect,
             leader_election_id=args.leader_election_id,

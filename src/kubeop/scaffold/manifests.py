@@ -36,6 +36,7 @@ from kubeop.crd.rbac import (
     cluster_role_binding,
     editor_role,
     leader_election_role,
+    metrics_auth_role,
     metrics_reader_role,
     role,
     role_binding,
@@ -375,11 +376,54 @@ def default_config(
         f"# {project_name} as `kubeop deploy` applies it "
         "(`kubectl apply -k config/default` works too).\n"
         "# Change the namespace with `kubeop manifests --namespace NAME` (it is recorded in PROJECT).\n"
+        "# With the Prometheus Operator, add ../prometheus to the resources: a ServiceMonitor for /metrics.\n"
     )
     return [
         _generated("config/default/namespace.yaml", render_yaml(namespace)),
         _generated("config/default/kustomization.yaml", head + dump_yaml(kustomization)),
         *plans,
+        *_prometheus(project_name, deploy_namespace, labels),
+    ]
+
+
+def _prometheus(project_name: str, namespace: str, labels: Mapping[str, str]) -> list[Planned]:
+    """config/prometheus: a ServiceMonitor scraping the metrics Service over HTTPS with
+    Prometheus's own ServiceAccount token (not in config/default unless added there)."""
+    selector = {
+        "app.kubernetes.io/name": labels["app.kubernetes.io/name"],
+        "control-plane": "controller-manager",
+    }
+    monitor = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {
+            "labels": {**labels, "control-plane": "controller-manager"},
+            "name": f"{project_name}-metrics-monitor",
+            "namespace": namespace,
+        },
+        "spec": {
+            "endpoints": [
+                {
+                    "path": "/metrics",
+                    "port": "https",
+                    "scheme": "https",
+                    "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                    "tlsConfig": {"insecureSkipVerify": True},
+                }
+            ],
+            "selector": {"matchLabels": selector},
+        },
+    }
+    head = (
+        "# The manager answers /metrics only to a caller whose token the API server authenticates and\n"
+        f"# whom RBAC lets get /metrics: bind the {project_name}-metrics-reader ClusterRole to Prometheus's\n"
+        "# ServiceAccount. Its certificate is self-signed unless the manager is given one\n"
+        "# (--metrics-cert-dir, e.g. from cert-manager): then verify it (tlsConfig.ca, serverName) instead\n"
+        "# of insecureSkipVerify; the token still says who scrapes.\n"
+    )
+    return [
+        _generated("config/prometheus/monitor.yaml", head + render_yaml(monitor)),
+        _generated("config/prometheus/kustomization.yaml", _kustomization(["monitor.yaml"])),
     ]
 
 
@@ -394,8 +438,9 @@ def operator_rbac(
     names: ProjectNames, namespace: str, manager_rules: Iterable[PolicyRule], labels: Mapping[str, str]
 ) -> dict[str, Mapping[str, Any]]:
     """config/rbac's files for every kind of project: the operator's ServiceAccount, its
-    ClusterRole (``manager_rules``) and binding, the leader-election Role and binding, and the
-    metrics reader role."""
+    ClusterRole (``manager_rules``) and binding, the leader-election Role and binding, the role
+    that lets the manager check who scrapes its metrics (and its binding), and the metrics
+    reader role (for the scrapers)."""
     sa = service_account(names.service_account, namespace)
     return {
         "service_account.yaml": {
@@ -415,6 +460,15 @@ def operator_rbac(
             names.prefixed("leader-election-role"),
             [sa],
             namespace=namespace,
+            labels=labels,
+        ),
+        # The manager serves /metrics only to callers RBAC lets get it (metrics-reader); to ask
+        # the API server it creates TokenReviews and SubjectAccessReviews (metrics-auth-role).
+        "metrics_auth_role.yaml": metrics_auth_role(names.prefixed("metrics-auth-role"), labels=labels),
+        "metrics_auth_role_binding.yaml": cluster_role_binding(
+            names.prefixed("metrics-auth-rolebinding"),
+            names.prefixed("metrics-auth-role"),
+            [sa],
             labels=labels,
         ),
         "metrics_reader_role.yaml": metrics_reader_role(names.prefixed("metrics-reader"), labels=labels),

@@ -116,7 +116,7 @@ def test_deploy_runs_the_manager_with_probes_and_leader_election(control_plane: 
     assert "--leader-elect" in manager["args"]
     assert pod["serviceAccountName"] == f"{NAME}-controller-manager"
     svc = control_plane.api.call("GET", f"/api/v1/namespaces/{NAMESPACE}/services/{NAME}-metrics-service")
-    assert svc["spec"]["ports"][0]["port"] == 8080
+    assert svc["spec"]["ports"][0]["port"] == 8443
     binding = control_plane.api.call(
         "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{NAME}-manager-rolebinding"
     )

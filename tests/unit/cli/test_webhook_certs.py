@@ -47,7 +47,7 @@ def test_a_project_without_webhooks_deploys_no_webhook_parts(project: Project) -
     kustomization = yaml.safe_load(read(project, "config/default/kustomization.yaml"))
     assert "../webhook" not in kustomization["resources"] and "patches" not in kustomization
     _, container = _manager(_built(project))
-    assert [p["containerPort"] for p in container["ports"]] == [8080, 8081]
+    assert [p["containerPort"] for p in container["ports"]] == [8443, 8081]
     assert "volumeMounts" not in container
 
 
@@ -57,7 +57,7 @@ def test_self_managed_wires_the_port_an_empty_cert_dir_and_the_secret(hooked: Pr
     assert "../certmanager" not in kustomization["resources"]
     objs = _built(hooked)
     pod, container = _manager(objs)
-    assert [p["containerPort"] for p in container["ports"]] == [9443, 8080, 8081]  # kustomize's order
+    assert [p["containerPort"] for p in container["ports"]] == [9443, 8443, 8081]  # kustomize's order
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert container["env"][-1]["name"] == "POD_NAMESPACE"  # the scaffolded entries stay
     assert env["WEBHOOK_BIND_ADDRESS"] == "0.0.0.0:9443" and env["WEBHOOK_CERT_DIR"] == CERT_DIR

@@ -49,6 +49,8 @@ def self_signed(hosts: Sequence[str] = ()) -> SelfSigned:
     serving = make_serving(ca, names, VALIDITY)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.options |= ssl.OP_NO_RENEGOTIATION
+    context.set_alpn_protocols(["http/1.1"])
     with _files(serving.cert_pem + ca.cert_pem, serving.key_pem) as (cert_file, key_file):
         context.load_cert_chain(cert_file, key_file)
     return SelfSigned(context, ca.cert_pem, tuple(names))

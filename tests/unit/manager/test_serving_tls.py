@@ -60,7 +60,7 @@ def test_the_key_stays_out_of_the_repr() -> None:
     assert "PRIVATE" not in repr(tls) and "CERTIFICATE" not in repr(tls)
 
 
-async def test_without_memory_files_a_private_directory_is_used_and_removed(
+def test_without_memory_files_a_private_directory_is_used_and_removed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delattr(os, "memfd_create", raising=False)
@@ -75,7 +75,7 @@ async def test_without_memory_files_a_private_directory_is_used_and_removed(
 
     monkeypatch.setattr(serving_tls, "_write_all", spy)
     tls = self_signed()
-    await _handshake(tls.context, _client(tls.ca_pem), "127.0.0.1")
+    asyncio.run(_handshake(tls.context, _client(tls.ca_pem), "127.0.0.1"))
     assert [mode for _, mode in seen] == [0o600, 0o600]
     assert all(path.startswith(str(tmp_path)) for path, _ in seen)
     assert list(tmp_path.iterdir()) == []  # removed once loaded

@@ -6,6 +6,8 @@ and a graceful shutdown.
     manager.run()            # until SIGTERM / SIGINT; or: await manager.start(stop_event)
 
 One informer per watched kind for the whole process, one connection pool, one event recorder.
+Metrics off loopback (or with ``metrics_secure=True``) are served over HTTPS, only to callers the
+API server authenticates and RBAC lets ``get /metrics`` (:mod:`kubeop.manager.delegated_auth`).
 On SIGTERM the manager stops taking new work, lets in-flight reconciles finish (up to
 ``graceful_shutdown_timeout``), flushes events, releases the lease and closes everything.
 """

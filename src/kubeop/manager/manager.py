@@ -410,9 +410,7 @@ class Manager:
         addresses: dict[str, ProbeServer] = {}
         if self._health_address:
             addresses[self._health_address] = ProbeServer(self._health_address)
-        if self._metrics_address and self.metrics_secure:
-            await self._start_secure_metrics(self._metrics_address)
-        elif self._metrics_address:
+        if self._metrics_address and not self.metrics_secure:
             shared = addresses.get(self._metrics_address)
             if shared is not None and not self._metrics_address.endswith(":0"):
                 shared.registry = self.metrics.registry  # one port serves probes and metrics
@@ -426,6 +424,8 @@ class Manager:
             server.ready["caches-synced"] = synced
             await server.start()
             self.servers.append(server)
+        if self._metrics_address and self.metrics_secure:
+            await self._start_secure_metrics(self._metrics_address)  # last in self.servers, as before
 
     async def _start_secure_metrics(self, address: str) -> None:
         """``/metrics`` over HTTPS for callers the API server authenticates and authorizes."""
@@ -435,7 +435,8 @@ class Manager:
         if self._metrics_cert_dir is None:
             from kubeop.manager.serving_tls import self_signed
 
-            self.metrics_tls = self_signed([parse_address(address)[0]])
+            # off the loop: the webhooks are being served already
+            self.metrics_tls = await asyncio.to_thread(self_signed, [parse_address(address)[0]])
         # SEAM(metrics-auth): the HTTP server core serves the metrics address over TLS, with
         # self.metrics_tls.context, or else with tls.crt / tls.key of self._metrics_cert_dir
         # reloaded as the webhook server's are; it serves /metrics only, and before answering

@@ -44,7 +44,7 @@ def self_signed(hosts: Sequence[str] = ()) -> SelfSigned:
     from kubeop.webhook.certs import make_ca, make_serving  # cryptography: only when used
 
     names = [h for h in (*hosts, "localhost", "127.0.0.1", "::1", socket.gethostname()) if h]
-    names = [h for h in dict.fromkeys(names) if h not in ("0.0.0.0", "::")]
+    names = [h for h in dict.fromkeys(names) if h not in ("0.0.0.0", "::", "*")]
     ca = make_ca(VALIDITY)
     serving = make_serving(ca, names, VALIDITY)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -464,7 +464,7 @@ def _metrics_secure(
             "Manager(metrics_cert_dir=...) is for HTTPS metrics, but metrics_secure is off: "
             "drop metrics_cert_dir or pass metrics_secure=True"
         )
-    if secure and address == health_address:
+    if secure and address == health_address and parse_address(address)[1] != 0:  # port 0: two ports
         raise ValueError(
             f"Manager: metrics_address and health_address are both {address!r}, but HTTPS metrics need "
             "their own port (the kubelet probes plain HTTP): e.g. metrics_address='0.0.0.0:8443'"

@@ -44,8 +44,9 @@ def test_a_cert_dir_without_https_is_refused() -> None:
 def test_https_metrics_cannot_share_the_probe_port() -> None:
     with pytest.raises(ValueError, match=r"own port.*kubelet"):
         Manager(metrics_address="0.0.0.0:8081", health_address="0.0.0.0:8081")
-    # plain metrics may still share it, as before
+    # plain metrics may still share it, as before; port 0 is two free ports
     Manager(metrics_address="127.0.0.1:8081", health_address="127.0.0.1:8081")
+    Manager(metrics_address="127.0.0.1:0", health_address="127.0.0.1:0", metrics_secure=True)
 
 
 async def _plain_get(port: int) -> bytes:

@@ -164,7 +164,7 @@ def test_every_manifest_passes_a_server_side_dry_run_without_warnings(
 @pytest.mark.full
 def test_undeploy_removes_everything(control_plane: Any, project: Path, deployed: str) -> None:
     out = ok(kubeop("undeploy", "--wait", cwd=project, kubeconfig=control_plane.kubeconfig_path))
-    assert "12 objects deleted" in out
+    assert "14 objects deleted" in out
     assert _status(control_plane, f"/api/v1/namespaces/{NAMESPACE}") == 404
     assert _status(control_plane, f"{CRDS}/{CRD}") == 404
     role = f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{NAME}-manager-role"

@@ -19,12 +19,15 @@ import contextlib
 import ipaddress
 import logging
 import signal
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client, load_config
+from kubeop.client._httpserver import Request
 from kubeop.controller import Controller, EventRecorder, Metrics, ReconcilerClient
 from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.manager.leader import LeaderElector, LeadershipLost
@@ -437,16 +440,24 @@ class Manager:
 
             # off the loop: the webhooks are being served already
             self.metrics_tls = await asyncio.to_thread(self_signed, [parse_address(address)[0]])
-        # SEAM(metrics-auth): the HTTP server core serves the metrics address over TLS, with
-        # self.metrics_tls.context, or else with tls.crt / tls.key of self._metrics_cert_dir
-        # reloaded as the webhook server's are; it serves /metrics only, and before answering
-        # any request it awaits
-        #     self.metrics_auth.check(<the request's Authorization header values>, path=<its path>)
-        # and answers the (status, message) that returns instead, when it is not None.
-        raise NotImplementedError(
-            f"metrics on {address} over HTTPS with authentication need the HTTP server core "
-            "(not wired yet): pass metrics_secure=False for plain HTTP"
-        )
+        auth = self.metrics_auth
+        if self.metrics_tls is not None:
+            context = self.metrics_tls.context
+
+            def tls() -> ssl.SSLContext:
+                return context
+        else:
+            from kubeop.webhook.server import CertWatcher
+
+            directory = Path(self._metrics_cert_dir or ".")
+            tls = CertWatcher(directory / "tls.crt", directory / "tls.key").current
+
+        async def authorize(request: Request) -> tuple[int, str] | None:
+            return await auth.check(request.header("authorization"), path=request.path)
+
+        server = ProbeServer(address, registry=self.metrics.registry, tls=tls, authorize=authorize)
+        await server.start()
+        self.servers.append(server)
 
 
 def _metrics_secure(

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import inspect
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from kubeop.client._httpserver import HttpServer, Limits, Request, Response
+from kubeop.client._httpserver import Authorize, HttpServer, Limits, Request, Response
 from kubeop.client._httpserver import Route as _Route
 from kubeop.client._httpserver import parse_address as _parse_address
 
@@ -53,6 +54,8 @@ class ProbeServer:
         *,
         registry: CollectorRegistry | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        tls: Callable[[], ssl.SSLContext] | None = None,
+        authorize: Authorize | None = None,
     ) -> None:
         self.host, self.port = _parse_address(address)
         self.registry = registry
@@ -63,12 +66,19 @@ class ProbeServer:
         self._limits = Limits(
             max_connections=max_connections, max_bytes_in_flight=0, idle_timeout=_IDLE_SECONDS
         )
-        self._route = _Route(self._answer)
+        self._route = _Route(self._answer, authorize=authorize)
+        self._tls = tls
         self._http: HttpServer | None = None
 
     async def start(self) -> None:
         self._http = HttpServer(
-            lambda _path: self._route, self.host, self.port, name="probe server", log=log, limits=self._limits
+            lambda _path: self._route,
+            self.host,
+            self.port,
+            name="probe server",
+            log=log,
+            limits=self._limits,
+            tls=self._tls,
         )
         await self._http.start()
         self.port = self._http.port

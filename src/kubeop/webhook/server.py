@@ -50,10 +50,10 @@ from urllib.parse import parse_qs
 import orjson
 
 from kubeop.client._httpserver import HttpServer, Limits, Request, Response, Route, parse_address
-from kubeop.webhook.certs import CERT_NAME, KEY_NAME
+from kubeop.webhook.certs import CERT_NAME, KEY_NAME, CertPathError, checked_cert_path
 from kubeop.webhook.registry import parse_timeout
 
-__all__ = ["Routes", "WebhookServer"]
+__all__ = ["CertWatcher", "Routes", "WebhookServer"]
 
 log = logging.getLogger("kubeop.webhook")
 
@@ -86,7 +86,7 @@ def _json_error(status: int, message: str) -> Response:
     return Response(status, orjson.dumps({"message": message}), "application/json")
 
 
-class _CertWatcher:
+class CertWatcher:
     """The current SSL context for a certificate/key pair on disk, reloaded when the files change."""
 
     def __init__(
@@ -115,7 +115,11 @@ class _CertWatcher:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.options |= ssl.OP_NO_RENEGOTIATION
         ctx.set_alpn_protocols(["http/1.1"])
-        ctx.load_cert_chain(self.cert_file, self.key_file, self._password)
+        # regular files only, never through a symlink leaving their directory (a FIFO planted
+        # there would block the event loop)
+        cert = checked_cert_path(self.cert_file.parent, self.cert_file.name)
+        key = checked_cert_path(self.key_file.parent, self.key_file.name)
+        ctx.load_cert_chain(cert, key, self._password)
         if self._setup is not None:
             self._setup(ctx)
         return ctx
@@ -128,7 +132,7 @@ class _CertWatcher:
         if seen != self._seen:
             try:
                 self.context = self._load()
-            except (OSError, ssl.SSLError) as exc:
+            except (OSError, ssl.SSLError, CertPathError) as exc:
                 log.warning("webhook certificate in %s not reloaded yet: %s", self.cert_file.parent, exc)
                 return self.context
             self._seen = seen
@@ -185,7 +189,7 @@ class WebhookServer:
             idle_timeout=_IDLE_SECONDS,
         )
         self._route = Route(self._handle, frozenset({"POST"}), max_body, _JSON)
-        self._watcher: _CertWatcher | None = None
+        self._watcher: CertWatcher | None = None
         self._http: HttpServer | None = None
         self._poll_interval = cert_poll_interval
         self._poller: asyncio.Task[None] | None = None
@@ -207,7 +211,7 @@ class WebhookServer:
     async def start(self) -> None:
         tls = None
         if not self.insecure:
-            self._watcher = _CertWatcher(self._cert_file, self._key_file, self._key_password, self._tls_setup)
+            self._watcher = CertWatcher(self._cert_file, self._key_file, self._key_password, self._tls_setup)
 
             def tls() -> ssl.SSLContext:  # for each new connection
                 context = self._context()

@@ -38,12 +38,6 @@ CLUSTER_ROLES = ApiResource(
 CLUSTER_ROLE_BINDINGS = ApiResource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", kind="ClusterRoleBinding", namespaced=False
 )
-NOT_INTEGRATED = pytest.mark.xfail(
-    raises=NotImplementedError,
-    strict=True,
-    reason="HTTPS metrics are served once the Manager's secure metrics seam (SEAM(metrics-auth) in "
-    "kubeop/manager/manager.py) is wired to the HTTP server core; remove this marker then",
-)
 
 
 async def _token(admin: Client, namespace: str, name: str) -> str:
@@ -137,7 +131,6 @@ async def _get(port: int, path: str, token: str | None, ca_pem: bytes | None) ->
     return int(head.split(b" ")[1]), body
 
 
-@NOT_INTEGRATED
 @pytest.mark.parametrize("certificate", ["self-signed", "cert-dir"])
 async def test_a_manager_serves_metrics_over_https_to_the_metrics_reader_only(
     control_plane: ControlPlane, namespace: str, certificate: str, tmp_path: Path

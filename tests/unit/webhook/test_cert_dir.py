@@ -275,3 +275,28 @@ def test_a_directory_or_an_oversized_file_is_refused(tmp_path: Path) -> None:
         read_cert_file(tmp_path, "ca.crt")
     with pytest.raises(FileNotFoundError):
         read_cert_file(tmp_path, "tls.key")
+
+
+def test_the_webhook_server_loads_only_regular_files_from_its_cert_dir(tmp_path: Path) -> None:
+    """The server's own certificate loader checks the files as the cert dir's readers do: a FIFO
+    planted as tls.key fails the start at once (it blocked the event loop), and a tls.crt that is
+    a symlink to a file outside the directory is refused."""
+    from kubeop.webhook import Webhooks, WebhookServer
+
+    directory = tmp_path / "certs"
+    local_certificates(directory)
+    (directory / "tls.key").unlink()
+    os.mkfifo(directory / "tls.key")
+    server = WebhookServer(Webhooks(), "127.0.0.1:0", cert_dir=directory)
+    with pytest.raises(CertPathError, match="not a regular file"):
+        _bounded(lambda: asyncio.run(server.start()), directory / "tls.key")
+
+    elsewhere = tmp_path / "elsewhere"
+    local_certificates(elsewhere)
+    directory = tmp_path / "linked"
+    local_certificates(directory)
+    (directory / "tls.crt").unlink()
+    (directory / "tls.crt").symlink_to(elsewhere / "tls.crt")
+    server = WebhookServer(Webhooks(), "127.0.0.1:0", cert_dir=directory)
+    with pytest.raises(CertPathError):
+        asyncio.run(server.start())

@@ -141,6 +141,7 @@ class OperatorProcess:
         log_level: str = "INFO",
         name: str = "operator",
         extra_env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.plane = plane
         self.namespace = namespace
@@ -161,10 +162,12 @@ class OperatorProcess:
                 f"--renew-deadline={renew_deadline}",
                 f"--retry-period={retry_period}",
             ]
+        self.args += list(extra_args)
         self.env = dict(plane.env(), PYTHONUNBUFFERED="1", **(extra_env or {}))
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[tuple[float, str]] = []
         self.metrics_port: int | None = None
+        self.webhook_port: int | None = None
         self.starts = 0
         self._cond = threading.Condition()
         self._reader: threading.Thread | None = None
@@ -207,6 +210,8 @@ class OperatorProcess:
                 self.lines.append((time.monotonic(), line))
                 if line.startswith("metrics "):
                     self.metrics_port = int(line.split()[1])
+                elif line.startswith("webhook "):
+                    self.webhook_port = int(line.split()[1])
                 self._cond.notify_all()
         with self._cond:
             self._cond.notify_all()

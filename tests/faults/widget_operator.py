@@ -2,7 +2,7 @@
 
     KUBECONFIG=... python widget_operator.py --namespace NS [--workers 16]
         [--leader-election [--lease-duration 6 --renew-deadline 4 --retry-period 1]]
-        [--log-level INFO] [--resync SECONDS]
+        [--log-level INFO] [--resync SECONDS] [--webhook-cert-dir DIR]
 
 Each Widget (``faults.kubeop.dev/v1``) in NS gets a ConfigMap of the same name that it controls
 (controller reference, so the garbage collector deletes it with its Widget), with
@@ -17,6 +17,10 @@ One line on stdout per event, for the harness:
     metrics PORT   /metrics (controller-runtime's series, rest_client_requests_total among them)
                    listens on 127.0.0.1:PORT
     leading ID     (with --leader-election) this process holds the lease, as identity ID
+    webhook PORT   (with --webhook-cert-dir) the admission webhook server listens on
+                   https://127.0.0.1:PORT with the directory's certificate; it serves ``guard``:
+                   ConfigMaps labelled ``faults.kubeop.dev/guarded=yes`` are denied when their
+                   data has a key ``deny``
     synced         every cache has synced; reconciling
     lists KIND N   the KIND informer (widgets, configmaps) has completed N lists: the initial one,
                    then one per relist (after a 410 Gone)
@@ -34,18 +38,32 @@ import logging
 import os
 import signal
 import sys
+from typing import Any
 
 from kubeop.controller import Context, Controller, Request, set_controller_reference
 from kubeop.core.resource import ApiResource
 from kubeop.manager import Manager
+from kubeop.webhook import Denied, Webhooks, validating
 
 GROUP = "faults.kubeop.dev"
 WIDGETS = ApiResource(GROUP, "v1", "widgets", kind="Widget")
 CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 OWNER_LABEL = f"{GROUP}/widget"
+GUARDED_LABEL = f"{GROUP}/guarded"
 # WIDGET_OPERATOR_TRACE=1: log every reconcile's outcome (for finding where time goes).
 TRACE = os.environ.get("WIDGET_OPERATOR_TRACE") == "1"
 trace = logging.getLogger("widget-operator.trace")
+
+
+@validating(
+    CONFIGMAPS,
+    name="guard.faults.kubeop.dev",
+    timeout_seconds=10,
+    object_selector={"matchLabels": {GUARDED_LABEL: "yes"}},
+)
+async def guard(new: dict[str, Any]) -> None:
+    if "deny" in (new.get("data") or {}):
+        raise Denied("data.deny is set")
 
 
 async def reconcile(req: Request, ctx: Context) -> None:
@@ -94,6 +112,9 @@ async def run(args: argparse.Namespace) -> None:
         retry_period=args.retry_period,
         graceful_shutdown_timeout=10,
         resync_period=args.resync,
+        webhooks=Webhooks([guard]) if args.webhook_cert_dir else None,
+        webhook_address="127.0.0.1:0",
+        webhook_cert_dir=args.webhook_cert_dir,
     )
     manager.add(
         Controller.for_(WIDGETS, namespace=args.namespace)
@@ -112,6 +133,10 @@ async def run(args: argparse.Namespace) -> None:
         while not manager.servers:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         say(f"metrics {manager.servers[0].port}")
+        if args.webhook_cert_dir:
+            while manager.webhook_server is None or not manager.webhook_server.ready():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            say(f"webhook {manager.webhook_server.port}")
         if args.leader_election:
             while manager.elector is None or not manager.elector.is_leader:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
@@ -157,6 +182,7 @@ def main() -> None:
     parser.add_argument("--retry-period", type=float, default=1.0)
     parser.add_argument("--resync", type=float, default=0.0)
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--webhook-cert-dir", default=None)
     args = parser.parse_args()
     logging.basicConfig(
         level=args.log_level.upper(),

@@ -45,7 +45,7 @@ FLOOD_SCRIPT = HERE / "webhook_flood.py"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 6.0, 4.0, 1.0
 P99_FACTOR, P99_SLACK = 3.0, 0.25
-RSS_GROWTH_MB = 200
+RSS_GROWTH_MB = 100
 CREATES = scale(60, 300)
 FLOOD = scale(
     {"idle": 400, "tls-idle": 100, "slow-headers": 20, "slow-bodies": 8},

@@ -107,6 +107,24 @@ class ShardedOperator(OperatorProcess):
         assert found, "no kubeop_shard_owned_objects in its metrics"
         return int(float(found.group(1)))
 
+    def members(self) -> int:
+        """Its ``kubeop_shard_members``: how many members the ring it settled on has."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        found = re.search(r"^kubeop_shard_members\{[^}]*\} (\S+)$", text, re.M)
+        return int(float(found.group(1))) if found else 0
+
+
+async def wait_ring(replicas: list[ShardedOperator], timeout: float) -> None:
+    """Wait until every replica has settled on a ring of all of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = [r.members() for r in replicas]
+        if all(n == len(replicas) for n in seen):
+            return
+        assert time.monotonic() < deadline, f"the ring did not settle on {len(replicas)} members: {seen}"
+        await asyncio.sleep(0.2)
+
 
 def read_log(path: Path) -> list[tuple[str, str, int, int]]:
     out = []
@@ -292,7 +310,9 @@ async def test_three_replicas_share_and_hand_over_without_double_reconciles(
         # 3. a replica joins and takes a share.
         joiner = replica().start()
         replicas.append(joiner)
-        await asyncio.sleep(0)
+        # the joiner is in once every replica settled on the ring with it (under load that can
+        # come after its cache synced: changes made before then are the others' to reconcile)
+        await wait_ring(replicas, LEASE_DURATION + 10)
         t_join = await change_all("v2")
         share = owners(read_log(log), t_join)
         assert joiner.pid in share and share[joiner.pid] >= N / 6, f"reconciles per process: {share}"

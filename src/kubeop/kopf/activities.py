@@ -36,6 +36,7 @@ __all__ = [
     "Activity",
     "ActivityError",
     "ActivityHandler",
+    "AiohttpSession",
     "ConnectionInfo",
     "LoginError",
     "client_config",
@@ -74,6 +75,18 @@ class ActivityError(Exception):
     def __init__(self, msg: str, *, outcomes: Mapping[str, BaseException]) -> None:
         super().__init__(msg)
         self.outcomes = dict(outcomes)
+
+
+class AiohttpSession:
+    """kopf's login result carrying a ready ``aiohttp`` session; kubeop talks to the API server
+    with its own HTTP client, so making one is an error naming what to return instead."""
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        raise TypeError(
+            "kopf.AiohttpSession is not supported by kubeop.kopf (kubeop uses its own HTTP client, "
+            "not aiohttp): return kopf.ConnectionInfo(server=..., token=... or certificate_path=...) "
+            "from the login handler, or a kubeop.client.ClientConfig"
+        )
 
 
 class LoginError(Exception):

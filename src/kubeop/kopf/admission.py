@@ -32,7 +32,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from kubeop.kopf.bodies import Body, Patch
 from kubeop.kopf.diffs import FieldPath, diff, parse_field, resolve
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AdmissionError",
     "AdmissionHandler",
+    "Operation",
     "admission_fn",
     "admission_handlers",
     "mutate",
@@ -58,6 +59,8 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+"""An admission request's operation (``kopf.Operation``)."""
 log = logging.getLogger("kubeop.kopf.admission")
 
 

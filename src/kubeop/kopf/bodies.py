@@ -8,10 +8,95 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal, TypedDict, cast
 
-__all__ = ["Body", "Meta", "Patch", "Spec", "Status"]
+__all__ = [
+    "Body",
+    "BodyEssence",
+    "Meta",
+    "ObjectReference",
+    "OwnerReference",
+    "Patch",
+    "PatchFn",
+    "RawBody",
+    "RawEventType",
+    "Spec",
+    "Status",
+    "build_object_reference",
+    "build_owner_reference",
+]
+
+RawEventType = Literal[None, "ADDED", "MODIFIED", "DELETED"]
+"""The ``type`` of a watch event (``kopf.RawEventType``; None for the initial listing)."""
+
+
+class RawBody(TypedDict, total=False):
+    """An object as the API server sends it (``kopf.RawBody``)."""
+
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+    status: dict[str, Any]
+
+
+class BodyEssence(TypedDict, total=False):
+    """The part of an object whose change is a change (``kopf.BodyEssence``: no status,
+    no system metadata)."""
+
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+
+
+class ObjectReference(TypedDict, total=False):
+    """A reference to an object, as in events (``kopf.ObjectReference``)."""
+
+    apiVersion: str
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str
+
+
+class OwnerReference(TypedDict, total=False):
+    """An entry of ``metadata.ownerReferences`` (``kopf.OwnerReference``)."""
+
+    controller: bool
+    blockOwnerDeletion: bool
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+
+
+def build_object_reference(body: Mapping[str, Any]) -> ObjectReference:
+    """``body``'s reference for events: the fields it has of apiVersion, kind, name, uid, namespace."""
+    md = body.get("metadata") or {}
+    ref = {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "name": md.get("name"),
+        "uid": md.get("uid"),
+        "namespace": md.get("namespace"),
+    }
+    return cast(ObjectReference, {k: v for k, v in ref.items() if v})
+
+
+def build_owner_reference(
+    body: Mapping[str, Any], *, controller: bool | None = True, block_owner_deletion: bool | None = True
+) -> OwnerReference:
+    """The ``ownerReferences`` entry making ``body`` the owner (None leaves a flag out)."""
+    md = body.get("metadata") or {}
+    ref = {
+        "controller": controller,
+        "blockOwnerDeletion": block_owner_deletion,
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "name": md.get("name"),
+        "uid": md.get("uid"),
+    }
+    return cast(OwnerReference, {k: v for k, v in ref.items() if v is not None})
 
 
 class _View(Mapping[str, Any]):
@@ -126,3 +211,7 @@ class _Stanza(dict[str, Any]):
     @property
     def annotations(self) -> dict[str, Any]:
         return self.setdefault("annotations", {})  # type: ignore[no-any-return]
+
+
+PatchFn = Callable[[RawBody], None]
+"""A function changing an object in place (``kopf.PatchFn``)."""

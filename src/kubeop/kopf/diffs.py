@@ -12,6 +12,7 @@ diff format, so handlers that read ``diff`` work unchanged.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -20,7 +21,9 @@ from kubeop.core.model import copy_json
 __all__ = [
     "Diff",
     "DiffItem",
+    "DiffOperation",
     "FieldPath",
+    "FieldSpec",
     "diff",
     "essence",
     "parse_field",
@@ -29,6 +32,17 @@ __all__ = [
 ]
 
 FieldPath = tuple[str, ...]
+FieldSpec = str | FieldPath | list[str] | None
+"""A field as handlers name it: ``"spec.size"``, ``("spec", "size")`` or ``["spec", "size"]``."""
+
+
+class DiffOperation(enum.StrEnum):
+    """The operation of a :class:`DiffItem` (equal to the strings kubeop's diffs carry)."""
+
+    ADD = "add"
+    CHANGE = "change"
+    REMOVE = "remove"
+
 
 #: Annotations that are bookkeeping, never a change: ours, kopf's, kubectl's.
 IGNORED_ANNOTATION_PREFIXES = ("kopf.zalando.org/", "kopf.kubeop.dev/")

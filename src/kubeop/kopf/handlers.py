@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NewType, Protocol
 
 from kubeop.kopf.diffs import Diff, FieldPath, resolve
 
@@ -19,12 +19,16 @@ __all__ = [
     "PRESENT",
     "ChangingHandler",
     "ErrorsMode",
+    "HandlerId",
     "Reason",
     "detect_cause",
     "matches",
     "prematches",
     "selected",
 ]
+
+HandlerId = NewType("HandlerId", str)
+"""A handler's id (``kopf.HandlerId``): its function's name, or ``id=``; sub-handlers ``parent/child``."""
 
 
 class Reason(enum.Enum):

@@ -37,7 +37,7 @@ from typing import Any
 from kubeop.controller import Context, ReconcilerClient, Request, Result
 from kubeop.core.errors import Conflict, NotFound
 from kubeop.core.resource import ApiResource
-from kubeop.kopf import subhandlers
+from kubeop.kopf import lifecycles, subhandlers
 from kubeop.kopf.bodies import Body, Patch
 from kubeop.kopf.diffs import Diff, diff, essence, reduce, resolve
 from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
@@ -57,7 +57,7 @@ from kubeop.kopf.settings import default_backoff
 from kubeop.kopf.spawning import Spawned, SpawningHandler
 from kubeop.kopf.state import ANNOTATION, STATUS_FIELD, Progress, State
 
-__all__ = ["FINALIZER", "KOPF_DIFFBASE", "Memo", "Processor"]
+__all__ = ["FINALIZER", "KOPF_DIFFBASE", "LocalObjectLogger", "Memo", "ObjectLogger", "Processor"]
 
 #: kopf's own finalizer and diff base: objects handled by kopf before keep working after a move.
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -93,6 +93,10 @@ class ObjectLogger(logging.LoggerAdapter[logging.Logger]):
         return f"[{extra['object_namespace']}/{extra['object_name']}] {msg}" if extra.get(
             "object_namespace"
         ) else f"[{extra.get('object_name')}] {msg}", kwargs
+
+
+class LocalObjectLogger(ObjectLogger):
+    """kopf's per-object logger whose lines are never posted as events (kubeop posts none of them)."""
 
 
 objects_log = logging.getLogger("kubeop.kopf.objects")
@@ -324,6 +328,7 @@ class Processor:
         """Run the due ones of ``handlers`` in order; (anything to record?, all done?)."""
         record, done = False, True
         progress = run.progress
+        due: list[ChangingHandler] = []
         for handler in handlers:
             p = progress.get(handler.id)
             if p is not None and p.finished:
@@ -332,6 +337,17 @@ class Processor:
                 delays.append(p.delayed - run.now)
                 done = False
                 continue
+            due.append(handler)
+        lifecycle = lifecycles.get_default_lifecycle()
+        if lifecycle is not lifecycles.asap and due:
+            # A lifecycle set by the operator picks among the due ones; the rest run next cycle.
+            chosen = list(lifecycle(due, state=progress, **run.kwargs))
+            if len(chosen) < len(due):
+                delays.append(0.0)
+                done = False
+            due = chosen
+        for handler in due:
+            p = progress.get(handler.id)
             if p is None:
                 p = progress[handler.id] = Progress(purpose=run.reason.value, started=run.now)
             outcome = await self._execute(handler, p, run)
@@ -401,12 +417,14 @@ class Processor:
                 raise HandlerRetriesError(f"{handler} has exceeded {p.retries} retries.")
             token = current_body.set(body)
             collector, collecting = subhandlers.collecting(self.resource_name)
+            runner = subhandlers.running_subhandlers(lambda subs: self._run_subhandlers(handler, subs, run))
             try:
                 if _is_coroutine(handler.fn):
                     result = await handler.fn(**kwargs)
                 else:
                     result = await asyncio.to_thread(handler.fn, **kwargs)
             finally:
+                subhandlers.reset_runner(runner)
                 subhandlers.reset(collecting)
                 current_body.reset(token)
             subs = collector.handlers()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import enum
 import logging
 import signal
 import sys
@@ -48,6 +49,7 @@ from kubeop.manager.server import ProbeServer
 
 __all__ = [
     "Flag",
+    "LogFormat",
     "build_manager",
     "configure",
     "login",
@@ -56,6 +58,8 @@ __all__ = [
     "processors",
     "run",
     "run_manager",
+    "run_tasks",
+    "spawn_tasks",
 ]
 
 Flag = asyncio.Event | threading.Event | asyncio.Future[Any] | concurrent.futures.Future[Any]
@@ -206,6 +210,31 @@ async def _admit(manager: Manager, stop: asyncio.Event | None) -> None:
     while manager.client is None:  # noqa: ASYNC110 - no event to await
         await asyncio.sleep(0.02)
     await serve_admission(handlers, settings=settings, client=manager.api, memo=memo, stop=stop)
+
+
+class LogFormat(enum.Enum):
+    """kopf's log formats (``configure(log_format=...)``; kubeop's lines are always FULL's)."""
+
+    PLAIN = "%(message)s"
+    FULL = "[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s"
+    JSON = "-json-"
+
+
+_NO_TASKS = (
+    "kopf.{} is not supported by kubeop.kopf: kubeop runs the operator as one task, not as kopf's "
+    "task set; use `await kopf.operator(registry=..., settings=..., stop_flag=..., ready_flag=...)` "
+    "(or kopf.run() in a thread) instead"
+)
+
+
+async def spawn_tasks(**_: Any) -> list[asyncio.Task[Any]]:
+    """kopf's low-level task spawner: an error naming :func:`operator`, which kubeop.kopf has instead."""
+    raise NotImplementedError(_NO_TASKS.format("spawn_tasks()"))
+
+
+async def run_tasks(root_tasks: Any = None, **_: Any) -> None:
+    """kopf's low-level task runner: an error naming :func:`operator`, which kubeop.kopf has instead."""
+    raise NotImplementedError(_NO_TASKS.format("run_tasks()"))
 
 
 def configure(

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubeop.kopf.storage import unsupported_storage
+
 __all__ = [
     "AdmissionSettings",
     "ExecutionSettings",
@@ -78,7 +80,27 @@ class NetworkingSettings:
 
 @dataclass(slots=True)
 class PersistenceSettings:
+    """``finalizer`` is honoured; kopf's ``progress_storage`` and ``diffbase_storage`` read as
+    None and setting one is an error naming kubeop's state record (:mod:`kubeop.kopf.storage`)."""
+
     finalizer: str = "kopf.zalando.org/KopfFinalizerMarker"
+    consistency_timeout: float = 5.0
+
+    @property
+    def progress_storage(self) -> None:
+        return None
+
+    @progress_storage.setter
+    def progress_storage(self, value: Any) -> None:
+        raise unsupported_storage("progress_storage", value)
+
+    @property
+    def diffbase_storage(self) -> None:
+        return None
+
+    @diffbase_storage.setter
+    def diffbase_storage(self, value: Any) -> None:
+        raise unsupported_storage("diffbase_storage", value)
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

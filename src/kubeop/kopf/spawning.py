@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import enum
 import inspect
 import logging
 import threading
@@ -34,7 +35,16 @@ from kubeop.kopf.events import current_body
 from kubeop.kopf.handlers import MISSING, ErrorsMode, Filter, check, prematches
 from kubeop.kopf.settings import default_backoff
 
-__all__ = ["AsyncDaemonStopped", "DaemonStopped", "Spawned", "SpawningHandler", "SyncDaemonStopped"]
+__all__ = [
+    "AsyncDaemonStopped",
+    "AsyncDaemonStopperChecker",
+    "DaemonStopped",
+    "DaemonStoppingReason",
+    "Spawned",
+    "SpawningHandler",
+    "SyncDaemonStopped",
+    "SyncDaemonStopperChecker",
+]
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,25 @@ class AsyncDaemonStopped(DaemonStopped):
                 return False
             await asyncio.sleep(left)
         return True
+
+
+SyncDaemonStopperChecker = SyncDaemonStopped
+"""kopf's deprecated name of a sync daemon's ``stopped`` flag."""
+AsyncDaemonStopperChecker = AsyncDaemonStopped
+"""kopf's deprecated name of an async daemon's ``stopped`` flag."""
+
+
+class DaemonStoppingReason(enum.Flag):
+    """Why a daemon is asked to stop (kopf's flags; kubeop's ``stopped`` flag is one boolean)."""
+
+    DONE = enum.auto()
+    FILTERS_MISMATCH = enum.auto()
+    RESOURCE_DELETED = enum.auto()
+    OPERATOR_PAUSING = enum.auto()
+    OPERATOR_EXITING = enum.auto()
+    DAEMON_SIGNALLED = enum.auto()
+    DAEMON_CANCELLED = enum.auto()
+    DAEMON_ABANDONED = enum.auto()
 
 
 Kwargs = Callable[[Patch], dict[str, Any]]

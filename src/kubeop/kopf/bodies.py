@@ -21,6 +21,7 @@ __all__ = [
     "PatchFn",
     "RawBody",
     "RawEventType",
+    "RawMeta",
     "Spec",
     "Status",
     "build_object_reference",
@@ -31,12 +32,27 @@ RawEventType = Literal[None, "ADDED", "MODIFIED", "DELETED"]
 """The ``type`` of a watch event (``kopf.RawEventType``; None for the initial listing)."""
 
 
+class RawMeta(TypedDict, total=False):
+    """An object's ``metadata`` as the API server sends it."""
+
+    uid: str
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    finalizers: list[str]
+    resourceVersion: str
+    deletionTimestamp: str
+    creationTimestamp: str
+    selfLink: str
+
+
 class RawBody(TypedDict, total=False):
     """An object as the API server sends it (``kopf.RawBody``)."""
 
     apiVersion: str
     kind: str
-    metadata: dict[str, Any]
+    metadata: RawMeta
     spec: dict[str, Any]
     status: dict[str, Any]
 

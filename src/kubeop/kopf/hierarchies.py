@@ -141,7 +141,7 @@ def append_owner_reference(
 
 def remove_owner_reference(objs: Any, owner: Mapping[str, Any] | None = None) -> None:
     """Drop the owner's reference (by uid) from the objects."""
-    uid = build_owner_reference(_owner(owner))["uid"]
+    uid = build_owner_reference(_owner(owner)).get("uid")
     for obj in _walk(objs):
         if isinstance(obj, MutableMapping):
             refs = obj.setdefault("metadata", {}).setdefault("ownerReferences", [])

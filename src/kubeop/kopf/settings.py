@@ -15,9 +15,11 @@ accepted and not used. A field kopf does not have is an ``AttributeError`` namin
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 import logging
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,8 @@ __all__ = [
     "PeeringSettings",
     "PersistenceSettings",
     "PostingSettings",
+    "QueueingSettings",
+    "ScanningSettings",
     "WatchingSettings",
     "current_settings",
     "default_backoff",
@@ -42,7 +46,12 @@ __all__ = [
 @dataclass(slots=True)
 class PostingSettings:
     enabled: bool = True
+    loggers: bool = False
     level: int = logging.INFO
+    default_backoffs: tuple[float, ...] = (1, 1, 2, 3, 5, 8, 13, 21)
+    logging_backoffs: tuple[float, ...] = (1, 1, 2, 3, 5)
+    worker_limit: int | None = None
+    idle_timeout: float = 1.0
 
 
 @dataclass(slots=True)
@@ -56,6 +65,15 @@ class PeeringSettings:
     clusterwide: bool = False
     stealth: bool = False
 
+    @property
+    def namespaced(self) -> bool:
+        """The opposite of ``clusterwide`` (kopf keeps the two in one flag)."""
+        return not self.clusterwide
+
+    @namespaced.setter
+    def namespaced(self, value: bool) -> None:
+        self.clusterwide = not value
+
 
 @dataclass(slots=True)
 class WatchingSettings:
@@ -64,18 +82,53 @@ class WatchingSettings:
     connect_timeout: float | None = None
     reconnect_backoff: float = 0.1
     inactivity_timeout: float = 70.0
+    chunk_size: int | None = None
+    initial_streaming: bool = False
+    label_selectors: dict[str, Any] = field(default_factory=dict)
+    field_selectors: dict[str, Any] = field(default_factory=dict)
+    shard_selectors: dict[str, Any] = field(default_factory=dict)
+
+
+_BATCHING = "Time-based event batching was removed."
+
+
+@dataclass(slots=True)
+class QueueingSettings:
+    worker_limit: int | None = None
+    idle_timeout: float = 5.0
+    exit_timeout: float = 2.0
+    error_delays: tuple[float, ...] = (1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610)
+    _batch_window: float = field(default=0.1, repr=False)
+
+    @property
+    def batch_window(self) -> float:
+        """Deprecated in kopf (kept, unused)."""
+        warnings.warn(_BATCHING, DeprecationWarning, stacklevel=2)
+        return self._batch_window
+
+    @batch_window.setter
+    def batch_window(self, value: float) -> None:
+        warnings.warn(_BATCHING, DeprecationWarning, stacklevel=2)
+        self._batch_window = value
+
+
+@dataclass(slots=True)
+class ScanningSettings:
+    disabled: bool = False
 
 
 @dataclass(slots=True)
 class ExecutionSettings:
     default_backoff: float = 60.0
     max_workers: int | None = None
+    executor: concurrent.futures.Executor = field(default_factory=concurrent.futures.ThreadPoolExecutor)
 
 
 @dataclass(slots=True)
 class NetworkingSettings:
     request_timeout: float | None = 5 * 60
     connect_timeout: float | None = None
+    trust_env: bool = False
 
 
 @dataclass(slots=True)
@@ -161,10 +214,18 @@ class OperatorSettings:
     posting: PostingSettings = field(default_factory=PostingSettings)
     peering: PeeringSettings = field(default_factory=PeeringSettings)
     watching: WatchingSettings = field(default_factory=WatchingSettings)
+    queueing: QueueingSettings = field(default_factory=QueueingSettings)
+    scanning: ScanningSettings = field(default_factory=ScanningSettings)
     execution: ExecutionSettings = field(default_factory=ExecutionSettings)
     networking: NetworkingSettings = field(default_factory=NetworkingSettings)
     persistence: PersistenceSettings = field(default_factory=PersistenceSettings)
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
+
+    @property
+    def batching(self) -> QueueingSettings:
+        """kopf's deprecated name of ``queueing``."""
+        warnings.warn("Batching settings are now queueing settings.", DeprecationWarning, stacklevel=2)
+        return self.queueing
 
 
 _settings: contextvars.ContextVar[OperatorSettings | None] = contextvars.ContextVar(

@@ -439,6 +439,9 @@ class Processor:
                     )
         except asyncio.CancelledError:
             raise
+        except subhandlers.ChildrenRetry as exc:
+            logger.debug("%s has unfinished sub-handlers; it runs again in %s s.", handler, exc.delay)
+            return _Outcome(False, exception=exc, delay=exc.delay)
         except TemporaryError as exc:
             msg = str(exc) or repr(exc)
             if handler.retries is not None and p.retries + 1 >= handler.retries:

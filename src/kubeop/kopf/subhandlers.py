@@ -23,9 +23,22 @@ from kubeop.kopf.errors import TemporaryError
 from kubeop.kopf.handlers import ChangingHandler
 from kubeop.kopf.registry import Registry
 
-__all__ = ["Collector", "collecting", "execute", "register", "running_subhandlers", "subhandler"]
+__all__ = [
+    "ChildrenRetry",
+    "Collector",
+    "collecting",
+    "execute",
+    "register",
+    "running_subhandlers",
+    "subhandler",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ChildrenRetry(TemporaryError):
+    """:func:`execute`'s sub-handlers are not all done: the parent runs again when one is due
+    (not a failure of the parent: logged at debug level, as the implicit run's is)."""
 
 
 class Collector(Registry):
@@ -142,4 +155,4 @@ async def execute(
         subs = own.handlers()
     unfinished = await runner(subs)
     if unfinished is not None:
-        raise TemporaryError("sub-handlers are not finished", delay=unfinished)
+        raise ChildrenRetry("unfinished sub-handlers", delay=unfinished)

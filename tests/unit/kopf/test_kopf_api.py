@@ -24,7 +24,9 @@ def default_lifecycle() -> Iterator[None]:
     kopf.set_default_lifecycle(None)
 
 
-async def test_execute_runs_the_subhandlers_in_the_handler_and_returns_when_all_are_done() -> None:
+async def test_execute_runs_the_subhandlers_in_the_handler_and_returns_when_all_are_done(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     calls: list[str] = []
     failures = iter([kopf.TemporaryError("not yet", delay=0)])
     reg = kopf.Registry()
@@ -48,6 +50,8 @@ async def test_execute_runs_the_subhandlers_in_the_handler_and_returns_when_all_
     store = Store({"value": "one"})
     await cycle(p, store)
     assert calls == ["before", "a", "b fails"]
+    parent_errors = [r for r in caplog.records if r.levelno >= logging.ERROR and "'create'" in r.getMessage()]
+    assert not parent_errors, "unfinished sub-handlers are no failure of their parent"
     await asyncio.sleep(0.01)  # past the recorded delay (0 s, stored rounded to the millisecond)
     await cycle(p, store)
     assert calls == ["before", "a", "b fails", "before", "b", "after"]
@@ -233,3 +237,20 @@ def test_filter_combinators_pass_the_kwargs_on() -> None:
     when = kopf.all_([big, kopf.not_(odd)])
     assert when(spec={"size": 12}) and not when(spec={"size": 13}) and not when(spec={"size": 2})
     assert kopf.any_([big, odd])(spec={"size": 3}) and kopf.none_([big, odd])(spec={"size": 2})
+
+
+def test_login_via_client_configures_the_kubernetes_librarys_default_client(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG.replace("Q0E=", "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    kubernetes = pytest.importorskip("kubernetes")
+    # the library reads $KUBECONFIG when first imported (as under kopf): point it at this one
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    info = kopf.login_via_client(logger=log, settings=kopf.OperatorSettings())
+    assert info is not None and info.server == "https://10.0.0.1:6443"
+    assert (info.scheme, info.token, info.priority) == ("Bearer", "secret-token", logins.PRIORITY_OF_CLIENT)
+    api = kubernetes.client.CoreV1Api()  # a handler's client, built without loading a config
+    assert api.api_client.configuration.host == "https://10.0.0.1:6443"

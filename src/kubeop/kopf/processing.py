@@ -85,7 +85,23 @@ class Memo(dict[str, Any]):
 
 
 class ObjectLogger(logging.LoggerAdapter[logging.Logger]):
-    """kopf's per-object logger: ``[namespace/name] message``, with the object in extra fields."""
+    """kopf's per-object logger: ``[namespace/name] message``, with the object in extra fields.
+
+    Built as kubeop does (``ObjectLogger(logger, extra)``) or as kopf does
+    (``kopf.ObjectLogger(body=body, settings=settings)``: the object's lines on kubeop.kopf.objects)."""
+
+    def __init__(
+        self,
+        logger: logging.Logger | None = None,
+        extra: Mapping[str, object] | None = None,
+        *,
+        body: Mapping[str, Any] | None = None,
+        settings: Any = None,
+    ) -> None:
+        if body is not None:
+            md = body.get("metadata") or {}
+            extra = {"object_namespace": md.get("namespace"), "object_name": md.get("name"), **(extra or {})}
+        super().__init__(logger if logger is not None else objects_log, extra)
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
         extra = self.extra or {}

@@ -254,3 +254,11 @@ def test_login_via_client_configures_the_kubernetes_librarys_default_client(
     assert (info.scheme, info.token, info.priority) == ("Bearer", "secret-token", logins.PRIORITY_OF_CLIENT)
     api = kubernetes.client.CoreV1Api()  # a handler's client, built without loading a config
     assert api.api_client.configuration.host == "https://10.0.0.1:6443"
+
+
+def test_object_loggers_build_as_in_kopf(caplog: pytest.LogCaptureFixture) -> None:
+    body = {"metadata": {"name": "n", "namespace": "ns"}}
+    caplog.set_level(logging.INFO, logger="kubeop.kopf.objects")
+    kopf.ObjectLogger(body=body, settings=kopf.OperatorSettings()).info("hello")
+    kopf.LocalObjectLogger(body=body, settings=kopf.OperatorSettings()).info("local")
+    assert [r.getMessage() for r in caplog.records] == ["[ns/n] hello", "[ns/n] local"]

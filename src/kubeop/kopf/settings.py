@@ -9,8 +9,11 @@ webhook configurations kubeop.kopf then writes) serve the admission handlers, ch
 The other kopf fields exist so that an operator setting them keeps working; their concern is
 kubeop's own (watch timeouts, reconnect backoffs; events are posted by the handlers'
 ``kopf.info``/``warn``/``exception`` and on errors, never for every log line), and they are
-accepted and not used. A field kopf does not have is an ``AttributeError`` naming the section
-(the sections have slots), not a silent no-op.
+accepted and not used (``execution.executor`` too: sync handlers run in asyncio's default
+executor; ``queueing.batch_window`` and ``settings.batching`` warn as kopf's deprecated names do).
+``persistence.progress_storage``/``diffbase_storage`` read None and setting one is an error naming
+kubeop's state record (:mod:`kubeop.kopf.storage`). A field kopf does not have is an
+``AttributeError`` naming the section (the sections have slots), not a silent no-op.
 """
 
 from __future__ import annotations

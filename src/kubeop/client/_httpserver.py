@@ -26,27 +26,38 @@ repeated headers joined with ``", "`` as RFC 9110 says; request target, header c
 size limited (414, 431). Everything a route refuses on its head (404, 405, 411, 413, 415, 417,
 503) is answered before the body is read, and the connection closes.
 
-Limits (:class:`Limits`): at most ``max_connections`` connections; a connection over the cap
+Limits (:class:`Limits`): at most ``max_connections`` connections, counted by open sockets (a
+closed one still sending its last answer counts until it is gone); a connection over the cap
 evicts the one idle the longest (a keep-alive connection between requests or one that has sent
-nothing yet), else the one whose partial request started first, else it is closed at once: a
-flood of idle or slow connections cannot lock the API server out, and its own connections, which
-send their request as soon as they connect, are the last to go. Bodies are reserved against
-``max_bytes_in_flight`` from their ``Content-Length`` before they are read (503 when it would be
-exceeded) and released when the answer is written. A request's head must arrive within
-``header_timeout`` (from the connection for the first request, TLS handshake included; from its
-first byte after that), its body within ``body_timeout``; a connection idle between requests is
-closed after ``idle_timeout``, and one whose peer stops reading the answer after ``body_timeout``.
+nothing yet), else a closed one still sending its last answer, else one whose peer stopped
+reading its answers, else the one whose partial request started first, else it is closed at once:
+a flood of idle or slow connections cannot lock the API server out, and its own connections,
+which send their request as soon as they connect, are the last to go.
+
+Bodies are reserved against ``max_bytes_in_flight`` as they arrive: what has arrived plus a window
+of ``_BODY_WINDOW`` bytes (never more than the ``Content-Length``), so a head announcing a large
+body and then nothing holds little; the reservation is released when the answer is written. A
+reservation that does not fit closes the unfinished bodies that started first (connections with
+no answer being computed) until it does, else it is 503: the API server sends a body at once, so a
+flood of slow bodies cannot starve it. A request's head must arrive within ``header_timeout``
+(from the connection for the first request, TLS handshake included; from its first byte after
+that), its body within ``body_timeout``; a connection idle between requests is closed after
+``idle_timeout``, and one whose answers stop going out (the socket's buffer full: the peer stopped
+reading) is dropped after ``body_timeout`` of that.
 
 Keep-alive follows the request (``should_keep_alive``). Pipelined requests are parsed while one is
-answered, answered in order, and the socket is not read while any wait; more than
+answered, answered in order, and the socket is not read while any wait, nor while answers cannot
+go out (no more answers are computed for a peer that does not read them); more than
 ``max_pipelined`` waiting closes the connection after the ones before are answered. ``Expect:
-100-continue`` is answered with ``100 Continue`` once the head is accepted.
+100-continue`` is answered with ``100 Continue`` once the head is accepted. Once :meth:`stop` has
+begun, a request arriving closes its connection instead of reaching a handler.
 
 TLS runs on :class:`ssl.MemoryBIO` inside the connection (not asyncio's SSL transport, whose
 256 KiB read buffer per connection made 1,000 idle TLS connections cost ~270 MiB).
 
 No exception escapes to asyncio's logger: a handler that raises is a 500 logged with the peer's
-address, and an error anywhere else in a connection closes it with one log line.
+address (a ``CancelledError`` too, unless the answer itself is being cancelled), and an error
+anywhere else in a connection closes it with one log line.
 """
 
 from __future__ import annotations
@@ -98,6 +109,10 @@ _IDLE, _HEAD, _BODY = 0, 1, 2
 _LINGER_SECONDS = 2.0
 _LINGER_BYTES = 8 * 1024 * 1024
 _REFUSALS_LOGGED = 20  # per 10 s
+# A body's reservation runs this far ahead of what has arrived: one more read's worth, so that a
+# body arriving at once is reserved in a few steps while a head alone holds little (1,024
+# connections of heads alone hold 16 MiB, a quarter of the default budget).
+_BODY_WINDOW = 16 * 1024
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 
 
@@ -256,13 +271,18 @@ class HttpServer:
         self.resolve, self.host, self.port = resolve, host, port
         self.name, self.log, self.limits = name, log, limits or Limits()
         self.tls, self.error = tls, error
-        self.connections: set[_Connection] = set()  # admitted and not closed: what the cap counts
+        self.connections: set[_Connection] = set()  # admitted and not closed
         self.open: set[_Connection] = set()  # admitted and not yet lost (closing ones too)
+        self.aborting: set[_Connection] = set()  # aborted, not yet lost: gone on the next loop turn
         self.tasks: set[asyncio.Task[None]] = set()  # answers being computed, closed connections' too
         self.idle: dict[_Connection, None] = {}  # oldest idle first
         self.partial: dict[_Connection, None] = {}  # oldest partial request first
+        self.bodies: dict[_Connection, None] = {}  # reading a body: the first one started first
+        self.stalled: dict[_Connection, None] = {}  # answers not going out: the first stalled first
+        self.flushing: dict[_Connection, None] = {}  # closed, the last answer still going out
         self.bytes_in_flight = 0
         self.evicted = 0
+        self.evicted_bodies = 0
         self.refused = 0
         self.peak_connections = 0
         self._buffer = memoryview(bytearray(_CHUNK))  # every read lands here, then is copied out
@@ -309,6 +329,10 @@ class HttpServer:
         self._gone = asyncio.Event()
         for conn in list(self.connections):
             conn.close()
+        late = list(self.tasks)  # none should have started since; cancel any that did
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
         if self.open:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace):
@@ -339,14 +363,22 @@ class HttpServer:
 
     # -- connection bookkeeping (called by _Connection) ---------------------------------------------
 
+    @property
+    def connection_count(self) -> int:
+        """The connections the cap counts: every open socket, closed ones still sending too."""
+        return len(self.open) - len(self.aborting)
+
     def admit(self, conn: _Connection) -> bool:
         """A new connection: admit it, evicting another when at the cap, or refuse it."""
         if self._stopping:
             return False
-        if len(self.connections) >= self.limits.max_connections:
-            victim = next(iter(self.idle), None)
-            if victim is None:
-                victim = next((c for c in self.partial if c.task is None), None)
+        if self.connection_count >= self.limits.max_connections:
+            victim = (
+                next(iter(self.idle), None)
+                or next(iter(self.flushing), None)
+                or next(iter(self.stalled), None)
+                or next((c for c in self.partial if c.task is None), None)
+            )
             if victim is None:
                 self.refused += 1
                 self._warn_cap("closed a new connection")
@@ -357,17 +389,42 @@ class HttpServer:
         self.connections.add(conn)
         self.open.add(conn)
         self.idle[conn] = None
-        self.peak_connections = max(self.peak_connections, len(self.connections))
+        self.peak_connections = max(self.peak_connections, self.connection_count)
+        return True
+
+    def reserve(self, conn: _Connection, size: int) -> bool:
+        """Reserve ``size`` more bytes of ``conn``'s body; when they do not fit, close the other
+        unfinished bodies that started first (none with an answer being computed) until they do.
+        False (nothing closed) when even that would not make the room."""
+        budget = self.limits.max_bytes_in_flight
+        if self.bytes_in_flight + size > budget:
+            victims = [c for c in self.bodies if c is not conn and c.task is None and not c.closed]
+            if self.bytes_in_flight + size - sum(c.holding for c in victims) > budget:
+                return False
+            for victim in victims:
+                self.evicted_bodies += 1
+                self._warn_cap(
+                    "closed the unfinished request body that started first for a new request's "
+                    "bytes (max_bytes_in_flight)"
+                )
+                victim.abort()
+                if self.bytes_in_flight + size <= budget:
+                    break
+        self.bytes_in_flight += size
         return True
 
     def forget(self, conn: _Connection) -> None:
         self.connections.discard(conn)
         self.idle.pop(conn, None)
         self.partial.pop(conn, None)
+        self.bodies.pop(conn, None)
+        self.stalled.pop(conn, None)
 
     def lost(self, conn: _Connection) -> None:
         self.forget(conn)
         self.open.discard(conn)
+        self.aborting.discard(conn)
+        self.flushing.pop(conn, None)
         if self._gone is not None and not self.open:
             self._gone.set()
 
@@ -376,11 +433,14 @@ class HttpServer:
         if now - self._warned >= 10:
             self._warned = now
             self.log.warning(
-                "%s: %d connections, the cap (max_connections): %s (%d evicted, %d refused so far)",
+                "%s: %d connections, %d bytes of bodies in flight: %s "
+                "(%d connections and %d bodies evicted, %d refused so far)",
                 self.name,
-                len(self.connections),
+                self.connection_count,
+                self.bytes_in_flight,
                 what,
                 self.evicted,
+                self.evicted_bodies,
                 self.refused,
             )
 
@@ -392,7 +452,12 @@ class HttpServer:
             await asyncio.sleep(tick)
             now = loop.time()
             for conn in list(self.connections):
-                if conn.deadline is not None and now >= conn.deadline:
+                if conn.write_deadline is not None and now >= conn.write_deadline:
+                    self.log.debug(
+                        "%s: %s stopped reading its answers: connection dropped", self.name, _peer(conn.peer)
+                    )
+                    conn.abort()
+                elif conn.deadline is not None and now >= conn.deadline:
                     conn.expire()
 
     async def answer(self, request: Request) -> Response:
@@ -406,6 +471,21 @@ class HttpServer:
                     status, message = refusal
                     return self.error(status, message)
             return await route.handler(request)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # this answer is being cancelled (stop(), the connection lost)
+            # raised by the handler (a future someone else cancelled): an error like any other
+            self.log.error(
+                "%s: the handler of %s %s from %s raised CancelledError without being cancelled",
+                self.name,
+                request.method,
+                request.path,
+                _peer(request.peer),
+                exc_info=True,
+            )
+            request.keep_alive = False
+            return self.error(500, "internal error")
         except Exception:
             self.log.error(
                 "%s: internal error answering %s %s from %s",
@@ -448,8 +528,10 @@ class _Connection(asyncio.BufferedProtocol):
     """One connection: bytes -> (TLS) -> llhttp -> requests queued -> answers written in order."""
 
     __slots__ = (
+        "_arrived",
         "_body",
         "_eof",
+        "_expected",
         "_fields",
         "_handshaken",
         "_head_bytes",
@@ -478,6 +560,7 @@ class _Connection(asyncio.BufferedProtocol):
         "state",
         "task",
         "transport",
+        "write_deadline",
     )
 
     def __init__(self, server: HttpServer) -> None:
@@ -502,6 +585,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._eof = False
         self._lingering = -1  # >= 0: bytes dropped since the refusal
         self._write_waiter: asyncio.Future[None] | None = None
+        self.write_deadline: float | None = None  # while answers cannot go out
         self._reset()
 
     def _reset(self) -> None:
@@ -513,6 +597,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._request: Request | None = None
         self._head_bytes = self._head_size = 0
         self._headers_done = False
+        self._expected = self._arrived = 0  # the body's Content-Length, and what has arrived
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
 
@@ -574,12 +659,28 @@ class _Connection(asyncio.BufferedProtocol):
             self._write_waiter.set_result(None)
 
     def pause_writing(self) -> None:
+        """The socket's buffer is full: no more reading (and so no more answers) until it drains,
+        and the peer has ``body_timeout`` to read before the connection is dropped."""
         self._write_waiter = self._loop.create_future()
+        self.write_deadline = self._loop.time() + self._server.limits.body_timeout
+        if not self.closed:
+            self._server.stalled[self] = None  # evictable, as a slow connection is
+        self._pause_reading()
 
     def resume_writing(self) -> None:
         if self._write_waiter is not None and not self._write_waiter.done():
             self._write_waiter.set_result(None)
         self._write_waiter = None
+        self.write_deadline = None
+        self._server.stalled.pop(self, None)
+        if not self.queue and not self.closed:
+            self._resume_reading()
+
+    @property
+    def holding(self) -> int:
+        """The bytes of request bodies this connection has reserved."""
+        held = self._request.reserved if self._request is not None else 0
+        return held + sum(item.reserved for item in self.queue if isinstance(item, Request))
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -667,6 +768,8 @@ class _Connection(asyncio.BufferedProtocol):
     # llhttp callbacks (a _Refused raised here stops the parser; the connection answers and closes)
 
     def on_message_begin(self) -> None:
+        if self.closed:  # closed by a callback earlier in this read (stop(), say)
+            raise _Refused(0, "the connection is closed")
         if self.state == _IDLE:  # a pipelined request in the same read as the one before
             self._begin()
         if len(self.queue) >= self._server.limits.max_pipelined:
@@ -738,21 +841,30 @@ class _Connection(asyncio.BufferedProtocol):
         expect = fields.get("expect")
         if expect is not None and expect.lower() != "100-continue":
             raise _Refused(417, f"Expect: {expect!r} is not supported")
-        if length:
-            if server.bytes_in_flight + length > limits.max_bytes_in_flight:
-                raise _Refused(503, "too many request bytes in flight; retry", (("Retry-After", "1"),))
-            server.bytes_in_flight += length
+        first = min(length, _BODY_WINDOW)
+        if first and not server.reserve(self, first):
+            raise _Refused(503, "too many request bytes in flight; retry", (("Retry-After", "1"),))
         request = self._request = Request(
             method, target, fields, self._names, route, self.peer, self.peercert
         )
-        request.reserved = length
+        request.reserved = first
         if length:
+            self._expected = length
             self.state = _BODY
+            server.bodies[self] = None
             self.deadline = self._loop.time() + limits.body_timeout
             if expect is not None and self.task is None and not self.queue:
                 self._send(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
+        request = self._request
+        assert request is not None
+        self._arrived += len(body)
+        if self._arrived > request.reserved:  # the reservation runs _BODY_WINDOW ahead
+            more = min(self._expected, self._arrived + _BODY_WINDOW) - request.reserved
+            if not self._server.reserve(self, more):
+                raise _Refused(503, "too many request bytes in flight; retry", (("Retry-After", "1"),))
+            request.reserved += more
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -770,6 +882,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.state = _IDLE
         self.deadline = None
         self._server.partial.pop(self, None)
+        self._server.bodies.pop(self, None)
 
     # -- answering ---------------------------------------------------------------------------------
 
@@ -789,8 +902,9 @@ class _Connection(asyncio.BufferedProtocol):
             self._enqueue(_Reply(None))
 
     def _enqueue(self, item: Request | _Reply) -> None:
-        if self.closed:
+        if self.closed or self._server._stopping:  # no handler starts once stop() has begun
             self._release(item)
+            self.close()
             return
         self.queue.append(item)
         if self.task is None:
@@ -824,11 +938,8 @@ class _Connection(asyncio.BufferedProtocol):
                 if not keep_alive:
                     self.close()
                     return
-                if self._write_waiter is not None:
-                    self.deadline = self._loop.time() + server.limits.body_timeout
-                    await self._write_waiter
-                    if self.state == _IDLE:
-                        self.deadline = None
+                if self._write_waiter is not None:  # no next answer before this one goes out
+                    await self._write_waiter  # (write_deadline bounds the wait)
         except asyncio.CancelledError:
             self.close()
             raise
@@ -883,11 +994,15 @@ class _Connection(asyncio.BufferedProtocol):
     # -- flow, limits, closing ---------------------------------------------------------------------
 
     def _pause_reading(self) -> None:
+        if self._lingering >= 0:
+            return  # dropping what still arrives after a refusal: keep reading
         if self._reading and self.transport is not None and not self.transport.is_closing():
             self._reading = False
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
+        if self._write_waiter is not None and self._lingering < 0:
+            return  # answers are not going out: read on once they do (resume_writing)
         if not self._reading and self.transport is not None and not self.transport.is_closing():
             self._reading = True
             self.transport.resume_reading()
@@ -952,14 +1067,20 @@ class _Connection(asyncio.BufferedProtocol):
         if transport is not None:
             transport.close()
             if transport.get_write_buffer_size():  # a peer that stops reading cannot keep it
+                if self in self._server.open:
+                    self._server.flushing[self] = None  # counted by the cap, and evictable
                 self._loop.call_later(self._server.limits.body_timeout, transport.abort)
 
     def abort(self) -> None:
         self.closed = True
         self._parser = None
         self._release_all()
-        self._server.forget(self)
+        server = self._server
+        server.forget(self)
+        server.flushing.pop(self, None)
         if self.transport is not None:
+            if self in server.open:
+                server.aborting.add(self)  # connection_lost follows on the next loop turn
             self.transport.abort()
 
     def _crashed(self, what: str, cause: BaseException | None = None) -> None:

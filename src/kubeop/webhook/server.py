@@ -21,12 +21,15 @@ required (ASCII digits), ``Content-Type: application/json``; bodies above ``max_
 request reaches the webhooks with its headers (names as sent) and the caller's verified client
 certificate, if any.
 
-Limits against floods: at most ``max_connections`` connections (default 1024; over it the
-connection idle the longest is closed for the new one, then the slowest partial request, else the
-new connection), at most ``max_bytes_in_flight`` bytes of request bodies held at once (default
-64 MiB; a request that would exceed it is 503 before its body is read), a request head within
-``header_timeout`` seconds (default 5, TLS handshake included for a new connection) and its body
-within ``body_timeout`` (default 10); a keep-alive connection idle for 90 s is closed.
+Limits against floods: at most ``max_connections`` open connections (default 1024; over it the
+connection idle the longest is closed for the new one, then one whose peer stopped reading its
+answers, then the slowest partial request, else the new connection), at most
+``max_bytes_in_flight`` bytes of request bodies held at once (default 64 MiB; reserved as they
+arrive, so a head announcing a large body holds little; a body that does not fit closes the
+unfinished bodies that started first, else it is 503), a request head within ``header_timeout``
+seconds (default 5, TLS handshake included for a new connection) and its body within
+``body_timeout`` (default 10); a peer that stops reading its answers is dropped after
+``body_timeout``, and a keep-alive connection idle for 90 s is closed.
 
 Options for other setups: ``"*:PORT"`` listens on all interfaces; ``key_password=`` decrypts
 the key; ``tls_setup=`` is called with every SSL context built (the first and each reload),

@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ import pytest
 
 from kubeop.webhook.certs import local_certificates
 from kubeop.webhook.server import WebhookServer
+
+BIG = 16 * 1024 * 1024  # an answer larger than what the kernel buffers for a peer that does not read
 
 
 class Echo:
@@ -39,8 +42,20 @@ class Echo:
         self.seen.append({"path": path, "body": body, "headers": dict(headers or {}), "timeout": timeout})
         if path == "/raise":
             raise RuntimeError("a bug in the routes")
+        if path == "/cancelled":  # awaits a future something else cancelled
+            future = asyncio.get_running_loop().create_future()
+            future.cancel()
+            await future
         if path == "/slow":
             await asyncio.sleep(0.3)
+        if path == "/stubborn":  # takes its time to give up when cancelled
+            try:
+                await asyncio.sleep(5)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.3)
+                raise
+        if path == "/big":
+            return 200, b'"' + b"x" * BIG + b'"'
         return 200, orjson.dumps({"path": path, "length": len(body)})
 
     def __len__(self) -> int:
@@ -353,11 +368,11 @@ async def test_a_flood_of_idle_and_partial_connections_is_capped_and_a_real_call
         alive = [r for r, w in conns if not r.at_eof() and not w.transport.is_closing()]
         assert len(alive) <= cap
         assert held < budget + 1024 * 1024, f"{held} bytes held"
-        # the two bodies that fit the budget were reserved and kept (idle connections went first);
-        # the eight others were refused before their bodies were read
-        assert http.bytes_in_flight == 2 * body
+        # the budget holds two of the bodies: each new one closed the unfinished body that started
+        # first (idle connections went first for the connections), so the two newest are kept
+        assert http.bytes_in_flight == 2 * body and http.evicted_bodies == 8
         answers = [await answered(reader) for reader, _ in partial]
-        assert answers.count(503) == 8 and answers.count(None) == 2
+        assert answers == [CLOSED] * 8 + [None, None]
         for (reader, writer), answer in zip(partial, answers, strict=True):
             if answer is None:
                 writer.write(b"x" * (12 * 1024))
@@ -371,13 +386,19 @@ async def test_a_flood_of_idle_and_partial_connections_is_capped_and_a_real_call
         await srv.stop()
 
 
+CLOSED = 0
+
+
 async def answered(reader: asyncio.StreamReader) -> int | None:
-    """The status of an answer already on its way, or None."""
+    """The status of an answer already on its way, CLOSED if the connection closed with none,
+    or None."""
     try:
         async with asyncio.timeout(0.3):
             return (await read_response(reader))[0]
     except TimeoutError:
         return None
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return CLOSED
 
 
 async def test_over_the_cap_with_nobody_idle_the_new_connection_is_closed() -> None:
@@ -571,3 +592,152 @@ async def test_a_flood_of_bad_requests_is_not_a_flood_of_log_lines(caplog: pytes
         assert len(refusals) == 20
     finally:
         await srv.stop()
+
+
+# -- peers that stop reading, bytes in flight, closing connections, stop() ----------------------------
+
+
+def deaf_socket(port: int) -> socket.socket:
+    """A client that sends requests and never reads its answers (a small receive buffer)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.setblocking(False)
+    return sock
+
+
+async def eventually(check: Callable[[], object], seconds: float = 5.0) -> None:
+    for _ in range(int(seconds * 100)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not so after {seconds} s")
+
+
+def stalled(http: Any) -> bool:
+    """One connection, its answer stuck in the socket's buffer."""
+    return any(c.transport.get_write_buffer_size() > 1024 * 1024 for c in http.connections)
+
+
+async def test_a_peer_that_stops_reading_is_not_read_from_and_is_dropped_after_body_timeout() -> None:
+    """The review's stall: the write deadline was overwritten by the next request's head, then
+    cleared; the connection stayed open for ever, in neither idle nor partial."""
+    srv = await started(body_timeout=0.5, header_timeout=0.5)
+    http, echo = srv._http, srv.webhooks
+    assert http is not None and isinstance(echo, Echo)
+    sock = deaf_socket(srv.port)
+    try:
+        sock.send(post("/big"))
+        await eventually(lambda: stalled(http))
+        (conn,) = http.connections
+        sock.send(post("/a") + post("/b"))  # more requests while the answer cannot go out
+        await asyncio.sleep(0.2)
+        assert not conn.queue, "requests were read and queued for a peer that does not read"
+        t0 = time.monotonic()
+        await eventually(lambda: not http.open, 3.0)  # 6x body_timeout: the old server kept it
+        assert time.monotonic() - t0 < 1.5
+        assert [seen["path"] for seen in echo.seen] == ["/big"]
+    finally:
+        sock.close()
+        await srv.stop()
+
+
+async def test_at_the_cap_a_connection_whose_peer_stopped_reading_is_evicted_for_a_new_one() -> None:
+    """64 of these locked the probe port out (kubelet's probes failed) until they were evictable."""
+    srv = await started(max_connections=1, body_timeout=30, header_timeout=30)
+    http = srv._http
+    assert http is not None
+    sock = deaf_socket(srv.port)
+    try:
+        sock.send(post("/big"))
+        await eventually(lambda: stalled(http))
+        status, _, _, _ = await exchange(srv, post())
+        assert status == 200 and http.evicted == 1 and http.refused == 0
+    finally:
+        sock.close()
+        await srv.stop()
+
+
+async def test_slow_bodies_holding_the_byte_budget_never_make_a_small_request_503() -> None:
+    """~10 unauthenticated heads announcing max_body took the whole budget for body_timeout."""
+    max_body, budget = 64 * 1024, 128 * 1024
+    srv = await started(max_body=max_body, max_bytes_in_flight=budget, body_timeout=30, header_timeout=30)
+    http = srv._http
+    assert http is not None
+    writers, heads = [], []
+    try:
+        for _ in range(6):  # a head announcing the largest body, then silence: holds a window only
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(post(length=str(max_body)))
+            writers.append(writer)
+            heads.append(reader)
+        await asyncio.sleep(0.2)
+        assert http.bytes_in_flight < budget
+        assert [await answered(reader) for reader in heads] == [None] * 6  # none refused (503)
+        assert (await exchange(srv, post()))[0] == 200
+        for _ in range(2):  # all but the last byte of the largest body, then silence
+            _, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(post(length=str(max_body)) + b"x" * (max_body - 1))
+            writers.append(writer)
+            await asyncio.sleep(0.1)
+        assert http.bytes_in_flight <= budget
+        assert (await exchange(srv, post(body=b"y" * (max_body // 2))))[0] == 200
+        assert http.evicted_bodies >= 1
+        assert (await exchange(srv, post()))[0] == 200
+    finally:
+        for writer in writers:
+            writer.close()
+        await srv.stop()
+
+
+async def test_a_handler_raising_cancelled_error_is_a_500_not_a_silent_close(
+    server: WebhookServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    status, headers, body, closed = await exchange(server, post("/cancelled"))
+    assert (status, headers["connection"], closed) == (500, "close", True)
+    assert orjson.loads(body) == {"message": "internal error"}
+    assert any("CancelledError" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
+    assert (await exchange(server, post()))[0] == 200
+
+
+async def test_a_closed_connection_still_sending_its_answer_counts_against_the_cap() -> None:
+    srv = await started(max_connections=2, body_timeout=30, header_timeout=30)
+    http = srv._http
+    assert http is not None
+    sock = deaf_socket(srv.port)
+    writers = []
+    try:
+        sock.send(post("/big", b"{}", "Connection: close"))
+        await eventually(lambda: len(http.open) == 1 and not http.connections)  # closed, still sending
+        for _ in range(3):
+            _, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writers.append(writer)
+            await asyncio.sleep(0.05)
+            assert len(http.open) <= 2, f"{len(http.open)} sockets open, over max_connections=2"
+        assert (await exchange(srv, post()))[0] == 200
+    finally:
+        sock.close()
+        for writer in writers:
+            writer.close()
+        await srv.stop()
+
+
+async def test_no_handler_starts_once_stop_has_begun() -> None:
+    srv = await started()
+    echo = srv.webhooks
+    assert isinstance(echo, Echo)
+    _, busy_w = await asyncio.open_connection("127.0.0.1", srv.port)
+    idle_r, idle_w = await asyncio.open_connection("127.0.0.1", srv.port)
+    try:
+        busy_w.write(post("/stubborn"))
+        await eventually(lambda: len(echo.seen) == 1)
+        stopping = asyncio.ensure_future(srv.stop())
+        await asyncio.sleep(0.05)  # stop() waits for /stubborn to give up (0.3 s)
+        idle_w.write(post("/late"))
+        async with asyncio.timeout(5):
+            await stopping
+            assert await idle_r.read() == b""
+        assert [seen["path"] for seen in echo.seen] == ["/stubborn"]
+    finally:
+        busy_w.close()
+        idle_w.close()

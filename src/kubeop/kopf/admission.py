@@ -338,7 +338,9 @@ async def _review(
         else:
             await run(handler.fn, **kwargs)
     except (asyncio.CancelledError, Saturated):
-        raise  # the deadline; every thread stuck: the webhook answers both
+        # the deadline, a CancelledError the handler raised without being cancelled (denied, naming
+        # the handler), every thread stuck: the webhook (AdmissionWebhook._verdict) answers them all
+        raise
     except AdmissionError as exc:
         kwargs["logger"].debug("%s denied the %s: %s", handler, request.operation, exc)
         code = exc.code

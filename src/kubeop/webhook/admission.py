@@ -28,8 +28,11 @@ denies, with a message naming the handler and the type it returned: a mistake su
 
 Guarantees: every decoded review gets a verdict. A handler that raises :class:`Denied` denies
 with its fields as ``metav1.Status`` causes; any other exception denies with the exception's
-message (code 500) and is logged once; a handler still running at the deadline denies with a
-message saying so. Nothing a handler does makes the server answer with an HTTP error.
+message (code 500) and is logged once, ``CancelledError`` too unless the review itself is being
+cancelled (a handler awaiting a future something else cancelled must not leave the API server
+without an answer, where ``failurePolicy: Ignore`` would let the request through); a handler
+still running at the deadline denies with a message saying so. Nothing a handler does makes the
+server answer with an HTTP error.
 
 A synchronous handler runs on its webhook's own few threads (``max_threads``, default 4;
 :mod:`kubeop.webhook.threads`), never on the event loop: a call still
@@ -232,6 +235,16 @@ class AdmissionWebhook:
         except _NotAVerdict as exc:
             log.warning("webhook %s: %s", self.name, exc.message)
             return _deny(request.uid, exc.message, 500)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the review itself is cancelled (the server stopping, the caller gone)
+            message = (
+                f"handler {self._handler_name()} raised CancelledError without its review being "
+                "cancelled (did it await a future or task that something else cancelled?)"
+            )
+            log.warning("webhook %s: %s", self.name, message)
+            return _deny(request.uid, message, 500)
         except Exception as exc:
             text = _text(exc)
             log.warning("webhook %s: handler raised %s: %s", self.name, type(exc).__name__, text)

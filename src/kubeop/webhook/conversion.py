@@ -200,6 +200,11 @@ class Conversion:
                 f"{exc.stuck} conversions are still running past their deadline (all of this "
                 f"conversion's {self.max_threads} threads): refused at once"
             )
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the review itself is cancelled
+            failure = "failed: a conversion function raised CancelledError"
         except Exception as exc:
             failure = f"failed: {_text(exc)}"
         message = f"converting {self.kind}.{self.group}: {failure}"

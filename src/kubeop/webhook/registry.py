@@ -11,6 +11,7 @@ each webhook's synchronous handler (or conversion) still running past their dead
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -97,6 +98,11 @@ class Webhooks:
                 assert conversion is not None
                 return 200, await conversion.serve(body, timeout)  # decoded off the event loop
             request = decode_admission(body, headers=headers, peer=peer)
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise
+            log.warning("webhook %s: the conversion raised CancelledError", path)
+            return 500, b'{"message": "the conversion failed (CancelledError)"}'
         except BadReview as exc:
             log.warning("webhook %s: bad review: %s", path, exc)
             return 400, orjson.dumps({"message": str(exc)})
@@ -105,7 +111,9 @@ class Webhooks:
             return 400, orjson.dumps({"message": f"the body could not be read ({type(exc).__name__})"})
         try:
             return 200, await webhook.review(request, timeout)
-        except Exception as exc:  # review() answers every review; this is for a subclass's that does not
+        except (Exception, asyncio.CancelledError) as exc:  # review() answers every review; a subclass's
+            if isinstance(exc, asyncio.CancelledError) and _cancelling():
+                raise
             log.warning("webhook %s: the review failed: %s", path, type(exc).__name__)
             status = {"status": "Failure", "code": 500, "reason": "InternalError"}
             status["message"] = f"webhook {webhook.name} failed to answer: {type(exc).__name__}"
@@ -127,3 +135,9 @@ class Webhooks:
         )
         for item in self:
             gauge.labels(item.path).set_function(lambda item=item: item.stuck_calls)  # type: ignore[misc]
+
+
+def _cancelling() -> bool:
+    """Is the current task being cancelled (rather than handed a CancelledError by code it awaited)?"""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0

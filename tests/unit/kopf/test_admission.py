@@ -139,3 +139,35 @@ async def test_a_stuck_sync_handler_has_its_own_threads_and_is_refused_once_they
         )
     finally:
         release.set()
+
+
+async def test_a_cancelled_error_from_a_handler_denies_naming_it() -> None:
+    """Not an escaping CancelledError (no verdict: the API server's failurePolicy decided)."""
+    import concurrent.futures
+
+    from kubeop.kopf.admission import admission_fn
+
+    reg = kopf.Registry()
+
+    @kopf.on.validate("kopfexamples.kopf.dev", registry=reg, id="awaits_cancelled")
+    async def awaits_cancelled(**_: Any) -> None:
+        future = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future
+
+    @kopf.on.validate("kopfexamples.kopf.dev", registry=reg, id="result_of_cancelled")
+    def result_of_cancelled(**_: Any) -> None:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        future.cancel()
+        future.result()
+
+    hooks = Webhooks(webhooks(admission_handlers(reg), memo={}))
+    fn = admission_fn(admission_handlers(reg), memo={})
+    for handler_id in ("awaits_cancelled", "result_of_cancelled"):
+        for out in (
+            await answer(hooks, f"/{handler_id}", review()),
+            (await fn(orjson.loads(review()), webhook=handler_id))["response"],
+        ):
+            assert out["allowed"] is False and out["status"]["code"] == 500
+            assert repr(handler_id) in out["status"]["message"]
+            assert "CancelledError" in out["status"]["message"]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import json
 import os
 import threading
@@ -365,6 +366,53 @@ async def test_what_a_handler_does_never_escapes_the_review() -> None:
         message
         == "webhook vodd.test.kubeop.dev failed to answer: TypeError: Type is not JSON serializable: object"
     )
+
+
+async def test_a_cancelled_error_from_a_handler_denies_naming_it_unless_the_review_is_cancelled() -> None:
+    """A CancelledError the handler raised (a future someone else cancelled, the result of a
+    cancelled concurrent future) gave no verdict: the server closed the connection and the API
+    server's failurePolicy decided (Ignore: the request went through)."""
+
+    @validating(CONFIGMAPS, name="vasync.test.kubeop.dev")
+    async def awaits_cancelled(new: dict[str, Any]) -> None:
+        future = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future
+
+    @validating(CONFIGMAPS, name="vsync.test.kubeop.dev")
+    def result_of_cancelled(new: dict[str, Any]) -> None:
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        future.cancel()
+        future.result()
+
+    for hook, name in [(awaits_cancelled, "awaits_cancelled"), (result_of_cancelled, "result_of_cancelled")]:
+        status, raw = await Webhooks([hook]).handle(hook.path, orjson.dumps(_review_of({"a": 1})))
+        out = response(raw)
+        assert status == 200 and out["allowed"] is False and out["status"]["code"] == 500
+        assert name in out["status"]["message"] and "CancelledError" in out["status"]["message"]
+        assert hook.stuck_calls == 0
+
+    # a review that is itself cancelled still is: cancellation is never turned into a verdict
+    started = asyncio.Event()
+
+    @validating(CONFIGMAPS, name="vwaits.test.kubeop.dev")
+    async def waits(new: dict[str, Any]) -> None:
+        started.set()
+        await asyncio.sleep(5)
+
+    task = asyncio.ensure_future(waits.review(request({"a": 1})))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def _review_of(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u1", "operation": "CREATE", "object": obj, "userInfo": {"username": "a"}},
+    }
 
 
 def deep(levels: int) -> Any:

@@ -396,3 +396,12 @@ async def test_objects_before_the_desired_version_are_converted_too() -> None:
     out = await converted(hooks, body)
     assert [o["spec"] for o in out["convertedObjects"]] == [{"size": 3}] * 3
     assert decode_conversion(body).objects == objects
+
+
+async def test_a_conversion_raising_cancelled_error_fails_the_review_rather_than_escaping() -> None:
+    def up(obj: dict[str, Any]) -> dict[str, Any]:
+        raise asyncio.CancelledError  # e.g. from an asyncio.run() in the function
+
+    conv = Conversion("example.com", "Widget", "v2", {"v1": (up, up)}, plural="widgets")
+    out = await converted(Webhooks([conv]), widget_review(1))
+    assert out["result"]["status"] == "Failure" and "CancelledError" in out["result"]["message"]

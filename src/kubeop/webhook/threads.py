@@ -6,7 +6,9 @@ function returns, and is *stuck* until then. So that stuck calls of one webhook 
 another's, each webhook has its own threads (``size`` of them, started on demand), and:
 
 - a call waits for a thread only behind calls still within their deadline, and only until its
-  own deadline (a call whose deadline passes before it starts is dropped, never run);
+  own deadline (a call whose deadline passes before it starts is dropped, never run, and its
+  arguments are let go at once: a decoded object does not wait in the queue for a thread that
+  may never come back);
 - when every thread of the webhook is held by a stuck call, a new call is refused at once
   (:class:`Saturated`) rather than queued behind calls that may never return;
 - :attr:`HandlerThreads.stuck` counts the stuck calls (a metric reads it) and drops back as
@@ -33,7 +35,16 @@ __all__ = ["DEFAULT_THREADS", "HandlerThreads", "Saturated"]
 # calls beyond them wait for a thread, within their deadline.
 DEFAULT_THREADS = 4
 
-_Work = tuple["concurrent.futures.Future[Any]", Callable[[], Any]]
+
+class _Work:
+    """One queued call; ``call`` (the function and its arguments) is cleared when it is cancelled
+    before a thread takes it, so the queue never holds a dropped call's objects."""
+
+    __slots__ = ("call", "future")
+
+    def __init__(self, future: concurrent.futures.Future[Any], call: Callable[[], Any]) -> None:
+        self.future = future
+        self.call: Callable[[], Any] | None = call
 
 
 class Saturated(Exception):
@@ -72,11 +83,14 @@ class HandlerThreads:
         if stuck >= self.size:
             raise Saturated(stuck)
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._submit(future, functools.partial(contextvars.copy_context().run, fn, *args, **kwargs))
+        work = _Work(future, functools.partial(contextvars.copy_context().run, fn, *args, **kwargs))
+        self._submit(work)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
-            if not future.cancel():  # it has started (or just finished): it runs on
+            if future.cancel():  # not started: it never will, and what it holds goes now
+                work.call = None
+            else:  # it has started (or just finished): it runs on
                 with self._lock:
                     self._stuck += 1
                 future.add_done_callback(self._returned)  # at once if it is done already
@@ -86,9 +100,9 @@ class HandlerThreads:
         with self._lock:
             self._stuck -= 1
 
-    def _submit(self, future: concurrent.futures.Future[Any], call: Callable[[], Any]) -> None:
+    def _submit(self, work: _Work) -> None:
         with self._lock:
-            self._work.put((future, call))
+            self._work.put(work)
             self._waiting += 1
             start = self._waiting > self._idle and self._threads < self.size
             if start:
@@ -104,14 +118,18 @@ class HandlerThreads:
             with self._lock:
                 self._idle -= 1
                 self._waiting -= 1
-            _run(*work)
+            _run(work)
             del work  # nothing of a finished call stays referenced by an idle thread
 
 
-def _run(future: concurrent.futures.Future[Any], call: Callable[[], Any]) -> None:
+def _run(work: _Work) -> None:
+    future = work.future
     if not future.set_running_or_notify_cancel():
         return  # its caller gave up before it started
+    call, work.call = work.call, None
     try:
+        if call is None:  # cleared only once cancelled, and a cancelled call never gets here
+            raise RuntimeError("a cancelled call was started")
         result = call()
     except BaseException as exc:  # handed to the caller, as concurrent.futures does
         future.set_exception(exc)

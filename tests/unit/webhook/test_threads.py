@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import threading
+import weakref
 
 import pytest
 
@@ -87,3 +89,35 @@ async def test_stuck_calls_are_counted_until_they_return_and_saturate_at_size() 
         gate.set()
     await settle(threads, 0)
     assert await threads.run(lambda: "free again") == "free again"
+
+
+class Decoded:
+    """Stands for a review's decoded objects (megabytes of them, for a large review)."""
+
+
+async def _dropped(threads: HandlerThreads, arg: Decoded) -> None:
+    try:
+        async with asyncio.timeout(0.05):
+            await threads.run(lambda obj: obj, arg)
+    except TimeoutError:
+        pass
+
+
+async def test_a_call_cancelled_before_it_starts_lets_go_of_its_arguments_at_once() -> None:
+    """Not once a thread frees up: a stuck thread would pin every dropped call's objects."""
+    threads = HandlerThreads(1)
+    gate = threading.Event()
+    first = asyncio.create_task(threads.run(gate.wait, 5))
+    try:
+        await asyncio.sleep(0.05)
+        arg = Decoded()
+        ref = weakref.ref(arg)
+        await _dropped(threads, arg)
+        del arg
+        await asyncio.sleep(0.05)  # the loop's own references to the cancelled call go
+        gc.collect()
+        assert ref() is None, "the queue still holds a dropped call's arguments"
+    finally:
+        gate.set()
+    assert await first is True
+    assert await threads.run(lambda: "next") == "next"

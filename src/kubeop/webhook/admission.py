@@ -241,7 +241,7 @@ class AdmissionWebhook:
                 raise  # the review itself is cancelled (the server stopping, the caller gone)
             message = (
                 f"handler {self._handler_name()} raised CancelledError without its review being "
-                "cancelled (did it await a future or task that something else cancelled?)"
+                "cancelled (a future or task it waited on was cancelled by something else?)"
             )
             log.warning("webhook %s: %s", self.name, message)
             return _deny(request.uid, message, 500)

@@ -195,6 +195,7 @@ def _parse_aggregated(
                         short_names=tuple(r.get("shortNames") or ()),
                         verbs=tuple(r.get("verbs") or ()),
                         subresources=tuple(s.get("subresource", "") for s in r.get("subresources") or ()),
+                        categories=tuple(r.get("categories") or ()),
                     )
                 except ValueError as e:  # a resource name that cannot be a path segment
                     log.warning("discovery: skipping a resource of %s/%s: %s", group, version, e)
@@ -225,6 +226,7 @@ def _parse_resource_list(group: str, version: str, doc: Mapping[str, Any]) -> li
                 short_names=tuple(r.get("shortNames") or ()),
                 verbs=tuple(r.get("verbs") or ()),
                 subresources=tuple(subs.get(name, ())),
+                categories=tuple(r.get("categories") or ()),
             )
         except ValueError as e:  # a resource name that cannot be a path segment
             log.warning("discovery: skipping a resource of %s/%s: %s", group or "core", version, e)

@@ -78,6 +78,7 @@ class ApiResource:
     short_names: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ()
     subresources: tuple[str, ...] = field(default=())
+    categories: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_group(self.group)

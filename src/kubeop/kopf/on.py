@@ -14,7 +14,8 @@ from kubeop.kopf.activities import Activity, ActivityHandler
 from kubeop.kopf.diffs import parse_field
 from kubeop.kopf.fields import missing_part
 from kubeop.kopf.handlers import ChangingHandler, ErrorsMode, Filter, Reason
-from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
+from kubeop.kopf.registry import Registry, default_registry, handler_id
+from kubeop.kopf.selectors import Selector, selector_key
 from kubeop.kopf.spawning import SpawningHandler
 from kubeop.kopf.watching import WatchingHandler
 
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_SELECTOR = ("group", "version", "plural", "kind")
+_SELECTOR = ("group", "version", "kind", "plural", "singular", "shortcut", "category", "any_name")
 _COMMON = (
     *_SELECTOR,
     "id",
@@ -56,7 +57,7 @@ _COMMON = (
 
 def _register(
     decorator: str,
-    args: tuple[str, ...],
+    args: tuple[Any, ...],
     options: dict[str, Any],
     allowed: tuple[str, ...],
     reason: Reason | None,
@@ -94,7 +95,7 @@ def _register(
         if backoff is not None and backoff < 0:
             raise ValueError(f"{where}: backoff= is seconds >= 0, got {backoff!r}")
         try:
-            resource = resource_name(args, **{k: options.get(k) for k in _SELECTOR})
+            resource = selector_key(Selector(*args, **{k: options.get(k) for k in _SELECTOR}))
         except TypeError as exc:
             raise TypeError(f"{where}: {exc}") from None
         missing = missing_part(resource, path)
@@ -141,7 +142,7 @@ def _register(
 _SPAWNING = ("initial_delay", "interval", "idle", "sharp", "cancellation_backoff", "cancellation_timeout")
 
 
-def daemon(*args: str, **options: Any) -> Callable[[F], F]:
+def daemon(*args: Any, **options: Any) -> Callable[[F], F]:
     """Run alongside each object from its creation (or the operator's start) to its deletion; the
     ``stopped`` kwarg turns true when it should exit (see :mod:`kubeop.kopf.spawning`)."""
     allowed = (
@@ -155,7 +156,7 @@ def daemon(*args: str, **options: Any) -> Callable[[F], F]:
     return _register("daemon", args, options, allowed, None)
 
 
-def timer(*args: str, interval: float | None = None, **options: Any) -> Callable[[F], F]:
+def timer(*args: Any, interval: float | None = None, **options: Any) -> Callable[[F], F]:
     """Run every ``interval`` seconds for each object (``idle=``: once unchanged for that long)."""
     if interval is None:
         raise TypeError("@kopf.timer needs interval= (seconds between calls)")
@@ -163,18 +164,18 @@ def timer(*args: str, interval: float | None = None, **options: Any) -> Callable
     return _register("timer", args, options, (*_COMMON, "interval", "initial_delay", "idle", "sharp"), None)
 
 
-def event(*args: str, **options: Any) -> Callable[[F], F]:
+def event(*args: Any, **options: Any) -> Callable[[F], F]:
     """Run for every watch event of the resource (``event``/``type`` kwargs); not retried."""
     allowed = tuple(k for k in _COMMON if k not in ("errors", "timeout", "retries", "backoff"))
     return _register("event", args, options, allowed, None)
 
 
-def create(*args: str, **options: Any) -> Callable[[F], F]:
+def create(*args: Any, **options: Any) -> Callable[[F], F]:
     """Run when an object is created (or first seen without a record of being handled)."""
     return _register("create", args, options, _COMMON, Reason.CREATE)
 
 
-def update(*args: str, old: Filter = None, new: Filter = None, **options: Any) -> Callable[[F], F]:
+def update(*args: Any, old: Filter = None, new: Filter = None, **options: Any) -> Callable[[F], F]:
     """Run when an object's essence changes (spec, labels, annotations; never status alone)."""
     options.update(old=old, new=new)
     return _register(
@@ -182,19 +183,19 @@ def update(*args: str, old: Filter = None, new: Filter = None, **options: Any) -
     )
 
 
-def delete(*args: str, optional: bool = False, **options: Any) -> Callable[[F], F]:
+def delete(*args: Any, optional: bool = False, **options: Any) -> Callable[[F], F]:
     """Run when an object is being deleted; unless ``optional``, a finalizer holds it until then."""
     return _register("delete", args, options, _COMMON, Reason.DELETE, requires_finalizer=not optional)
 
 
-def resume(*args: str, deleted: bool = False, **options: Any) -> Callable[[F], F]:
+def resume(*args: Any, deleted: bool = False, **options: Any) -> Callable[[F], F]:
     """Run for every object present when the operator starts (``deleted=True``: also those being
     deleted); joins the object's create/update cause if it has one."""
     return _register("resume", args, options, _COMMON, None, initial=True, deleted=deleted)
 
 
 def field(
-    *args: str, field: str | tuple[str, ...], old: Filter = None, new: Filter = None, **options: Any
+    *args: Any, field: str | tuple[str, ...], old: Filter = None, new: Filter = None, **options: Any
 ) -> Callable[[F], F]:
     """Run when ``field`` changes (on creation too: from absent to its first value)."""
     if not field:
@@ -263,14 +264,14 @@ def probe(**options: Any) -> Callable[[F], F]:
     return _activity("probe", Activity.PROBE, options)
 
 
-def validate(*args: str, **options: Any) -> Callable[[F], F]:
+def validate(*args: Any, **options: Any) -> Callable[[F], F]:
     """A validating admission handler on kubeop's webhook server (see :mod:`kubeop.kopf.admission`)."""
     from kubeop.kopf import admission
 
     return admission.validate(*args, **options)
 
 
-def mutate(*args: str, **options: Any) -> Callable[[F], F]:
+def mutate(*args: Any, **options: Any) -> Callable[[F], F]:
     """A mutating admission handler on kubeop's webhook server (see :mod:`kubeop.kopf.admission`)."""
     from kubeop.kopf import admission
 

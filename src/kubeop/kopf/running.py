@@ -27,23 +27,27 @@ import sys
 import threading
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from kubeop.client import Client, ClientConfig, load_config
 from kubeop.controller import Controller
+from kubeop.core.resource import ApiResource
 from kubeop.kopf.activities import Activity, ActivityHandler, LoginError, run_activity
 from kubeop.kopf.admission import AdmissionHandler, admission_handlers
 from kubeop.kopf.admission import webhooks as admission_webhooks
 from kubeop.kopf.credentials import Vault, connect
+from kubeop.kopf.handlers import ChangingHandler
 from kubeop.kopf.indexing import IndexSet, indexing_handlers
 from kubeop.kopf.namespaces import NamespacePattern, Namespaces, filtered
 from kubeop.kopf.probing import Probes, parse_endpoint
 from kubeop.kopf.probing import serve as serve_liveness
 from kubeop.kopf.processing import Memo, Processor
 from kubeop.kopf.registry import Registry, default_registry
+from kubeop.kopf.selectors import UnresolvedResource, resolve_all
 from kubeop.kopf.settings import OperatorSettings, current_settings, reset_settings, use_settings
-from kubeop.kopf.watching import EventDispatcher
+from kubeop.kopf.spawning import SpawningHandler
+from kubeop.kopf.watching import EventDispatcher, WatchingHandler
 from kubeop.manager import Manager
 from kubeop.manager.server import ProbeServer
 
@@ -78,6 +82,7 @@ def build_manager(
     client: Client | None = None,
     workers: int | None = None,
     settings: OperatorSettings | None = None,
+    _resolved: Mapping[str, list[ApiResource]] | None = None,
     **manager_options: Any,
 ) -> Manager:
     """A Manager that runs ``registry``'s handlers (the default registry: the decorated ones)
@@ -110,12 +115,12 @@ def build_manager(
     indexes = IndexSet(indexing, memo or {}) if indexing else None
     if indexes is not None:
         _INDEXES[manager] = (indexes, scope)
-    for resource in registry.resources():
+    for resource, keys in _served(registry, _resolved).items():
         processor = Processor(
             resource,
-            list(registry.changing(resource)),
+            [_bind(h, resource) for k in keys for h in registry.changing(k)],
             memo=Memo(memo or {}),
-            spawners=list(registry.spawning(resource)),
+            spawners=[_bind(h, resource) for k in keys for h in registry.spawning(k)],
             finalizer=settings.persistence.finalizer,
             indexes=indexes,
         )
@@ -128,11 +133,43 @@ def build_manager(
                 .reconcile(processor.reconcile)
             )
             manager.add(controller)
-        watchers = list(registry.watching(resource))
+        watchers = [_bind(h, resource) for k in keys for h in registry.watching(k)]
         if watchers:
             dispatch = _Dispatch(resource, scope, EventDispatcher(watchers, memo or {}))
             _DISPATCHERS.setdefault(manager, []).append(dispatch)
     return manager
+
+
+H = TypeVar("H", ChangingHandler, SpawningHandler, WatchingHandler)
+
+
+def _served(registry: Registry, resolved: Mapping[str, list[ApiResource]] | None) -> dict[str, list[str]]:
+    """Each resource to serve and the registry's selector keys that select it (without
+    ``resolved``, each key names its resource as it is)."""
+    out: dict[str, list[str]] = {}
+    for key in registry.resources():
+        found = resolved.get(key) if resolved is not None else None
+        names = [key] if found is None else [f"{r.plural}.{r.version}.{r.group}" for r in found]
+        for name in names:
+            out.setdefault(name, []).append(key)
+    return out
+
+
+def _bind(handler: H, resource: str) -> H:
+    return handler if handler.resource == resource else replace(handler, resource=resource)
+
+
+async def _resolve(registry: Registry, client: Client) -> dict[str, list[ApiResource]]:
+    """The handlers' selectors resolved against the server's discovery, as kopf does at start
+    (refreshing discovery once if something is not found: a CRD installed a moment ago)."""
+    keys = registry.resources()
+    patching = {k for k in keys if any(registry.changing(k)) or any(registry.spawning(k))}
+    mapper = await client.discovery.mapper()
+    try:
+        return resolve_all(keys, mapper.resources, mapper.groups, patching=patching)
+    except UnresolvedResource:
+        mapper = await client.discovery.refresh()
+        return resolve_all(keys, mapper.resources, mapper.groups, patching=patching)
 
 
 @dataclass
@@ -393,7 +430,9 @@ async def operator(
         )
         started = True
         client = await login(registry, memo=root_memo, settings=settings)
+        resolved = await _resolve(registry, client)
         manager = build_manager(
+            _resolved=resolved,
             registry=registry,
             namespaces=scope.patterns,
             memo=root_memo,

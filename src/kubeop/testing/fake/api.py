@@ -386,6 +386,7 @@ class Api:
                     "kind": k.kind,
                     "verbs": _VERBS,
                     "shortNames": list(k.short_names),
+                    "categories": list(k.categories),
                 }
             )
             for sub in (("status",) if k.status else ()) + (("scale",) if k.scale else ()):
@@ -427,6 +428,7 @@ class Api:
                             "scope": "Namespaced" if k.namespaced else "Cluster",
                             "singularResource": k.singular or k.kind.lower(),
                             "shortNames": list(k.short_names),
+                            "categories": list(k.categories),
                             "verbs": _VERBS,
                             "subresources": subs,
                         }

@@ -46,6 +46,7 @@ class Kind:
     """A PUT without ``metadata.resourceVersion``: allowed for built-ins, 422 for custom resources."""
     fields: frozenset[str] = _COMMON_FIELDS
     custom: bool = False
+    categories: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -63,6 +64,7 @@ class Kind:
             singular=self.singular or self.kind.lower(),
             short_names=self.short_names,
             subresources=subresources,
+            categories=self.categories,
         )
 
 
@@ -183,6 +185,7 @@ def kind_from_crd(crd: Mapping[str, Any]) -> list[Kind]:
                 namespaced=namespaced,
                 singular=str(names.get("singular") or str(kind).lower()),
                 short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
                 status="status" in subs,
                 scale=ScalePaths(
                     scale.get("specReplicasPath", ".spec.replicas"),

@@ -419,6 +419,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "DiffBaseStorage",
         "DiffItem",
         "DiffOperation",
+        "EVERYTHING",
         "ErrorsMode",
         "FINALIZER",
         "FieldPath",

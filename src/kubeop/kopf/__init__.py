@@ -63,6 +63,7 @@ from kubeop.kopf.on import daemon, timer
 from kubeop.kopf.processing import FINALIZER, LocalObjectLogger, Memo, ObjectLogger
 from kubeop.kopf.registry import Registry, default_registry, get_default_registry, set_default_registry
 from kubeop.kopf.running import LogFormat, build_manager, configure, operator, run, run_tasks, spawn_tasks
+from kubeop.kopf.selectors import EVERYTHING
 from kubeop.kopf.settings import OperatorSettings
 from kubeop.kopf.spawning import (
     AsyncDaemonStopperChecker,
@@ -113,6 +114,7 @@ OperatorRegistry = Registry
 
 __all__ = [
     "ABSENT",
+    "EVERYTHING",
     "FINALIZER",
     "PRESENT",
     "ActivityError",

@@ -149,6 +149,11 @@ def _served(registry: Registry, resolved: Mapping[str, list[ApiResource]] | None
     out: dict[str, list[str]] = {}
     for key in registry.resources():
         found = resolved.get(key) if resolved is not None else None
+        if found is None and key.startswith("Selector("):
+            raise ValueError(
+                f"handlers for {key} select resources by discovery: run them with kopf.operator() or "
+                "kopf.run(), which resolve selectors at start, or name one resource (plural.version.group)"
+            )
         names = [key] if found is None else [f"{r.plural}.{r.version}.{r.group}" for r in found]
         for name in names:
             out.setdefault(name, []).append(key)

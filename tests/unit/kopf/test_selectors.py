@@ -135,3 +135,10 @@ def test_a_bad_selector_is_an_error_naming_the_handler() -> None:
 
         @kopf.on.create("pods", plural="pods", registry=kopf.Registry())
         def fn(**_: Any) -> None: ...
+
+
+def test_a_category_without_discovery_is_a_clear_error_at_build() -> None:
+    reg = kopf.Registry()
+    kopf.on.create(category="all", registry=reg)(lambda **_: None)
+    with pytest.raises(ValueError, match=r"Selector\(category='all'\) select resources by discovery"):
+        build_manager(registry=reg)

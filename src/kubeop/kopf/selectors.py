@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from kubeop.core.resource import ApiResource
@@ -62,7 +62,7 @@ class Selector:
     shortcut: str | None = None
     category: str | None = None
     any_name: str | Marker | None = None
-    fn: Callable[[ApiResource], bool] | None = field(default=None, compare=False)
+    fn: Callable[[ApiResource], bool] | None = None
 
     def __init__(
         self,
@@ -252,7 +252,9 @@ _KNOWN: dict[str, Selector] = {}
 def selector_key(selector: Selector) -> str:
     """The registry's name for ``selector`` (remembered, so :func:`selector_of` finds it again)."""
     key = selector.key
-    _KNOWN.setdefault(key, selector)
+    if _KNOWN.setdefault(key, selector) != selector:  # ('pods') and kind='pods' differ: keep both
+        key = repr(selector)
+        _KNOWN.setdefault(key, selector)
     return key
 
 

@@ -142,3 +142,14 @@ def test_a_category_without_discovery_is_a_clear_error_at_build() -> None:
     kopf.on.create(category="all", registry=reg)(lambda **_: None)
     with pytest.raises(ValueError, match=r"Selector\(category='all'\) select resources by discovery"):
         build_manager(registry=reg)
+
+
+async def test_a_name_and_a_keyword_with_the_same_text_stay_different_selectors() -> None:
+    cluster = FakeCluster()
+    reg = kopf.Registry()
+    kopf.on.event("secrets", registry=reg)(lambda **_: None)
+    kopf.on.event(kind="secrets", registry=reg)(lambda **_: None)  # no kind is named so
+    assert reg.resources() == ["secrets", "Selector(kind='secrets')"]
+    async with cluster.client() as api:
+        with pytest.raises(UnresolvedResource, match=r"Selector\(kind='secrets'\)"):
+            await _resolve(reg, api)

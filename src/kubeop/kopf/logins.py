@@ -9,6 +9,7 @@ kopf. Neither library nor pykube is a dependency: they are imported when the fun
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 from collections.abc import Sequence
@@ -64,11 +65,21 @@ def _from_client_config(config: Any, header: str | None, settings: Any, priority
     )
 
 
+def _optional(package: str, *modules: str) -> Any:
+    """``package`` with ``modules`` imported, untyped (whether or not the library and its stubs are
+    installed), or None when it is not installed."""
+    try:
+        for module in modules:
+            importlib.import_module(module)
+        return importlib.import_module(package)
+    except ImportError:
+        return None
+
+
 def login_via_client(*, logger: Any, settings: Any = None, **_: Any) -> ConnectionInfo | None:
     """The ``kubernetes`` library's configuration (None if the library is not installed)."""
-    try:
-        import kubernetes.config  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
+    kubernetes = _optional("kubernetes", "kubernetes.config", "kubernetes.client")
+    if kubernetes is None:
         return None
     try:
         kubernetes.config.load_incluster_config()
@@ -88,9 +99,10 @@ def login_via_client(*, logger: Any, settings: Any = None, **_: Any) -> Connecti
 
 async def login_via_async_client(*, logger: Any, settings: Any = None, **_: Any) -> ConnectionInfo | None:
     """The ``kubernetes_asyncio`` library's configuration (None if it is not installed)."""
-    try:
-        import kubernetes_asyncio.config  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
+    kubernetes_asyncio = _optional(
+        "kubernetes_asyncio", "kubernetes_asyncio.config", "kubernetes_asyncio.client"
+    )
+    if kubernetes_asyncio is None:
         return None
     try:
         kubernetes_asyncio.config.load_incluster_config()

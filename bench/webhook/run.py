@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +66,11 @@ def build_go() -> Path:
     return out
 
 
-def reviews(cp: ControlPlane) -> dict[str, int]:
-    """Admission reviews the API server has sent to each webhook so far, from its /metrics."""
+def reviews(cp: ControlPlane, hooks: Iterable[str]) -> dict[str, int]:
+    """Admission reviews the API server has sent to each of ``hooks`` so far, from its /metrics."""
     status, body = cp.api.raw("GET", "/metrics")
     assert status == 200, status
-    counts = dict.fromkeys((KUBEOP_HOOK, GO_HOOK), 0)
+    counts = dict.fromkeys(hooks, 0)
     pattern = r"^apiserver_admission_webhook_admission_duration_seconds_count\{([^}]*)\} (\S+)$"
     for match in re.finditer(pattern, body.decode(), re.M):
         name = re.search(r'name="([^"]*)"', match[1])
@@ -100,18 +101,28 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
 
 
-async def measure(cp: ControlPlane, pids: dict[str, int], n: int, reps: int) -> dict[str, Any]:
+async def measure(
+    cp: ControlPlane,
+    pids: dict[str, int],
+    n: int,
+    reps: int,
+    *,
+    hooks: dict[str, str],
+    order: Callable[[int], Sequence[str]],
+) -> dict[str, Any]:
+    """Phases of ``n`` creates at concurrency 1 and 32, ``reps`` rounds each in ``order(rep)``
+    (a mode is "none" or a key of ``hooks``, the webhook serving it); per phase p50/p99 latency and
+    the serving process's CPU per review (from ``pids``), and their medians over the rounds."""
     runs: dict[str, list[dict[str, Any]]] = {}
     totals: dict[str, list[float]] = {}  # key -> [cpu seconds, reviews]
-    hooks = {"kubeop": KUBEOP_HOOK, "go": GO_HOOK}
     async with Client(load_kubeconfig(cp.kubeconfig_path, qps=None)) as client:
-        for mode in MODES:  # connections, caches, the paths warmed
+        for mode in order(0):  # connections, caches, the paths warmed
             await phase(client, None if mode == "none" else mode, 200, 8, f"warm-{mode}")
         for concurrency in (1, 32):
             for rep in range(reps):
-                for mode in MODES:
+                for mode in order(rep):
                     label = None if mode == "none" else mode
-                    before = reviews(cp)
+                    before = reviews(cp, hooks.values())
                     cpu0 = {m: cpu_seconds(pid) for m, pid in pids.items()}
                     t0 = time.perf_counter()
                     lat = await phase(client, label, n, concurrency, f"c{concurrency}-{mode}-{rep}")
@@ -128,7 +139,7 @@ async def measure(cp: ControlPlane, pids: dict[str, int], n: int, reps: int) -> 
                             run[f"{m}_idle_cpu_ms"] = round((cpu_seconds(pid) - cpu0[m]) * 1000)
                     if mode in pids:
                         cpu = cpu_seconds(pids[mode]) - cpu0[mode]
-                        counted = reviews(cp)[hooks[mode]] - before[hooks[mode]]
+                        counted = reviews(cp, hooks.values())[hooks[mode]] - before[hooks[mode]]
                         run["reviews"] = counted
                         run["server_cpu_us_per_review"] = round(cpu / max(counted, 1) * 1e6, 1)
                         total = totals.setdefault(key, [0.0, 0])
@@ -145,18 +156,22 @@ async def measure(cp: ControlPlane, pids: dict[str, int], n: int, reps: int) -> 
         if key in totals:
             cpu, counted = totals[key]
             entry["server_cpu_us_per_review"] = round(cpu / max(counted, 1) * 1e6, 1)
+            entry["cpu_us_per_review_per_phase"] = [r["server_cpu_us_per_review"] for r in values]
         summary[key] = entry
+    return {"summary": summary, "runs": runs}
+
+
+def against_go(summary: dict[str, Any]) -> None:
+    """Add to ``summary`` what each server adds to a create's latency, and the CPU ratio."""
     for concurrency in (1, 32):
         base = summary[f"c{concurrency} none"]
-        for mode in hooks:
+        for mode in ("kubeop", "go"):
             entry = summary[f"c{concurrency} {mode}"]
             entry["added_p50_ms"] = round(entry["p50_ms_median"] - base["p50_ms_median"], 2)
             entry["added_p99_ms"] = round(entry["p99_ms_median"] - base["p99_ms_median"], 2)
         kubeop_cpu = summary[f"c{concurrency} kubeop"]["server_cpu_us_per_review"]
         go_cpu = summary[f"c{concurrency} go"]["server_cpu_us_per_review"]
         summary[f"c{concurrency} cpu ratio kubeop/go"] = round(kubeop_cpu / max(go_cpu, 0.1), 2)
-    print(json.dumps(summary, indent=1), flush=True)
-    return {"summary": summary, "runs": runs}
 
 
 def go_configuration(kubeop_config: dict[str, Any], port: int) -> dict[str, Any]:
@@ -203,7 +218,11 @@ def main() -> None:
             cp.api.call("POST", VWC, config)
             cp.api.call("POST", VWC, go_configuration(config, ports["go"]))
             time.sleep(2)  # the API server's informer picks the configurations up
-            results = asyncio.run(measure(cp, {m: p.pid for m, p in servers.items()}, args.n, args.reps))
+            pids = {m: p.pid for m, p in servers.items()}
+            hooks = {"kubeop": KUBEOP_HOOK, "go": GO_HOOK}
+            results = asyncio.run(measure(cp, pids, args.n, args.reps, hooks=hooks, order=lambda _rep: MODES))
+            against_go(results["summary"])
+            print(json.dumps(results["summary"], indent=1), flush=True)
         finally:
             for proc in servers.values():
                 proc.terminate()

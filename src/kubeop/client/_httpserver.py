@@ -209,6 +209,8 @@ class Response(NamedTuple):
     headers: tuple[tuple[str, str], ...] = ()
 
 
+_BEARER_CHALLENGE = ("WWW-Authenticate", "Bearer")
+
 Authorize = Callable[[Request], Awaitable[tuple[int, str] | None]]
 """Before the handler: None lets the request through; ``(status, message)`` answers it instead."""
 
@@ -469,7 +471,10 @@ class HttpServer:
                 refusal = await route.authorize(request)
                 if refusal is not None:
                     status, message = refusal
-                    return self.error(status, message)
+                    refused = self.error(status, message)
+                    if status == 401:  # RFC 9110: a 401 says how to authenticate
+                        refused = refused._replace(headers=(*refused.headers, _BEARER_CHALLENGE))
+                    return refused
             return await route.handler(request)
         except asyncio.CancelledError:
             task = asyncio.current_task()

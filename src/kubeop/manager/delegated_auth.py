@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import orjson
+from prometheus_client import CollectorRegistry, Counter
 
 from kubeop.client import Client
 from kubeop.core.errors import ApiError
@@ -75,6 +76,15 @@ _RESOURCES = {r.kind: r for r in (_TOKEN_REVIEW, _ACCESS_REVIEW)}
 # RFC 6750's b64token: what a bearer token may be made of (JWTs and bootstrap tokens are).
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +([A-Za-z0-9\-._~+/]+=*) *")
 _MAX_TOKEN = 16 * 1024
+# The decision counted for each answer of DelegatedAuth.check (None: allowed).
+_DECISIONS: dict[int | None, str] = {
+    None: "allowed",
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    500: "error",
+    503: "unavailable",
+}
 _TRANSIENT_CODES = frozenset({429, 500, 502, 503, 504})
 _LOG_EVERY = 10.0  # seconds between two warnings of the same kind of failure
 
@@ -174,6 +184,7 @@ class DelegatedAuth:
         timeout: float = 10.0,
         max_in_flight: int = 16,
         clock: Callable[[], float] = time.monotonic,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         if (client is None) == (review is None):
             raise ValueError("DelegatedAuth needs exactly one of client= (the manager's) or review=")
@@ -194,6 +205,18 @@ class DelegatedAuth:
         self._timeout = timeout
         self._hmac_key = secrets.token_bytes(32)
         self._logged: dict[str, float] = {}
+        # kubeop_metrics_auth_decisions_total{decision}: what the checks answered, so that a
+        # scraper refused for hours (a missing RoleBinding, a rotated token) shows on a dashboard.
+        self._decisions_total: Counter | None = None
+        if registry is not None:
+            self._decisions_total = Counter(
+                "kubeop_metrics_auth_decisions",
+                "Requests to the protected metrics endpoint, by the decision made",
+                ["decision"],
+                registry=registry,
+            )
+            for decision in _DECISIONS.values():
+                self._decisions_total.labels(decision).inc(0)
 
     def __repr__(self) -> str:
         return f"<DelegatedAuth {len(self._users)} identities, {len(self._decisions)} decisions cached>"
@@ -206,6 +229,12 @@ class DelegatedAuth:
         ``authorization`` is the request's Authorization header: its value, every value it was
         sent with (a list; more than one is refused), or None when absent. Never raises.
         """
+        refusal = await self._check(authorization, path, verb)
+        if self._decisions_total is not None:
+            self._decisions_total.labels(_DECISIONS[None if refusal is None else refusal[0]]).inc()
+        return refusal
+
+    async def _check(self, authorization: str | Sequence[str] | None, path: str, verb: str) -> Refusal | None:
         if authorization is not None and not isinstance(authorization, str):
             values = list(authorization)
             if len(values) > 1:

@@ -434,7 +434,7 @@ class Manager:
         """``/metrics`` over HTTPS for callers the API server authenticates and authorizes."""
         from kubeop.manager.delegated_auth import DelegatedAuth
 
-        self.metrics_auth = DelegatedAuth(self.api)
+        self.metrics_auth = DelegatedAuth(self.api, registry=self.metrics.registry)
         if self._metrics_cert_dir is None:
             from kubeop.manager.serving_tls import self_signed
 

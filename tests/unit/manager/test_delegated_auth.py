@@ -369,3 +369,26 @@ def test_it_needs_exactly_one_way_to_review() -> None:
         DelegatedAuth()
     with pytest.raises(ValueError, match="timeout"):
         DelegatedAuth(review=Api().review, timeout=0)
+
+
+async def test_every_decision_is_counted_by_kind() -> None:
+    from prometheus_client import CollectorRegistry
+
+    api = Api()
+    registry = CollectorRegistry()
+    auth = _auth(api, registry=registry)
+    api.users["stranger"] = {"username": "stranger", "groups": []}
+    assert await auth.check(f"Bearer {TOKEN}") is None
+    assert (await auth.check(None) or (0,))[0] == 401
+    assert (await auth.check("Bearer stranger") or (0,))[0] == 403
+    assert (await auth.check(["Bearer a", "Bearer b"]) or (0,))[0] == 400
+    api.failures.append(RuntimeError("boom"))
+    assert (await auth.check("Bearer another") or (0,))[0] == 500
+
+    def count(decision: str) -> float | None:
+        return registry.get_sample_value("kubeop_metrics_auth_decisions_total", {"decision": decision})
+
+    assert {
+        d: count(d) for d in ("allowed", "unauthenticated", "forbidden", "bad_request", "error")
+    } == dict.fromkeys(("allowed", "unauthenticated", "forbidden", "bad_request", "error"), 1.0)
+    assert count("unavailable") == 0

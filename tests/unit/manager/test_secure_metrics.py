@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 
 import pytest
 
@@ -81,3 +82,41 @@ async def test_secure_metrics_are_never_served_as_plain_http(unused_tcp_port: in
         await asyncio.wait_for(task, 10)
     assert b"controller_runtime" not in answer and not answer.startswith(b"HTTP/1.1 200")
     assert manager.metrics_auth is not None and manager.metrics_tls is not None
+
+
+async def test_a_refused_scrape_is_challenged_and_counted(unused_tcp_port: int) -> None:
+    """A 401 names the scheme (WWW-Authenticate: Bearer), and every decision is counted in
+    kubeop_metrics_auth_decisions_total, so a scraper refused for hours shows on a dashboard."""
+    cluster = FakeCluster()
+    manager = Manager(
+        cluster.client(),
+        metrics_address=f"127.0.0.1:{unused_tcp_port}",
+        metrics_secure=True,
+        health_address=None,
+    )
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(manager.start(stop))
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the certificate is self-signed in memory
+    head = b""
+    try:
+        deadline = asyncio.get_running_loop().time() + 15
+        while not head and asyncio.get_running_loop().time() < deadline:
+            try:
+                async with asyncio.timeout(5):
+                    reader, writer = await asyncio.open_connection("127.0.0.1", unused_tcp_port, ssl=context)
+                    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    await writer.drain()
+                    head = (await reader.read()).partition(b"\r\n\r\n")[0]
+                    writer.close()
+            except OSError:  # not listening (yet)
+                await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    assert head.startswith(b"HTTP/1.1 401 "), head
+    assert b"\r\nWWW-Authenticate: Bearer\r\n" in head + b"\r\n"
+    value = manager.metrics.registry.get_sample_value
+    assert value("kubeop_metrics_auth_decisions_total", {"decision": "unauthenticated"}) == 1
+    assert value("kubeop_metrics_auth_decisions_total", {"decision": "allowed"}) == 0

@@ -38,7 +38,10 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from kubeop.core import pki
+from kubeop.core.pki import CLOCK_SKEW, PrivateKey
 
 __all__ = [
     "CertPathError",
@@ -58,10 +61,6 @@ __all__ = [
 
 CERT_NAME, KEY_NAME, CA_NAME, CA_KEY_NAME = "tls.crt", "tls.key", "ca.crt", "ca.key"
 CA_COMMON_NAME = "kubeop-webhook-ca"
-PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
-# Clocks of replicas and of the API server differ a little: a certificate made a minute ago
-# elsewhere is not "not yet valid" here (ours start five minutes in the past for the same reason).
-CLOCK_SKEW = dt.timedelta(minutes=5)
 _MAX_FILE = 1 << 20  # a certificate chain or a key is a few KiB
 _CURVES = (ec.SECP256R1, ec.SECP384R1, ec.SECP521R1)  # what Go's crypto/tls accepts
 _WEAK_HASHES = (hashes.SHA1, hashes.MD5)  # Go refuses SHA-1 signatures (Go 1.18)
@@ -374,12 +373,6 @@ class LocalCertificates:
         return self.directory / KEY_NAME
 
 
-def _pem(key: PrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
 def _write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write via a temporary file of its own and rename, so a reader never sees half a file and
     writers at once (two local operators on one directory) never take each other's file away.
@@ -421,73 +414,19 @@ class KeyPair:
 
 def make_ca(validity: dt.timedelta = dt.timedelta(days=3650)) -> KeyPair:
     """A new self-signed CA (in memory)."""
-    key, cert = _ca(validity)
-    return KeyPair(_pem(key), cert.public_bytes(serialization.Encoding.PEM))
+    key = pki.new_key()
+    cert = pki.self_signed_ca(key, CA_COMMON_NAME, validity, path_length=0)
+    return KeyPair(pki.key_pem(key), cert.public_bytes(serialization.Encoding.PEM))
 
 
 def make_serving(
     ca: KeyPair, hosts: Sequence[str], validity: dt.timedelta = dt.timedelta(days=365)
 ) -> KeyPair:
     """A new serving certificate for ``hosts`` (IP addresses or DNS names) signed by ``ca``."""
-    key, cert = _serving(ca.key(), ca.cert, hosts, validity)
-    return KeyPair(_pem(key), cert.public_bytes(serialization.Encoding.PEM))
-
-
-def _ca(validity: dt.timedelta) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_COMMON_NAME)])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def _serving(
-    ca_key: PrivateKey,
-    ca_cert: x509.Certificate,
-    hosts: Sequence[str],
-    validity: dt.timedelta,
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     if not hosts:
         raise ValueError("a serving certificate needs at least one host")
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return key, cert
+    key, cert = pki.issue(ca.key(), ca.cert, hosts[0], validity, hosts=hosts, server=True)
+    return KeyPair(pki.key_pem(key), cert.public_bytes(serialization.Encoding.PEM))
 
 
 def _directory_ca(directory: Path, follow_links: bool) -> KeyPair | None:

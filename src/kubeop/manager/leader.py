@@ -18,7 +18,6 @@ later than the sender's deadline, so the old and the new leader's writes cannot 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import os
 import random
@@ -28,34 +27,16 @@ from collections.abc import Callable
 from typing import Any
 
 from kubeop.client import Client
-from kubeop.core.errors import AlreadyExists, ApiError, Conflict, NotFound
-from kubeop.core.resource import ApiResource
+from kubeop.core.errors import AlreadyExists, Conflict, NotFound
+from kubeop.manager.lease import LEASES, check_lease_timing, microtime, retry_until, write_lease
 
 __all__ = ["LEASES", "LeaderElector", "LeadershipLost"]
 
 log = logging.getLogger("kubeop.leader")
-LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
-
-
-def check_lease_timing(what: str, lease_duration: float, renew_deadline: float, retry_period: float) -> None:
-    """client-go's rule for lease timings, shared by leader election and shard membership:
-    a holder must give up (renew_deadline) before others may take over (lease_duration), and
-    get more than one retry in before it gives up."""
-    if not lease_duration > renew_deadline > retry_period * 1.2:
-        raise ValueError(
-            f"{what} needs lease_duration > renew_deadline > 1.2 * retry_period "
-            f"(got {lease_duration}, {renew_deadline}, {retry_period})"
-        )
 
 
 class LeadershipLost(RuntimeError):
     """The lease could not be renewed within the renew deadline."""
-
-
-def _microtime(ts: float | None = None) -> str:
-    return dt.datetime.fromtimestamp(ts if ts is not None else time.time(), dt.UTC).strftime(
-        "%Y-%m-%dT%H:%M:%S.%fZ"
-    )
 
 
 def default_identity() -> str:
@@ -114,45 +95,36 @@ class LeaderElector:
         spec = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": int(self.lease_duration),
-            "acquireTime": _microtime(now),
-            "renewTime": _microtime(now),
+            "acquireTime": microtime(now),
+            "renewTime": microtime(now),
             "leaseTransitions": 0,
         }
+        lease: dict[str, Any] | None
         try:
             lease = await self.client.get(LEASES, self.name, namespace=self.namespace)
         except NotFound:
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": spec,
-            }
-            try:
-                lease = await self.client.create(body, resource=LEASES)
-            except AlreadyExists:
+            lease = None
+        if lease is not None:
+            old = lease.get("spec") or {}
+            if old != self._observed_spec:
+                self._observe(lease)
+            holder = old.get("holderIdentity") or ""
+            duration = float(old.get("leaseDurationSeconds") or self.lease_duration)
+            expired = self._observed_at + duration <= time.monotonic()
+            if holder and holder != self.identity and not expired:
                 return False
-            self._observe(lease)
-            return True
-        old = lease.get("spec") or {}
-        if old != self._observed_spec:
-            self._observe(lease)
-        holder = old.get("holderIdentity") or ""
-        duration = float(old.get("leaseDurationSeconds") or self.lease_duration)
-        expired = self._observed_at + duration <= time.monotonic()
-        if holder and holder != self.identity and not expired:
-            return False
-        if holder == self.identity:
-            spec["acquireTime"] = old.get("acquireTime") or spec["acquireTime"]
-            spec["leaseTransitions"] = old.get("leaseTransitions") or 0
-        else:
-            spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
-        lease = dict(lease)
-        lease["spec"] = spec
+            if holder == self.identity:
+                spec["acquireTime"] = old.get("acquireTime") or spec["acquireTime"]
+                spec["leaseTransitions"] = old.get("leaseTransitions") or 0
+            else:
+                spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
         try:
-            updated = await self.client.update(lease, resource=LEASES)
-        except Conflict:
+            written = await write_lease(
+                self.client, lease, name=self.name, namespace=self.namespace, spec=spec
+            )
+        except (AlreadyExists, Conflict):  # another candidate wrote it first
             return False
-        self._observe(updated)
+        self._observe(written)
         return True
 
     def _observe(self, lease: dict[str, Any]) -> None:
@@ -165,18 +137,10 @@ class LeaderElector:
 
     async def acquire(self) -> None:
         """Wait until this candidate holds the lease."""
-        while True:
-            sent = time.monotonic()
-            try:
-                if await self._try_acquire_or_renew():
-                    self._renewed_at = sent
-                    self._set_leader(True)
-                    return
-            except (ApiError, OSError) as exc:
-                log.warning("leader election: %s", exc)
-            except Exception as exc:  # connection errors of the client
-                log.warning("leader election: %s", exc)
-            await asyncio.sleep(self._jitter())
+        self._renewed_at = await retry_until(
+            self._try_acquire_or_renew, self._jitter, log, "leader election", (Exception,)
+        )
+        self._set_leader(True)
 
     async def hold(self) -> None:
         """Renew until the lease is lost (raises :class:`LeadershipLost`) or this task is cancelled."""
@@ -215,12 +179,12 @@ class LeaderElector:
         """Give the lease up (so a successor need not wait for it to expire)."""
         if not self.is_leader or self._observed is None:
             return
-        lease = dict(self._observed)
-        spec = dict(lease.get("spec") or {})
-        spec.update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _microtime()})
-        lease["spec"] = spec
+        spec = dict(self._observed.get("spec") or {})
+        spec.update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": microtime()})
         try:
-            await self.client.update(lease, resource=LEASES)
+            await write_lease(
+                self.client, self._observed, name=self.name, namespace=self.namespace, spec=spec
+            )
         except Exception as exc:
             log.warning("leader election: release failed: %s", exc)
         self._set_leader(False)

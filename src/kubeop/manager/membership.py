@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import os
 import re
@@ -44,7 +43,8 @@ from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, SharedInformerFa
 from kubeop.client import Client, TokenBucket
 from kubeop.core.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kubeop.manager.handover import Handover, Liveness
-from kubeop.manager.leader import LEASES, LeadershipLost, check_lease_timing
+from kubeop.manager.leader import LeadershipLost
+from kubeop.manager.lease import LEASES, check_lease_timing, microtime, retry_until, write_lease
 
 __all__ = ["Membership", "ShardLeaseLost", "is_member_name", "member_identity"]
 
@@ -94,10 +94,6 @@ def _number(value: object) -> int | None:
     if isinstance(value, str) and _GENERATION.fullmatch(value):
         return int(value)
     return None
-
-
-def _microtime() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -261,31 +257,25 @@ class Membership:
         sent = time.monotonic()
         ack = self.handover.to_acknowledge()
         drained = str(ack if ack is not None else self.handover.acked)
+        now = microtime()
         if self._lease is None:
-            body: dict[str, Any] = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {
-                    "name": self.lease_name,
-                    "namespace": self.namespace,
-                    "labels": {RING_LABEL: self.name, ROLE_LABEL: "member"},
-                    "annotations": {DRAINED: drained},
-                },
-                "spec": {
-                    "holderIdentity": self.identity,
-                    "leaseDurationSeconds": int(self.lease_duration),
-                    "acquireTime": _microtime(),
-                    "renewTime": _microtime(),
-                },
+            spec = {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": int(self.lease_duration),
+                "acquireTime": now,
+                "renewTime": now,
             }
-            self._lease = await self.client.create(body, resource=LEASES)
         else:
-            lease = dict(self._lease)
-            meta = dict(lease["metadata"])
-            meta["annotations"] = {**(meta.get("annotations") or {}), DRAINED: drained}
-            lease["metadata"] = meta
-            lease["spec"] = {**(lease.get("spec") or {}), "renewTime": _microtime()}
-            self._lease = await self.client.update(lease, resource=LEASES)
+            spec = {**(self._lease.get("spec") or {}), "renewTime": now}
+        self._lease = await write_lease(
+            self.client,
+            self._lease,
+            name=self.lease_name,
+            namespace=self.namespace,
+            spec=spec,
+            labels={RING_LABEL: self.name, ROLE_LABEL: "member"},
+            annotations={DRAINED: drained},
+        )
         self.handover.renewed(sent)
         if ack is not None:
             self.handover.published(ack)
@@ -309,28 +299,18 @@ class Membership:
         members = ",".join(sorted(live))
         generation = max(self._ring_generation or 0, self.handover.generation) + 1
         ring = self._ring
-        if ring is None:
-            body: dict[str, Any] = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {
-                    "name": self.ring_name,
-                    "namespace": self.namespace,
-                    "labels": {RING_LABEL: self.name, ROLE_LABEL: "ring"},
-                    "annotations": {GENERATION: str(generation), MEMBERS: members},
-                },
-                "spec": {},
-            }
-            with contextlib.suppress(AlreadyExists):
-                self._observe(await self.client.create(body, resource=LEASES))
-            return
-        annotations = _meta(ring).get("annotations") or {}
-        updated = dict(ring)
-        meta = dict(_meta(ring))
-        meta["annotations"] = {**annotations, GENERATION: str(generation), MEMBERS: members}
-        updated["metadata"] = meta
-        with contextlib.suppress(Conflict, NotFound):
-            self._observe(await self.client.update(updated, resource=LEASES))
+        with contextlib.suppress(AlreadyExists, Conflict, NotFound):  # another replica came first
+            self._observe(
+                await write_lease(
+                    self.client,
+                    ring,
+                    name=self.ring_name,
+                    namespace=self.namespace,
+                    spec=None,
+                    labels={RING_LABEL: self.name, ROLE_LABEL: "ring"},
+                    annotations={GENERATION: str(generation), MEMBERS: members},
+                )
+            )
 
     # -- running --------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -353,13 +333,18 @@ class Membership:
                 self._observe(obj, deleted=True)
 
         informer.add_event_handler(FuncHandler(on_add=on_add, on_update=on_update, on_delete=on_delete))
-        while True:
-            try:
-                await self._write_lease()
-                break
-            except (ApiError, OSError) as exc:
-                log.warning("sharding: cannot create lease %s/%s: %s", self.namespace, self.lease_name, exc)
-                await asyncio.sleep(self.retry_period)
+
+        async def join() -> bool:
+            await self._write_lease()
+            return True
+
+        await retry_until(
+            join,
+            lambda: self.retry_period,
+            log,
+            f"sharding: cannot create lease {self.namespace}/{self.lease_name}",
+            (ApiError, OSError),
+        )
         await informer.wait_for_sync()
         log.info("joined shard ring %s/%s as %s", self.namespace, self.ring_name, self.identity)
         last_renew = time.monotonic()

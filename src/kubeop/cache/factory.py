@@ -26,8 +26,8 @@ from kubeop.cache.watcher import Config
 from kubeop.client.client import Client, ResourceLike
 from kubeop.core.gvk import GroupVersionKind
 from kubeop.core.model import is_model_class, model_gvk, model_resource
-from kubeop.core.request import FieldSelectorLike, LabelSelectorLike, field_selector_text, label_selector_text
 from kubeop.core.resource import ApiResource
+from kubeop.core.selectors import FieldSelectorLike, LabelSelectorLike, Selectors
 
 __all__ = ["SharedInformerFactory"]
 
@@ -80,13 +80,8 @@ class SharedInformerFactory:
         selectors, created on first request (no I/O: the resource is resolved when it starts)."""
         if self._stopped:
             raise RuntimeError("the informer factory is stopped")
-        key = (
-            _resource_identity(resource),
-            namespace or "",
-            label_selector_text(label_selector) or "",
-            field_selector_text(field_selector) or "",
-            metadata_only,
-        )
+        selectors = Selectors.of(label_selector, field_selector)
+        key = (_resource_identity(resource), namespace or "", selectors, metadata_only)
         informer = self._informers.get(key)
         if informer is not None:
             return informer
@@ -94,8 +89,8 @@ class SharedInformerFactory:
             self.client,
             resource,
             namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            label_selector=selectors.labels,
+            field_selector=selectors.fields,
             metadata_only=metadata_only,
             probe=probe_for(self.client),
         )

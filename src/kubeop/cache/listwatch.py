@@ -18,14 +18,9 @@ from typing import Any, Protocol, runtime_checkable
 from kubeop.cache.probe import ServerProbe, probe_for
 from kubeop.client.client import Client, ObjectList, ResourceLike
 from kubeop.client.watch import WatchEvent
-from kubeop.core.request import (
-    FieldSelectorLike,
-    LabelSelectorLike,
-    ResourceVersionMatch,
-    field_selector_text,
-    label_selector_text,
-)
+from kubeop.core.request import ResourceVersionMatch
 from kubeop.core.resource import ApiResource
+from kubeop.core.selectors import FieldSelectorLike, LabelSelectorLike, Selectors
 
 __all__ = ["ListWatch", "ListerWatcher", "StreamingListerWatcher"]
 
@@ -110,11 +105,20 @@ class ListWatch:
         self.client = client
         self.resource = resource
         self.namespace = namespace or None
-        self.label_selector = label_selector_text(label_selector)
-        self.field_selector = field_selector_text(field_selector)
+        self.selectors = Selectors.of(label_selector, field_selector)
         self.metadata_only = metadata_only
         self.probe: ServerProbe | None = probe if probe is not None else probe_for(client)
         self._api_resource: ApiResource | None = resource if isinstance(resource, ApiResource) else None
+
+    @property
+    def label_selector(self) -> str | None:
+        """The label selector, in the query-string form (None: none)."""
+        return self.selectors.labels
+
+    @property
+    def field_selector(self) -> str | None:
+        """The field selector, in the query-string form (None: none)."""
+        return self.selectors.fields
 
     @property
     def description(self) -> str:
@@ -124,11 +128,7 @@ class ListWatch:
             what += " (metadata)"
         if self.namespace:
             what += f' in namespace "{self.namespace}"'
-        if self.label_selector:
-            what += f" with labels {self.label_selector}"
-        if self.field_selector:
-            what += f" with fields {self.field_selector}"
-        return what
+        return what + self.selectors.describe()
 
     async def _resolved(self) -> ApiResource:
         res = self._api_resource
@@ -148,8 +148,8 @@ class ListWatch:
             await self._resolved(),
             namespace=self.namespace,
             all_namespaces=self.namespace is None,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
+            label_selector=self.selectors.labels,
+            field_selector=self.selectors.fields,
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
@@ -170,8 +170,8 @@ class ListWatch:
             await self._resolved(),
             namespace=self.namespace,
             all_namespaces=self.namespace is None,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
+            label_selector=self.selectors.labels,
+            field_selector=self.selectors.fields,
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
@@ -192,8 +192,8 @@ class ListWatch:
             await self._resolved(),
             namespace=self.namespace,
             all_namespaces=self.namespace is None,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
+            label_selector=self.selectors.labels,
+            field_selector=self.selectors.fields,
             resource_version=resource_version,
             allow_bookmarks=allow_bookmarks,
             send_initial_events=send_initial_events,

@@ -47,6 +47,7 @@ from kubeop.core.request import (
     ResourceVersionMatch,
 )
 from kubeop.core.resource import ApiResource
+from kubeop.core.selectors import Selectors
 
 if TYPE_CHECKING:
     from kubeop.client.openapi import OpenAPIModels
@@ -343,8 +344,7 @@ class Client:
             what,
             namespace=namespace,
             all_namespaces=all_namespaces,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            selectors=Selectors.of(label_selector, field_selector),
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
@@ -397,8 +397,7 @@ class Client:
             what,
             namespace=namespace,
             all_namespaces=all_namespaces,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            selectors=Selectors.of(label_selector, field_selector),
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
@@ -430,8 +429,7 @@ class Client:
         *,
         namespace: str | None,
         all_namespaces: bool,
-        label_selector: LabelSelectorLike | None,
-        field_selector: FieldSelectorLike | None,
+        selectors: Selectors,
         limit: int | None,
         continue_: str | None,
         resource_version: str | None,
@@ -444,8 +442,8 @@ class Client:
         res = await self.resource(what)
         ns = None if all_namespaces else self._namespace(res, namespace)
         req = RequestBuilder(res, ns).list(
-            label_selector=label_selector,
-            field_selector=field_selector,
+            label_selector=selectors.labels,
+            field_selector=selectors.fields,
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,

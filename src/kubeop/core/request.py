@@ -38,7 +38,13 @@ import orjson
 
 from kubeop.core.patch import PatchType
 from kubeop.core.resource import ApiResource, invalid, shown
-from kubeop.core.selectors import FieldSelector, LabelSelector
+from kubeop.core.selectors import (
+    FieldSelectorLike,
+    LabelSelectorLike,
+    Selectors,
+    field_selector_text,
+    label_selector_text,
+)
 
 __all__ = [
     "ApiRequest",
@@ -55,8 +61,6 @@ __all__ = [
 PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
 ResourceVersionMatch = Literal["NotOlderThan", "Exact"]
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
-LabelSelectorLike = str | LabelSelector | Mapping[str, str]
-FieldSelectorLike = str | FieldSelector | Mapping[str, str]
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
@@ -176,27 +180,6 @@ def _check_path(path: object) -> None:
             raise invalid(
                 "request path", path, f"{_PATH_RULE}; segment {segment!r} encodes '/' or a control character"
             )
-
-
-def label_selector_text(selector: LabelSelectorLike | None) -> str | None:
-    """Normalise any accepted label-selector form to the query-string form (``None`` = none)."""
-    if selector is None:
-        return None
-    if isinstance(selector, str):
-        return selector or None
-    if isinstance(selector, LabelSelector):
-        return str(selector) or None
-    return str(LabelSelector.from_labels(selector)) or None
-
-
-def field_selector_text(selector: FieldSelectorLike | None) -> str | None:
-    if selector is None:
-        return None
-    if isinstance(selector, str):
-        return selector or None
-    if isinstance(selector, FieldSelector):
-        return str(selector) or None
-    return str(FieldSelector.from_fields(selector)) or None
 
 
 # DNS names (almost every object): nothing to check further and nothing to escape. Starting with
@@ -324,8 +307,7 @@ class RequestBuilder:
             raise ValueError("resource_version_match needs resource_version")
         if continue_ and resource_version:
             raise ValueError("continue_ and resource_version are exclusive: the token pins the version")
-        query: list[tuple[str, str]] = []
-        _selectors(query, label_selector, field_selector)
+        query = Selectors.of(label_selector, field_selector).query()
         if limit is not None:
             if limit <= 0:
                 raise ValueError(f"limit must be positive, got {limit}")
@@ -363,13 +345,11 @@ class RequestBuilder:
             resource_version_match = resource_version_match or "NotOlderThan"
         elif resource_version_match and resource_version is None:
             raise ValueError("resource_version_match needs resource_version (or send_initial_events)")
-        fields = field_selector_text(field_selector)
+        selectors = Selectors.of(label_selector, field_selector)
         if name is not None:
             _check_name(name, self.resource)
-            by_name = str(FieldSelector.from_fields({"metadata.name": name}))
-            fields = f"{fields},{by_name}" if fields else by_name
-        query: list[tuple[str, str]] = [("watch", "true")]
-        _selectors(query, label_selector, fields)
+            selectors = selectors.with_name(name)
+        query = [("watch", "true"), *selectors.query()]
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
         if resource_version_match:
@@ -480,23 +460,11 @@ class RequestBuilder:
             # The server supports this (all namespaces), but an unscoped delete_collection is far
             # too easy to issue by accident; ask for it explicitly with a cluster-scoped builder.
             raise ValueError(f"{self.resource.display_name}: delete_collection needs a namespace")
-        query: list[tuple[str, str]] = []
-        _selectors(query, label_selector, field_selector)
+        query = Selectors.of(label_selector, field_selector).query()
         if dry_run:
             query.append(("dryRun", "All"))
         body = _delete_options(propagation_policy, grace_period_seconds, None, None, dry_run)
         return _built("DELETE", self._collection, tuple(query), body, "application/json", self._target())
-
-
-def _selectors(
-    query: list[tuple[str, str]], labels: LabelSelectorLike | None, fields: FieldSelectorLike | None
-) -> None:
-    label_text = label_selector_text(labels)
-    if label_text:
-        query.append(("labelSelector", label_text))
-    field_text = field_selector_text(fields)
-    if field_text:
-        query.append(("fieldSelector", field_text))
 
 
 def _write_query(

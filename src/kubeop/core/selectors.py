@@ -17,10 +17,15 @@ from typing import Any
 __all__ = [
     "FieldRequirement",
     "FieldSelector",
+    "FieldSelectorLike",
     "LabelSelector",
+    "LabelSelectorLike",
     "Operator",
     "Requirement",
     "SelectorError",
+    "Selectors",
+    "field_selector_text",
+    "label_selector_text",
 ]
 
 
@@ -492,3 +497,74 @@ def _split_unescaped(text: str) -> list[str]:
         i += 1
     terms.append("".join(cur))
     return terms
+
+
+# -- the selector arguments of list, watch and delete-collection calls ------------------------------
+
+#: What a ``label_selector=`` argument accepts: the query-string form, a :class:`LabelSelector`,
+#: or a mapping of labels that must all equal.
+LabelSelectorLike = str | LabelSelector | Mapping[str, str]
+#: What a ``field_selector=`` argument accepts: the query-string form, a :class:`FieldSelector`,
+#: or a mapping of fields that must all equal.
+FieldSelectorLike = str | FieldSelector | Mapping[str, str]
+
+
+def label_selector_text(selector: LabelSelectorLike | None) -> str | None:
+    """Normalise any accepted label-selector form to the query-string form (``None`` = none)."""
+    if selector is None:
+        return None
+    if isinstance(selector, str):
+        return selector or None
+    if isinstance(selector, LabelSelector):
+        return str(selector) or None
+    return str(LabelSelector.from_labels(selector)) or None
+
+
+def field_selector_text(selector: FieldSelectorLike | None) -> str | None:
+    """Normalise any accepted field-selector form to the query-string form (``None`` = none)."""
+    if selector is None:
+        return None
+    if isinstance(selector, str):
+        return selector or None
+    if isinstance(selector, FieldSelector):
+        return str(selector) or None
+    return str(FieldSelector.from_fields(selector)) or None
+
+
+@dataclass(frozen=True, slots=True)
+class Selectors:
+    """The label and field selector of one list or watch, as one value.
+
+    The public calls (``Client.list``, ``RequestBuilder.watch``, ``SharedInformerFactory.informer``
+    ...) take ``label_selector=`` and ``field_selector=`` in any accepted form; each makes one
+    ``Selectors`` with :meth:`of`, and the layers below pass that along. Both are held in the
+    query-string form (None: no selector), so two equal selectors are equal values (an informer
+    is shared by equal ones).
+    """
+
+    labels: str | None = None
+    fields: str | None = None
+
+    @classmethod
+    def of(
+        cls, label_selector: LabelSelectorLike | None = None, field_selector: FieldSelectorLike | None = None
+    ) -> Selectors:
+        """The selectors of a call's ``label_selector=`` and ``field_selector=`` arguments."""
+        return cls(label_selector_text(label_selector), field_selector_text(field_selector))
+
+    def with_name(self, name: str) -> Selectors:
+        """These selectors narrowed to the object ``name`` (a ``metadata.name`` field selector)."""
+        by_name = str(FieldSelector.from_fields({"metadata.name": name}))
+        return Selectors(self.labels, f"{self.fields},{by_name}" if self.fields else by_name)
+
+    def query(self) -> list[tuple[str, str]]:
+        """The query parameters (``labelSelector``, ``fieldSelector``) of a request."""
+        query = [("labelSelector", self.labels)] if self.labels else []
+        if self.fields:
+            query.append(("fieldSelector", self.fields))
+        return query
+
+    def describe(self) -> str:
+        """For logs: `` with labels a=b with fields c=d`` (empty without selectors)."""
+        labels = f" with labels {self.labels}" if self.labels else ""
+        return labels + (f" with fields {self.fields}" if self.fields else "")

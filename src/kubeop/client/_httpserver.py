@@ -481,27 +481,19 @@ class HttpServer:
             if task is None or task.cancelling():
                 raise  # this answer is being cancelled (stop(), the connection lost)
             # raised by the handler (a future someone else cancelled): an error like any other
-            self.log.error(
-                "%s: the handler of %s %s from %s raised CancelledError without being cancelled",
-                self.name,
-                request.method,
-                request.path,
-                _peer(request.peer),
-                exc_info=True,
-            )
-            request.keep_alive = False
-            return self.error(500, "internal error")
+            what = "the handler of %s %s from %s raised CancelledError without being cancelled"
+            return self._internal_error(request, what)
         except Exception:
-            self.log.error(
-                "%s: internal error answering %s %s from %s",
-                self.name,
-                request.method,
-                request.path,
-                _peer(request.peer),
-                exc_info=True,
-            )
-            request.keep_alive = False
-            return self.error(500, "internal error")
+            return self._internal_error(request, "internal error answering %s %s from %s")
+
+    def _internal_error(self, request: Request, what: str) -> Response:
+        """Log ``what`` (formatted with the request's method, path and peer) with the exception
+        being handled; the answer is a 500 and the connection closes after it."""
+        self.log.error(
+            "%s: " + what, self.name, request.method, request.path, _peer(request.peer), exc_info=True
+        )
+        request.keep_alive = False
+        return self.error(500, "internal error")
 
     def log_refusal(self, conn: _Connection, path: str, status: int, message: str) -> None:
         """One warning line per refused request, at most _REFUSALS_LOGGED per 10 s (a flood of bad

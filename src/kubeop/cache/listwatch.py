@@ -13,7 +13,7 @@ of the watched kind, for kinds a controller only needs to map to owners.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from kubeop.cache.probe import ServerProbe, probe_for
 from kubeop.client.client import Client, ObjectList, ResourceLike
@@ -83,6 +83,16 @@ class StreamingListerWatcher(ListerWatcher, Protocol):
         ...
 
 
+class _Scope(TypedDict):
+    """The arguments of every client call of a :class:`ListWatch`: what it lists and watches."""
+
+    namespace: str | None
+    all_namespaces: bool
+    label_selector: str | None
+    field_selector: str | None
+    metadata_only: bool
+
+
 class ListWatch:
     """List and watch ``resource`` through ``client``.
 
@@ -130,6 +140,15 @@ class ListWatch:
             what += f' in namespace "{self.namespace}"'
         return what + self.selectors.describe()
 
+    def _scope(self) -> _Scope:
+        return {
+            "namespace": self.namespace,
+            "all_namespaces": self.namespace is None,
+            "label_selector": self.selectors.labels,
+            "field_selector": self.selectors.fields,
+            "metadata_only": self.metadata_only,
+        }
+
     async def _resolved(self) -> ApiResource:
         res = self._api_resource
         if res is None:
@@ -146,15 +165,11 @@ class ListWatch:
     ) -> ObjectList[Obj]:
         return await self.client.list(
             await self._resolved(),
-            namespace=self.namespace,
-            all_namespaces=self.namespace is None,
-            label_selector=self.selectors.labels,
-            field_selector=self.selectors.fields,
+            **self._scope(),
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
             resource_version_match=resource_version_match,
-            metadata_only=self.metadata_only,
             share_strings=False,  # the informer's transform strips managedFields, the bulk of them
         )
 
@@ -168,15 +183,11 @@ class ListWatch:
     ) -> AsyncIterator[ObjectList[Obj]]:
         async for part in self.client.list_stream(
             await self._resolved(),
-            namespace=self.namespace,
-            all_namespaces=self.namespace is None,
-            label_selector=self.selectors.labels,
-            field_selector=self.selectors.fields,
+            **self._scope(),
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
             resource_version_match=resource_version_match,
-            metadata_only=self.metadata_only,
         ):
             yield part
 
@@ -190,13 +201,9 @@ class ListWatch:
     ) -> AsyncIterator[WatchEvent[Obj]]:
         return self.client.watch(
             await self._resolved(),
-            namespace=self.namespace,
-            all_namespaces=self.namespace is None,
-            label_selector=self.selectors.labels,
-            field_selector=self.selectors.fields,
+            **self._scope(),
             resource_version=resource_version,
             allow_bookmarks=allow_bookmarks,
             send_initial_events=send_initial_events,
             timeout_seconds=timeout_seconds,
-            metadata_only=self.metadata_only,
         )

@@ -99,7 +99,7 @@ def issue(
 
     ``organizations`` become the subject's O (a client certificate's Kubernetes groups);
     ``hosts`` (IP addresses or DNS names) its subjectAltNames; ``client``/``server`` its
-    extendedKeyUsage clientAuth/serverAuth.
+    extendedKeyUsage clientAuth/serverAuth (neither: no extendedKeyUsage, any purpose).
     """
     key = new_key()
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
@@ -107,11 +107,11 @@ def issue(
     usages = ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else []) + (
         [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
     )
-    builder = (
-        _builder(x509.Name(attrs), ca_cert.subject, key, validity)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    builder = _builder(x509.Name(attrs), ca_cert.subject, key, validity).add_extension(
+        x509.BasicConstraints(ca=False, path_length=None), critical=True
     )
+    if usages:  # an empty extendedKeyUsage is malformed (RFC 5280: at least one purpose)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     if hosts:
         builder = builder.add_extension(x509.SubjectAlternativeName(_general_names(hosts)), critical=False)
     builder = builder.add_extension(

@@ -58,6 +58,7 @@ from kubeop.cache.stall import StallGuard
 from kubeop.cache.transform import Transform
 from kubeop.client.client import Client, ObjectList, ResourceLike
 from kubeop.client.transport import ApiConnectionError
+from kubeop.client.unavailable import server_unavailable
 from kubeop.core.errors import ApiError, Gone, TooManyRequests, is_resource_version_too_large
 from kubeop.core.request import FieldSelectorLike, LabelSelectorLike
 
@@ -173,11 +174,11 @@ class Error(Exception):
     """Failures the watcher detects itself (all are retried; seen in logs and ``last_error``)."""
 
 
-class WatchStalled(Error):
+class WatchStalled(Error, ApiConnectionError):
     """No event and no bookmark for ``stall_timeout`` seconds: the connection is presumed dead."""
 
 
-class VeryShortWatch(Error):
+class VeryShortWatch(Error, ApiConnectionError):
     """The server closed a watch within a second, without sending anything."""
 
 
@@ -286,7 +287,7 @@ class Watcher:
             and probe is not None
             and self.config.server_probe
             and isinstance(self.last_error, Exception)
-            and _server_unavailable(self.last_error)
+            and server_unavailable(self.last_error)
         ):
             task = asyncio.current_task()
             if task is not None:
@@ -487,7 +488,7 @@ class Watcher:
             delay,
             exc_info=level >= logging.ERROR,
         )
-        await self._sleep(err, delay, use_probe=_server_unavailable(err))
+        await self._sleep(err, delay, use_probe=server_unavailable(err))
 
     async def _sleep(self, err: Exception, delay: float, *, use_probe: bool) -> None:
         probe = self.source.probe
@@ -504,13 +505,6 @@ class Watcher:
 
 def _rejects_streaming(err: Exception, events_seen: int) -> bool:
     return events_seen == 0 and isinstance(err, ApiError) and err.code in _STREAMING_REJECTED
-
-
-def _server_unavailable(err: Exception) -> bool:
-    """Failures that mean the server is unreachable or unwell: the probe may end the wait early."""
-    if isinstance(err, (ApiConnectionError, WatchStalled, VeryShortWatch)):
-        return True
-    return isinstance(err, ApiError) and err.code >= 500
 
 
 def _expected(err: Exception) -> bool:

@@ -31,13 +31,12 @@ from kubeop.cache import (
     SharedInformerFactory,
     probe_for,
 )
-from kubeop.client import ApiConnectionError
+from kubeop.client.unavailable import server_unavailable
 from kubeop.controller.context import SYSTEM_CLOCK, Context, SyncClient, _running
 from kubeop.controller.controller import Controller, RateLimiterSource, kind_name
 from kubeop.controller.handler import EventHandler, enqueue_for_owner
 from kubeop.controller.predicate import Predicate
 from kubeop.controller.request import Request, Result, TerminalError, request_for
-from kubeop.core.errors import ServerTimeout, ServiceUnavailable
 from kubeop.core.model import ModelMismatch
 from kubeop.core.resource import ApiResource
 from kubeop.queue import Clock, QueueShutDown, RateLimiter, RateLimitingQueue
@@ -51,21 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["ControllerRuntime", "RunningController"]
 
 log = logging.getLogger("kubeop.controller")
-
-
-def _server_unavailable(exc: BaseException) -> bool:
-    """Did the request fail because the API server could not be reached or was not serving?
-
-    Also true when the reconciler wrapped such an error (``raise MyError(...) from exc``).
-    """
-    for _ in range(4):
-        if isinstance(exc, ApiConnectionError | ServiceUnavailable | ServerTimeout):
-            return True
-        cause = exc.__cause__
-        if cause is None:
-            return False
-        exc = cause
-    return False
 
 
 @dataclass(slots=True)
@@ -405,7 +389,7 @@ class RunningController:
             if series is not None:
                 series.errors.inc()
                 series.results["error"].inc()
-            if _server_unavailable(exc):
+            if server_unavailable(exc):
                 self._park(req, ctx, exc)
             else:
                 delay = queue.rate_limiter.when(req)

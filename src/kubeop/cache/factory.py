@@ -20,7 +20,7 @@ from typing import Any
 
 from kubeop.cache.informer import Informer
 from kubeop.cache.listwatch import ListWatch
-from kubeop.cache.probe import probe_for
+from kubeop.cache.probe import ServerProbe
 from kubeop.cache.transform import Transform, compact
 from kubeop.cache.watcher import Config
 from kubeop.client.client import Client, ResourceLike
@@ -42,6 +42,8 @@ class SharedInformerFactory:
         page_size: objects per list page when a paged list is used.
         config: further watcher settings for all informers (page_size overrides its own).
         detect_mutations: see :class:`~kubeop.cache.informer.Informer`.
+        probe: the API server's readiness probe, shared by every informer (and by whoever else
+            waits for that server: ``factory.probe``); one is made for ``client`` if not given.
     """
 
     def __init__(
@@ -53,8 +55,10 @@ class SharedInformerFactory:
         page_size: int = 500,
         config: Config | None = None,
         detect_mutations: bool | None = None,
+        probe: ServerProbe | None = None,
     ) -> None:
         self.client = client
+        self.probe = probe if probe is not None else ServerProbe.for_client(client)
         self.resync_period = resync_period
         self.transform = transform
         self.config = dataclasses.replace(config if config is not None else Config(), page_size=page_size)
@@ -92,7 +96,7 @@ class SharedInformerFactory:
             label_selector=selectors.labels,
             field_selector=selectors.fields,
             metadata_only=metadata_only,
-            probe=probe_for(self.client),
+            probe=self.probe,
         )
         informer = Informer(
             source,

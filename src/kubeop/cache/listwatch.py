@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
-from kubeop.cache.probe import ServerProbe, probe_for
+from kubeop.cache.probe import ServerProbe
 from kubeop.client.client import Client, ObjectList, ResourceLike
 from kubeop.client.watch import WatchEvent
 from kubeop.core.request import ResourceVersionMatch
@@ -99,6 +99,9 @@ class ListWatch:
     ``namespace=None`` watches all namespaces (unlike the client's verbs, where None means the
     default namespace): an informer sees what it was asked for and nothing implicit. The resource
     is resolved (discovery) on first use, so constructing a ListWatch needs no I/O.
+
+    ``probe``: the readiness probe of the API server, shared by its watchers (see
+    :mod:`kubeop.cache.probe`); without one the ListWatch makes its own.
     """
 
     def __init__(
@@ -117,7 +120,7 @@ class ListWatch:
         self.namespace = namespace or None
         self.selectors = Selectors.of(label_selector, field_selector)
         self.metadata_only = metadata_only
-        self.probe: ServerProbe | None = probe if probe is not None else probe_for(client)
+        self.probe: ServerProbe | None = probe if probe is not None else ServerProbe.for_client(client)
         self._api_resource: ApiResource | None = resource if isinstance(resource, ApiResource) else None
 
     @property

@@ -4,8 +4,8 @@ A watcher that fails backs off (0.8 s doubling to 30 s, see :mod:`kubeop.cache.b
 after an outage of a few seconds client-go's informers are still asleep when the server returns
 and converge ~9 s later. Shortening the backoff would hammer a server that is struggling;
 instead, while at least one watcher waits out a delay caused by an unreachable or failing server,
-one probe per client asks ``/readyz`` every ``interval`` seconds (one cheap request, whatever
-the number of informers). A waiter is released early only when the probe saw the server *down*
+one probe per API server asks ``/readyz`` every ``interval`` seconds (one cheap request,
+whatever the number of informers). A waiter is released early only when the probe saw the server *down*
 and then *ready*: the down-to-up transition is the news. "Down" may have been seen before the
 wait began (the last check before it, within ``memory`` seconds), because a server often comes
 back while a watcher is between two waits, busy failing its last attempt. A server that answers
@@ -16,6 +16,11 @@ plus one probe per interval.
 
 Released waiters are spread over ``spread`` seconds so that a hundred informers do not re-watch
 in the same millisecond.
+
+There is no registry: whoever builds the cache of one API server makes its probe
+(:meth:`ServerProbe.for_client`; :class:`~kubeop.cache.SharedInformerFactory` does, as
+``factory.probe``) and hands it to everything that waits for that server: the factory's watchers,
+the controllers' runtime.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import warnings
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -73,6 +79,22 @@ class ServerProbe:
         self._waiters: set[_Waiter] = set()
         self._task: asyncio.Task[None] | None = None
         self.checks = 0  # how many checks were made (for tests and metrics)
+
+    @classmethod
+    def for_client(cls, client: Any, *, path: str = "/readyz", **options: Any) -> ServerProbe:
+        """A probe of the API server ``client`` (a :class:`~kubeop.client.Client`) talks to.
+
+        Ready means ``path`` answered 200; 401/403 also count (the server is serving, we just may
+        not read its health: anonymous access is often disabled), every other answer or no answer
+        means not ready. ``options`` are the constructor's (``interval``, ``spread``, ...). Make
+        one per API server and share it: each probe checks on its own.
+        """
+
+        async def check() -> bool:
+            status = await client.transport.probe(path)
+            return status == 200 or status in (401, 403)
+
+        return cls(check, **options)
 
     async def wait(self, delay: float) -> bool:
         """Sleep ``delay`` seconds, or less when the server comes back meanwhile.
@@ -195,25 +217,23 @@ class ReturnGuard:
         return self._task.uncancel() <= self._cancelling
 
 
-# The one registry of shared probes: a client's probe lives as long as the client does.
-_PROBES: weakref.WeakKeyDictionary[Any, ServerProbe] = weakref.WeakKeyDictionary()
+# Only for the deprecated probe_for (removed with it); nothing in kubeop reads it.
+_DEPRECATED_PROBES: weakref.WeakKeyDictionary[Any, ServerProbe] = weakref.WeakKeyDictionary()
 
 
 def probe_for(client: Any, *, path: str = "/readyz") -> ServerProbe:
-    """The probe shared by every watcher of ``client`` (a :class:`~kubeop.client.Client`).
+    """Deprecated: the probe of ``client`` made by the first call for it.
 
-    Ready means ``/readyz`` answered 200; 401/403 also count (the server is serving, we just may
-    not read its health: anonymous access is often disabled), every other answer or no answer
-    means not ready.
+    Use the probe of the cache you watch with (``SharedInformerFactory.probe``), or make one with
+    :meth:`ServerProbe.for_client` and pass it on (``ListWatch(..., probe=probe)``).
     """
-    probe = _PROBES.get(client)
+    warnings.warn(
+        "kubeop.cache.probe_for is deprecated: use SharedInformerFactory(...).probe, or make one "
+        "probe per API server with ServerProbe.for_client(client) and pass it on (probe=...)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    probe = _DEPRECATED_PROBES.get(client)
     if probe is None:
-        transport = client.transport
-
-        async def check() -> bool:
-            status = await transport.probe(path)
-            return status == 200 or status in (401, 403)
-
-        probe = ServerProbe(check)
-        _PROBES[client] = probe
+        probe = _DEPRECATED_PROBES[client] = ServerProbe.for_client(client, path=path)
     return probe

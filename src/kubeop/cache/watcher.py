@@ -53,7 +53,7 @@ from typing import Any
 
 from kubeop.cache.backoff import Backoff, BackoffConfig
 from kubeop.cache.listwatch import ListerWatcher, ListWatch, StreamingListerWatcher
-from kubeop.cache.probe import ReturnGuard
+from kubeop.cache.probe import ReturnGuard, ServerProbe
 from kubeop.cache.stall import StallGuard
 from kubeop.cache.transform import Transform
 from kubeop.client.client import Client, ObjectList, ResourceLike
@@ -525,10 +525,13 @@ def watcher(
     field_selector: FieldSelectorLike | None = None,
     metadata_only: bool = False,
     config: Config | None = None,
+    probe: ServerProbe | None = None,
 ) -> Watcher:
     """Watch ``resource`` (all namespaces unless ``namespace``) forever; see the module docs.
 
     ``resource`` is anything the client accepts: an ApiResource, a GVK, a model class or a name.
+    ``probe``: the API server's readiness probe, to share with its other watchers (default: one of
+    the watcher's own).
     """
     source = ListWatch(
         client,
@@ -537,5 +540,6 @@ def watcher(
         label_selector=label_selector,
         field_selector=field_selector,
         metadata_only=metadata_only,
+        probe=probe,
     )
     return Watcher(source, config)

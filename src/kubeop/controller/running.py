@@ -28,8 +28,8 @@ from kubeop.cache import (
     FuncHandler,
     HandlerRegistration,
     Informer,
+    ServerProbe,
     SharedInformerFactory,
-    probe_for,
 )
 from kubeop.client.unavailable import server_unavailable
 from kubeop.controller.context import SYSTEM_CLOCK, Context, SyncClient, _running
@@ -130,6 +130,8 @@ class ControllerRuntime:
     cache_sync_timeout: float = 120.0
     clock: Clock | None = None  # None: the real time (the event loop's clock)
     shards: ShardGate | None = None  # None: this replica reconciles every object
+    #: The API server's readiness probe, which ends the wait of parked requests (None: the cache's).
+    probe: ServerProbe | None = None
 
 
 class RunningController:
@@ -503,7 +505,8 @@ class RunningController:
             )
 
     async def _unpark(self) -> None:
-        probe = probe_for(self._runtime.client.api)
+        runtime = self._runtime
+        probe = runtime.probe if runtime.probe is not None else runtime.cache.probe
         backoff = self._unavailable
         while self._parked:
             back = await probe.wait(backoff.next_delay())

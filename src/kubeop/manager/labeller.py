@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubeop.cache import FuncHandler, Informer, ListWatch, SharedInformerFactory, probe_for
+from kubeop.cache import FuncHandler, Informer, ListWatch, SharedInformerFactory
 from kubeop.client import Client
 from kubeop.controller import Request, request_for
 from kubeop.core.errors import ApiError, NotFound
@@ -173,7 +173,7 @@ class ShardLabeller:
                     namespace=kind.namespace,
                     label_selector=selector,
                     metadata_only=True,
-                    probe=probe_for(cache.client),
+                    probe=cache.probe,
                 )
                 informer = Informer(source, transform=cache.transform, config=cache.config)
                 informer.add_event_handler(FuncHandler(on_add=appeared))

@@ -156,3 +156,44 @@ async def test_one_probe_per_client() -> None:
     probe.interval = 0.01
     assert await asyncio.wait_for(probe.wait(30), 1) is True
     assert a.transport.calls == 2
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def probe(self, path: str) -> int:
+        self.calls += 1
+        return 200 if self.calls > 1 else 503
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.transport = _Transport()
+
+
+async def test_for_client_makes_a_new_probe_each_time_and_reads_readyz() -> None:
+    client = _Client()
+    probe = ServerProbe.for_client(client, interval=0.01, spread=0.0)
+    assert ServerProbe.for_client(client) is not probe  # no registry: the builder shares it
+    assert await asyncio.wait_for(probe.wait(30), 1) is True
+    assert client.transport.calls == 2
+
+
+def test_probe_for_is_deprecated() -> None:
+    with pytest.warns(DeprecationWarning, match="ServerProbe.for_client"):
+        probe_for(_Client())
+
+
+def test_the_factory_shares_its_probe_with_every_informer_and_takes_one_given() -> None:
+    from typing import Any, cast
+
+    from kubeop.cache import SharedInformerFactory
+
+    client = cast(Any, _Client())
+    factory = SharedInformerFactory(client)
+    informers = [factory.informer("configmaps"), factory.informer("secrets", namespace="x")]
+    assert all(cast(Any, i.watcher.source).probe is factory.probe for i in informers)
+    given = ServerProbe.for_client(client)
+    assert SharedInformerFactory(client, probe=given).probe is given
+    assert SharedInformerFactory(client).probe is not factory.probe

@@ -38,10 +38,10 @@ async def env() -> AsyncIterator[ClusterCache]:
     await env.close()
 
 
-def _runtime(env: ClusterCache) -> ControllerRuntime:
+def _runtime(env: ClusterCache, probe: Any = None) -> ControllerRuntime:
     client = ReconcilerClient(env.client, env.factory)
     return ControllerRuntime(
-        env.factory, client, EventRecorder(None, "test"), Metrics(), cache_sync_timeout=2
+        env.factory, client, EventRecorder(None, "test"), Metrics(), cache_sync_timeout=2, probe=probe
     )
 
 
@@ -306,7 +306,6 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
     monkeypatch: pytest.MonkeyPatch, env: ClusterCache
 ) -> None:
     from kubeop.client import ApiConnectionError
-    from kubeop.controller import running as controller_module
 
     back = asyncio.Event()
 
@@ -315,7 +314,6 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
             await back.wait()
             return True
 
-    monkeypatch.setattr(controller_module, "probe_for", lambda client: Probe())
     await env.add(app("a"))
     calls: list[float] = []
 
@@ -330,7 +328,7 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
         .with_rate_limiter(ItemExponentialFailureRateLimiter(30, 60))
         .reconcile(reconcile)
     )
-    running = await run(ctrl, _runtime(env))
+    running = await run(ctrl, _runtime(env, Probe()))
     await _until(lambda: len(calls) == 1)
     await asyncio.sleep(0.05)
     back.set()
@@ -351,11 +349,9 @@ class _CountingLimiter(ItemExponentialFailureRateLimiter[Request]):
         return super().when(item)
 
 
-def _probe(monkeypatch: pytest.MonkeyPatch, back: asyncio.Event | None) -> None:
+def _probe(back: asyncio.Event | None) -> Any:
     """The shared readiness probe: the first wait ends when ``back`` is set (the server went down
     and came back); every later one (or all, without ``back``) sleeps its delay: no transition."""
-    from kubeop.controller import running as controller_module
-
     released: list[bool] = []
 
     class Probe:
@@ -367,7 +363,7 @@ def _probe(monkeypatch: pytest.MonkeyPatch, back: asyncio.Event | None) -> None:
             await asyncio.sleep(delay)
             return False
 
-    monkeypatch.setattr(controller_module, "probe_for", lambda client: Probe())
+    return Probe()
 
 
 async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_warm_up_is_retried_promptly(
@@ -381,7 +377,7 @@ async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_
     from kubeop.core.errors import ServiceUnavailable
 
     back = asyncio.Event()
-    _probe(monkeypatch, back)
+    probe = _probe(back)
     await env.add(app("a"))
     calls: list[float] = []
 
@@ -396,7 +392,7 @@ async def test_an_unavailable_server_is_not_charged_to_the_rate_limiter_and_its_
 
     limiter = _CountingLimiter()
     ctrl = Controller.for_(APPS).with_rate_limiter(limiter).reconcile(reconcile)
-    running = await run(ctrl, _runtime(env))
+    running = await run(ctrl, _runtime(env, probe))
     await _until(lambda: len(calls) == 1)
     await asyncio.sleep(0.05)
     back.set()
@@ -413,7 +409,7 @@ async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_
     doubling, all parked requests at once; a wrapped connection error counts as one."""
     from kubeop.client import ApiConnectionError
 
-    _probe(monkeypatch, None)
+    probe = _probe(None)
     for name in ("a", "b"):
         await env.add(app(name))
     calls: dict[str, list[float]] = {"a": [], "b": []}
@@ -428,7 +424,7 @@ async def test_without_the_probe_parked_requests_are_retried_on_the_controllers_
 
     limiter = _CountingLimiter()
     ctrl = Controller.for_(APPS).with_rate_limiter(limiter).max_concurrent(2).reconcile(reconcile)
-    running = await run(ctrl, _runtime(env))
+    running = await run(ctrl, _runtime(env, probe))
     await _until(lambda: len(calls["a"]) == 3 and len(calls["b"]) == 3, timeout=3)
     await running.stop(drain=False)
     for times in calls.values():

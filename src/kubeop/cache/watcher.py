@@ -49,17 +49,38 @@ import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubeop.cache.backoff import Backoff, BackoffConfig
 from kubeop.cache.listwatch import ListerWatcher, ListWatch, StreamingListerWatcher
 from kubeop.cache.probe import ReturnGuard, ServerProbe
 from kubeop.cache.stall import StallGuard
 from kubeop.cache.transform import Transform
+from kubeop.cache.watch_events import (
+    Apply,
+    Delete,
+    Error,
+    Init,
+    InitApply,
+    InitDone,
+    VeryShortWatch,
+    WatcherEvent,
+    WatchStalled,
+)
+from kubeop.cache.watch_machine import (
+    ListPage,
+    Machine,
+    OpenWatch,
+    PagedFallback,
+    Request,
+    ResponseEnd,
+    Retry,
+    State,
+    with_resource_version,
+)
 from kubeop.client.client import Client, ObjectList, ResourceLike
 from kubeop.client.transport import ApiConnectionError
 from kubeop.client.unavailable import server_unavailable
-from kubeop.core.errors import ApiError, Gone, TooManyRequests, is_resource_version_too_large
+from kubeop.core.errors import ApiError
 from kubeop.core.request import FieldSelectorLike, LabelSelectorLike
 
 __all__ = [
@@ -79,59 +100,13 @@ __all__ = [
 ]
 
 log = logging.getLogger("kubeop.cache")
-# Longest wait a 429 may ask of a watch (client-go caps its own backoff at about a minute).
-_MAX_RETRY_AFTER = 60.0
 
-Obj = dict[str, Any]
+Obj = dict[str, object]
 
-# Answers that mean "this server does not understand a streaming list request" (an old server,
-# or the WatchList feature switched off): fall back to paged lists for good.
-_STREAMING_REJECTED = frozenset({400, 405, 406, 415, 422, 501})
+_KNOWN_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
 
 
-# -- events ---------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Init:
-    """A (re)list starts: the ``InitApply`` events up to ``InitDone`` form the complete state."""
-
-
-@dataclass(slots=True)
-class InitApply:
-    """An object of the (re)list in progress."""
-
-    object: Obj
-
-
-@dataclass(slots=True)
-class InitDone:
-    """The (re)list is complete; ``resource_version`` is the snapshot's."""
-
-    resource_version: str
-
-
-@dataclass(slots=True)
-class Apply:
-    """An object was added (``added=True``: a watch ADDED event) or modified."""
-
-    object: Obj
-    added: bool = False
-
-
-@dataclass(slots=True)
-class Delete:
-    """An object was deleted; ``object`` is its last state."""
-
-    object: Obj
-
-
-#: What a :class:`Watcher` yields (``kubeop.cache.WatcherEvent``; not a Kubernetes Event, which is
-#: ``kubeop.kinds.Event``).
-WatcherEvent = Init | InitApply | InitDone | Apply | Delete
-
-
-# -- configuration, errors, statistics ------------------------------------------------------------
+# -- configuration, statistics --------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,18 +145,6 @@ class Config:
             raise ValueError("need 0 < min_watch_timeout <= max_watch_timeout")
 
 
-class Error(Exception):
-    """Failures the watcher detects itself (all are retried; seen in logs and ``last_error``)."""
-
-
-class WatchStalled(Error, ApiConnectionError):
-    """No event and no bookmark for ``stall_timeout`` seconds: the connection is presumed dead."""
-
-
-class VeryShortWatch(Error, ApiConnectionError):
-    """The server closed a watch within a second, without sending anything."""
-
-
 @dataclass(slots=True)
 class WatcherStats:
     """Counters, for tests and metrics: requests made and how the watcher recovered."""
@@ -202,12 +165,15 @@ class WatcherStats:
 
 
 class Watcher:
-    """The list/watch state machine over a :class:`~kubeop.cache.listwatch.ListerWatcher`.
+    """The list/watch loop over a :class:`~kubeop.cache.listwatch.ListerWatcher`.
 
     Iterate it (``async for event in w``) from one task at a time. The state (resume point,
     backoff) lives on the object, so iterating again after an interruption resumes: with a
     relist if the previous iteration stopped in the middle of one. ``resource_version`` is the
     last version seen (client-go's ``LastSyncResourceVersion``).
+
+    What to do is decided by :mod:`kubeop.cache.watch_machine` (pure); this class only sends the
+    requests it asks for, feeds it what comes back, and waits, times, counts and logs.
     """
 
     def __init__(
@@ -215,47 +181,70 @@ class Watcher:
     ) -> None:
         self.source = source
         self.config = config if config is not None else Config()
-        self.resource_version = ""
         self.last_error: BaseException | None = None
         self.stats = WatcherStats()
         self._rng = rng or random.Random()
         self._backoff = Backoff(self.config.backoff, self._rng)
-        self._streaming = self.config.streaming_list
-        self._need_list = True
-        # The version to resume from is gone (410 during a list, or "too large"): the next list
-        # must be a consistent read at the latest version ("") instead of "not older than".
-        self._rv_unavailable = False
-        self._failures = 0  # consecutive failures without progress
-        self._gone_streak = 0  # consecutive relists forced by 410 without a watch event between
-        self._stream_events = 0
+        cfg = self.config
+        self._machine = Machine(
+            lambda: self.source.description,
+            transform=cfg.transform,
+            page_size=cfg.page_size,
+            consistent_list=cfg.consistent_list,
+        )
+        self._state: State = self._machine.initial(cfg.streaming_list)
+        self._next: Request | None = None  # what the response just read asks for next
         self._return_guard: ReturnGuard | None = None
 
     @property
     def description(self) -> str:
         return self.source.description
 
+    @property
+    def resource_version(self) -> str:
+        return self._state.resource_version
+
+    @resource_version.setter
+    def resource_version(self, value: str) -> None:
+        self._state = with_resource_version(self._state, value)
+
+    @property
+    def state(self) -> State:
+        """Where the watcher is (see :mod:`kubeop.cache.watch_machine`), for tests and debugging."""
+        return self._state
+
     def __aiter__(self) -> AsyncIterator[WatcherEvent]:
         return self._events()
 
     async def _events(self) -> AsyncIterator[WatcherEvent]:
+        machine = self._machine
+        request: Request | None = None
         while True:
-            streaming = False
+            if request is None:
+                self._state, _, request = machine.resume(self._state)
+            if type(request) is Retry:
+                await self._retry(request)
+                request = None
+                continue
+            if type(request) is PagedFallback:
+                log.info(
+                    "%s: the server does not support streaming lists (%s); using paged lists",
+                    self.description,
+                    request.error,
+                )
+                request = None
+                continue
             self._arm_return_guard()
+            self._next = None
             try:
-                if self._need_list and self._streaming is not False:
-                    streaming = True
-                    rv = "" if self._rv_unavailable else self.resource_version
-                    stream = await self._open_watch(rv, send_initial_events=True)
-                    async for event in self._consume(stream, initial=True):
+                if type(request) is OpenWatch:
+                    async for event in self._stream(request):
                         yield event
-                elif self._need_list:
-                    async for event in self._paged_list():
-                        yield event
-                    continue
                 else:
-                    stream = await self._open_watch(self.resource_version)
-                    async for event in self._consume(stream, initial=False):
+                    assert type(request) is ListPage
+                    async for event in self._pages(request):
                         yield event
+                request = self._next
             except asyncio.CancelledError:
                 if self._return_guard is None or not self._return_guard.fired():
                     raise
@@ -264,18 +253,10 @@ class Watcher:
                 self.stats.probe_releases += 1
                 self._backoff.reset()
                 log.info("%s: the API server is back; retrying now", self.description)
-                continue
+                request = None
             except Exception as err:
-                self._disarm_return_guard()  # before any wait below: the guard cancels this task
-                if streaming and self._streaming is None and _rejects_streaming(err, self._stream_events):
-                    log.info(
-                        "%s: the server does not support streaming lists (%s); using paged lists",
-                        self.description,
-                        err,
-                    )
-                    self._streaming = False
-                    continue
-                await self._recover(err)
+                self._disarm_return_guard()  # before any wait: the guard cancels this task
+                self._state, _, request = machine.fail(self._state, err)
             finally:
                 self._disarm_return_guard()
 
@@ -283,7 +264,7 @@ class Watcher:
         """While recovering from an unavailable server, let the probe cut the next request short."""
         probe = self.source.probe
         if (
-            self._failures
+            self._state.progress.failures
             and probe is not None
             and self.config.server_probe
             and isinstance(self.last_error, Exception)
@@ -298,93 +279,31 @@ class Watcher:
         if guard is not None:
             guard.stop()
 
-    # -- phases -----------------------------------------------------------------------------------
+    # -- requests ---------------------------------------------------------------------------------
 
-    async def _open_watch(self, rv: str, *, send_initial_events: bool = False) -> AsyncIterator[Any]:
+    async def _stream(self, request: OpenWatch) -> AsyncIterator[WatcherEvent]:
+        """One watch stream, fed to the machine event by event; ``self._next`` is set to what
+        comes after it.
+
+        This is the hot path of every sync (one pass per object), hence the locals.
+        """
         cfg = self.config
         timeout = int(
             cfg.min_watch_timeout + self._rng.random() * (cfg.max_watch_timeout - cfg.min_watch_timeout)
         )
-        self.stats.watch_requests += 1
-        self._stream_events = 0
-        return await self.source.watch(
-            resource_version=rv or None,
+        stats = self.stats
+        stats.watch_requests += 1
+        stream = await self.source.watch(
+            resource_version=request.resource_version or None,
             timeout_seconds=timeout,
-            send_initial_events=send_initial_events,
-            allow_bookmarks=cfg.bookmarks or send_initial_events,
+            send_initial_events=request.initial,
+            allow_bookmarks=cfg.bookmarks or request.initial,
         )
-
-    async def _paged_list(self) -> AsyncIterator[WatcherEvent]:
-        # client-go's relistResourceVersion: "" after the version became unavailable (a
-        # consistent read), "0" the first time (any version: served from the watch cache), and
-        # otherwise "not older than what we saw". Only "" and "0" are paged: a list at a specific
-        # version without a limit is served from the watch cache instead of etcd.
-        if self._rv_unavailable or (self.config.consistent_list and not self.resource_version):
-            rv = ""
-        else:
-            rv = self.resource_version or "0"
-        limit = self.config.page_size if rv in ("", "0") else None
-        transform = self.config.transform
-        token: str | None = None
-        snapshot_rv = ""
-        first = first_page = True
-        while True:
-            self.stats.list_requests += 1
-            started = False
-            async for page in self._page(limit, token, None if token or rv == "" else rv):
-                if not started:
-                    started = True
-                    self._disarm_return_guard()
-                    self._failures = 0
-                if first:
-                    first = False
-                    yield Init()
-                if first_page:
-                    # A server may write the list's metadata after the items (custom resources
-                    # come with sorted keys): the last part of the page has it then.
-                    snapshot_rv = page.resource_version or snapshot_rv
-                for obj in page.items:
-                    yield InitApply(transform(obj) if transform is not None else obj)
-                token = page.continue_
-            first_page = False
-            if not token:
-                break
-        if not snapshot_rv:
-            raise Error(f"{self.description}: the list has no resourceVersion; cannot watch from it")
-        self._list_done(snapshot_rv)
-        yield InitDone(snapshot_rv)
-
-    async def _page(
-        self, limit: int | None, token: str | None, rv: str | None
-    ) -> AsyncIterator[ObjectList[Obj]]:
-        """One page: in parts as it arrives from a source that can (the informer's cache fills
-        while the rest is on the wire; the objects of a 100,000-object list arrive over ~0.5 s),
-        else in one piece."""
-        source = self.source
-        if isinstance(source, StreamingListerWatcher):
-            async for part in source.list_stream(limit=limit, continue_=token, resource_version=rv):
-                yield part
-        else:
-            yield await source.list(limit=limit, continue_=token, resource_version=rv)
-
-    def _list_done(self, rv: str) -> None:
-        self.resource_version = rv
-        self._need_list = False
-        self._rv_unavailable = False
-        self._failures = 0
-        self.stats.lists_completed += 1
-
-    async def _consume(self, stream: AsyncIterator[Any], *, initial: bool) -> AsyncIterator[WatcherEvent]:
-        """Events of one watch stream; ``initial``: it starts with a streaming list.
-
-        This is the hot path of every sync (one pass per object), hence the locals.
-        """
-        transform = self.config.transform
+        step = self._machine.step
         monotonic = time.monotonic  # the event loop's clock, minus a Python-level call
-        guard = StallGuard(asyncio.get_running_loop(), self.config.stall_timeout, asyncio.current_task())
-        guard.armed = self.stats.bookmarks > 0
+        guard = StallGuard(asyncio.get_running_loop(), cfg.stall_timeout, asyncio.current_task())
+        guard.armed = stats.bookmarks > 0
         started = monotonic()
-        count = 0
         next_event = stream.__anext__
         try:
             while True:
@@ -395,90 +314,88 @@ class Watcher:
                     break
                 except asyncio.CancelledError:
                     if guard.stalled():
-                        self.stats.stalls += 1
+                        stats.stalls += 1
                         raise WatchStalled(
                             f"{self.description}: no event or bookmark for "
-                            f"{self.config.stall_timeout:g} s; restarting the watch"
+                            f"{cfg.stall_timeout:g} s; restarting the watch"
                         ) from None
                     raise
                 guard.waiting_since = None
-                if not count:
-                    self._stream_events = 1
-                    self._disarm_return_guard()
-                    self._failures = 0
-                    if initial:
-                        yield Init()
-                count += 1
-                etype, obj = event
-                if etype == "BOOKMARK":
-                    self.stats.bookmarks += 1
+                if self._return_guard is not None:
+                    self._disarm_return_guard()  # the server answered
+                if event[0] == "BOOKMARK":
+                    stats.bookmarks += 1
                     guard.armed = True
-                    rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
-                    if not initial:
-                        if rv:
-                            self.resource_version = rv
-                    elif event.is_initial_events_end:
-                        if not rv:
-                            raise Error(
-                                f"{self.description}: initial-events-end bookmark without a resourceVersion"
-                            )
-                        initial = False
-                        self._list_done(rv)
-                        yield InitDone(rv)
-                    continue
-                if transform is not None:
-                    obj = transform(obj)
-                if initial:
-                    if etype != "DELETED":  # impossible per the API docs; never part of a snapshot
-                        yield InitApply(obj)
-                    continue
-                self.resource_version = obj["metadata"]["resourceVersion"]
-                self._gone_streak = 0
-                if etype == "MODIFIED":
-                    yield Apply(obj)
-                elif etype == "ADDED":
-                    yield Apply(obj, added=True)
-                elif etype == "DELETED":
-                    yield Delete(obj)
+                    self._state, emitted, after = step(self._state, event)
+                    if emitted and type(emitted[-1]) is InitDone:
+                        stats.lists_completed += 1
                 else:
-                    log.warning("%s: ignoring watch event of unknown type %r", self.description, etype)
+                    self._state, emitted, after = step(self._state, event)
+                    if not emitted and event[0] not in _KNOWN_TYPES:
+                        log.warning("%s: ignoring watch event of unknown type %r", self.description, event[0])
+                for out in emitted:
+                    yield out
+                if after is not None:
+                    self._next = after
+                    return
         finally:
             guard.stop()
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-        if count == 0 and monotonic() - started < 1.0:
-            raise VeryShortWatch(f"{self.description}: watch closed within 1 s without any event")
+        self._state, _, self._next = step(self._state, ResponseEnd(monotonic() - started))
+
+    async def _pages(self, request: ListPage) -> AsyncIterator[WatcherEvent]:
+        """A paged list, fed to the machine part by part; ``self._next`` is set to the watch
+        that follows it (or to a retry)."""
+        step = self._machine.step
+        stats = self.stats
+        while True:
+            stats.list_requests += 1
+            async for part in self._page(request.limit, request.continue_, request.resource_version):
+                if self._return_guard is not None:
+                    self._disarm_return_guard()  # the server answered
+                self._state, emitted, _ = step(self._state, part)
+                for out in emitted:
+                    yield out
+            self._state, emitted, after = step(self._state, ResponseEnd())
+            for out in emitted:
+                stats.lists_completed += 1  # the list's InitDone
+                yield out
+            if type(after) is ListPage:
+                request = after
+                continue
+            self._next = after
+            return
+
+    async def _page(
+        self, limit: int | None, token: str | None, rv: str | None
+    ) -> AsyncIterator[ObjectList[dict[str, object]]]:
+        """One page: in parts as it arrives from a source that can (the informer's cache fills
+        while the rest is on the wire; the objects of a 100,000-object list arrive over ~0.5 s),
+        else in one piece."""
+        source = self.source
+        if isinstance(source, StreamingListerWatcher):
+            async for part in source.list_stream(limit=limit, continue_=token, resource_version=rv):
+                yield part
+        else:
+            yield await source.list(limit=limit, continue_=token, resource_version=rv)
 
     # -- recovery ---------------------------------------------------------------------------------
 
-    async def _recover(self, err: Exception) -> None:
+    async def _retry(self, retry: Retry) -> None:
+        err = retry.error
         self.last_error = err
         self.stats.errors += 1
-        if isinstance(err, Gone) or (isinstance(err, ApiError) and is_resource_version_too_large(err)):
-            # The resume point is gone from the server's history (compaction, an apiserver restart
-            # with a fresh watch cache): relist. After a 410 from a watch, "not older than the
-            # last version" may still be listable from the watch cache (client-go does the same);
-            # after a 410 from a list, or a "too large" version, only a consistent read works.
-            if self._need_list or not isinstance(err, Gone):
-                self._rv_unavailable = True
-            self._need_list = True
-            self._gone_streak += 1
+        if retry.relist:
             log.info("%s: %s; relisting", self.description, err)
-            if self._gone_streak == 1:
-                return
-            await self._sleep(err, self._backoff.next_delay(), use_probe=False)
+            if retry.backoff:
+                await self._sleep(self._backoff.next_delay(), use_probe=False)
             return
-        self._failures += 1
-        if self._failures == 1:
-            # The first failure after progress is a stream that worked and broke (or a fresh
-            # start): retry at once; the backoff is for requests that keep failing.
+        if not retry.backoff:
             log.info("%s: %s; retrying", self.description, _describe(err))
             return
-        delay = self._backoff.next_delay()
-        if isinstance(err, TooManyRequests) and err.retry_after:
-            # The server's word, but bounded: a Retry-After of 1e300 must not park the watch forever.
-            delay = max(delay, min(err.retry_after, _MAX_RETRY_AFTER))
+        delay = max(self._backoff.next_delay(), retry.min_delay)
         level = logging.WARNING if _expected(err) else logging.ERROR
         log.log(
             level,
@@ -488,9 +405,9 @@ class Watcher:
             delay,
             exc_info=level >= logging.ERROR,
         )
-        await self._sleep(err, delay, use_probe=server_unavailable(err))
+        await self._sleep(delay, use_probe=retry.use_probe)
 
-    async def _sleep(self, err: Exception, delay: float, *, use_probe: bool) -> None:
+    async def _sleep(self, delay: float, *, use_probe: bool) -> None:
         probe = self.source.probe
         if use_probe and probe is not None and self.config.server_probe:
             if await probe.wait(delay):
@@ -501,10 +418,6 @@ class Watcher:
                 log.info("%s: the API server is back; retrying now", self.description)
         else:
             await asyncio.sleep(delay)
-
-
-def _rejects_streaming(err: Exception, events_seen: int) -> bool:
-    return events_seen == 0 and isinstance(err, ApiError) and err.code in _STREAMING_REJECTED
 
 
 def _expected(err: Exception) -> bool:

@@ -131,9 +131,13 @@ class Paging:
         return True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Streaming:
-    """A watch stream is being read; ``initial``: its events up to the end bookmark are a list."""
+    """A watch stream is being read; ``initial``: its events up to the end bookmark are a list.
+
+    A value like the other states, never changed once made; not frozen only because a frozen
+    dataclass takes 1 µs to build (five times this one) and one is built per watch event.
+    """
 
     progress: Progress
     resource_version: str
@@ -262,8 +266,27 @@ class Machine:
     def step(self, state: State, event: Event) -> Step:
         """One transition; see the module docs."""
         if type(state) is Streaming:
-            if isinstance(event, tuple):  # a WatchEvent: the hot path, first
-                return self._watch_event(state, event)
+            if isinstance(event, tuple):  # a WatchEvent
+                etype, obj = event
+                progress = state.progress
+                if not state.seen or state.initial or etype == "BOOKMARK" or progress.gone_streak:
+                    settled = self._watch_event(state, event)
+                    if not isinstance(settled, Progress):
+                        return settled
+                    progress = settled
+                # A change on a watch past its initial list (the hot path: one pass per change,
+                # hence inline): the resume point moves to the object's.
+                transform = self._transform
+                if transform is not None:
+                    obj = transform(obj)
+                after = Streaming(progress, obj["metadata"]["resourceVersion"], False, True)
+                if etype == "MODIFIED":
+                    return after, (Apply(obj),), None
+                if etype == "ADDED":
+                    return after, (Apply(obj, added=True),), None
+                if etype == "DELETED":
+                    return after, (Delete(obj),), None
+                return after, _NOTHING, None  # an unknown type: the driver logs it
         elif type(state) is Paging and isinstance(event, ObjectList):
             return self._page_part(state, event)
         if type(event) is ResponseEnd:
@@ -344,7 +367,9 @@ class Machine:
 
     # -- watch streams ----------------------------------------------------------------------------
 
-    def _watch_event(self, state: Streaming, event: WatchEvent[Obj]) -> Step:
+    def _watch_event(self, state: Streaming, event: WatchEvent[Obj]) -> Step | Progress:
+        """A stream's first event, a bookmark, an event of a streaming list, or the first change
+        after a relist; for a change, the progress to make it with (see :meth:`step`)."""
         etype, obj = event
         progress = state.progress
         first: Emitted = _NOTHING
@@ -364,23 +389,15 @@ class Machine:
                 return self.fail(Streaming(progress, state.resource_version, True, True), error)
             done = dataclasses.replace(progress, rv_unavailable=False, failures=0)
             return Streaming(done, rv, False, True), (*first, InitDone(rv)), None
-        transform = self._transform
-        if transform is not None:
-            obj = transform(obj)
         if state.initial:
             if etype == "DELETED":  # impossible per the API docs; never part of a snapshot
                 return Streaming(progress, state.resource_version, True, True), first, None
-            return Streaming(progress, state.resource_version, True, True), (*first, InitApply(obj)), None
+            transform = self._transform
+            applied = InitApply(transform(obj) if transform is not None else obj)
+            return Streaming(progress, state.resource_version, True, True), (*first, applied), None
         if progress.gone_streak:
             progress = dataclasses.replace(progress, gone_streak=0)
-        after = Streaming(progress, obj["metadata"]["resourceVersion"], False, True)
-        if etype == "MODIFIED":
-            return after, (Apply(obj),), None
-        if etype == "ADDED":
-            return after, (Apply(obj, added=True),), None
-        if etype == "DELETED":
-            return after, (Delete(obj),), None
-        return after, _NOTHING, None  # an unknown type: the driver logs it
+        return progress
 
     # -- ends and failures ------------------------------------------------------------------------
 

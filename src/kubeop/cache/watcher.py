@@ -10,8 +10,11 @@
 - a new ``Init`` ... ``InitDone`` whenever the watcher had to relist (410 Gone / too large
   resourceVersion).
 
-It never raises (except on cancellation): every failure is logged and retried. The state
-machine, with the values of client-go's reflector (k8s.io/client-go/tools/cache/reflector.go):
+It never raises (except on cancellation): every failure is logged and retried. The decisions
+are a pure state machine, :mod:`kubeop.cache.watch_machine` (its transitions are tested as
+tables, without a clock or a server); :class:`Watcher` drives it: sends the requests, feeds it
+the answers, waits, times, counts and logs. The behaviour, with the values of client-go's
+reflector (k8s.io/client-go/tools/cache/reflector.go):
 
 - **initial list**: a streaming list (a watch with ``sendInitialEvents=true``, ending at the
   bookmark annotated ``k8s.io/initial-events-end``) when the server supports it, as client-go
@@ -67,6 +70,8 @@ from kubeop.cache.watch_events import (
     WatchStalled,
 )
 from kubeop.cache.watch_machine import (
+    RESUME,
+    Failed,
     ListPage,
     Machine,
     OpenWatch,
@@ -221,7 +226,7 @@ class Watcher:
         request: Request | None = None
         while True:
             if request is None:
-                self._state, _, request = machine.resume(self._state)
+                self._state, _, request = machine.step(self._state, RESUME)
             if type(request) is Retry:
                 await self._retry(request)
                 request = None
@@ -256,7 +261,7 @@ class Watcher:
                 request = None
             except Exception as err:
                 self._disarm_return_guard()  # before any wait: the guard cancels this task
-                self._state, _, request = machine.fail(self._state, err)
+                self._state, _, request = machine.step(self._state, Failed(err))
             finally:
                 self._disarm_return_guard()
 

@@ -337,6 +337,40 @@ async def test_requests_failed_by_an_unreachable_server_are_retried_when_it_retu
     assert calls[1] - calls[0] < 2
 
 
+async def test_without_a_probe_of_its_own_the_runtime_waits_on_the_caches(env: ClusterCache) -> None:
+    """The probe is passed explicitly: a runtime given none uses its cache's (one per API server)."""
+    from kubeop.client import ApiConnectionError
+
+    back = asyncio.Event()
+    waits: list[float] = []
+
+    class Probe:
+        async def wait(self, delay: float) -> bool:
+            waits.append(delay)
+            await back.wait()
+            return True
+
+    env.factory.probe = Probe()  # type: ignore[assignment]
+    await env.add(app("a"))
+    calls: list[float] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise ApiConnectionError("cannot connect to API server")
+
+    ctrl = (
+        Controller.for_(APPS)
+        .with_rate_limiter(ItemExponentialFailureRateLimiter(30, 60))
+        .reconcile(reconcile)
+    )
+    running = await run(ctrl, _runtime(env))
+    await _until(lambda: len(calls) == 1 and len(waits) == 1)
+    back.set()
+    await _until(lambda: len(calls) == 2, timeout=2)
+    await running.stop(drain=False)
+
+
 class _CountingLimiter(ItemExponentialFailureRateLimiter[Request]):
     """30 s per failure: a retry that went through the rate limiter would come far too late."""
 

@@ -2,8 +2,8 @@
 
 A :class:`~kubeop.kopf.processing.Processor` runs the create, the no-op (the event of its own
 status write) and the update cycles of N Widgets against a client stub that answers the write
-(no HTTP, no informer): the cause, the kwargs, the sync handler's thread hop, the state record
-(decode, essence, diff, encode) and the building of the one write. What run.py measures on top
+(no HTTP, no informer): the cause, the kwargs, the sync handler's thread hop, the state (kopf's
+storages: read, essence, diff, written) and the building of the one write. What run.py measures on top
 is the informer, the queue, the HTTP of the status write and the handler's own client calls.
 
     PYTHONPATH=src .venv/bin/python bench/operator/kopf_cycle_cost.py [--n 2000] [--async]
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import time
 from typing import Any
@@ -22,7 +23,6 @@ from typing import Any
 import kubeop.kopf as kopf
 from kubeop.core.resource import ApiResource
 from kubeop.kopf.processing import ObjectLogger, Processor, objects_log
-from kubeop.kopf.state import State
 
 RESOURCE = "widgets.v1.bench.kubeop.dev"
 WIDGETS = ApiResource(
@@ -36,7 +36,7 @@ def _status(patch: Any, meta: Any, name: str) -> None:
 
 
 class Answering:
-    """Answers a patch with what it wrote (the processor reads back status.kopfState)."""
+    """Answers a patch with what it wrote (the processor reads back status.kopf)."""
 
     async def patch(self, res: Any, name: str, body: Any, namespace: str | None = None, **_: Any) -> Any:
         return {"status": body.get("status")}
@@ -44,7 +44,8 @@ class Answering:
 
 def widget(i: int, value: str, state: str | None = None) -> dict[str, Any]:
     meta = {"name": f"w{i:05d}", "namespace": "ns", "uid": f"u{i}", "generation": 1, "resourceVersion": "5"}
-    status = {"observedGeneration": 1, "configMap": meta["name"], "kopfState": state} if state else {}
+    kopf_state = {"last-handled-configuration": state}
+    status = {"observedGeneration": 1, "configMap": meta["name"], "kopf": kopf_state} if state else {}
     return {
         "apiVersion": "bench.kubeop.dev/v1",
         "kind": "Widget",
@@ -80,7 +81,7 @@ async def main(n: int, coroutines: bool) -> None:
     processor = Processor(RESOURCE, list(reg.changing(RESOURCE)))
     client: Any = Answering()
     logger = ObjectLogger(objects_log, {"object_namespace": "ns", "object_name": "w"})
-    done = State(seq=1, essence={"spec": {"value": "one"}}).encode()
+    done = json.dumps({"spec": {"value": "one"}}, separators=(",", ":"))
     phases = (("create", "one", None), ("no-op after its own write", "one", done), ("update", "two", done))
     for label, value, state in phases:
         t0 = time.process_time()

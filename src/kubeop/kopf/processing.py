@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import datetime as dt
 import inspect
@@ -39,7 +40,7 @@ from kubeop.core.errors import Conflict, NotFound
 from kubeop.core.resource import ApiResource
 from kubeop.kopf import lifecycles, subhandlers
 from kubeop.kopf.bodies import Body, Patch
-from kubeop.kopf.diffs import Diff, diff, essence, reduce, resolve
+from kubeop.kopf.diffs import Diff, diff, reduce, resolve
 from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
 from kubeop.kopf.events import current_body, use_recorder, warn
 from kubeop.kopf.handlers import (
@@ -53,9 +54,9 @@ from kubeop.kopf.handlers import (
     selected,
 )
 from kubeop.kopf.indexing import IndexSet
-from kubeop.kopf.settings import default_backoff
+from kubeop.kopf.settings import current_settings, default_backoff
 from kubeop.kopf.spawning import Spawned, SpawningHandler
-from kubeop.kopf.state import ANNOTATION, STATUS_FIELD, Progress, State
+from kubeop.kopf.state import Progress, State, storages_of
 
 __all__ = ["FINALIZER", "KOPF_DIFFBASE", "LocalObjectLogger", "Memo", "ObjectLogger", "Processor"]
 
@@ -160,11 +161,13 @@ class Processor:
     _memos: dict[tuple[str | None, str], Memo] = field(default_factory=dict)
     _spawned: dict[tuple[str | None, str], Spawned] = field(default_factory=dict)
     _status_ok: bool = True
+    _status_checked: bool = False
     _recorder_set: bool = False
     _own_writes: dict[tuple[str | None, str], str] = field(default_factory=dict)
     """resourceVersion of the object as the cycle's own status write left it, by object."""
 
     def __post_init__(self) -> None:
+        self._handler_ids = [h.id for h in self.handlers]
         self._extra_fields = sorted(
             {h.field for h in self.handlers if h.field and h.field[0] in ("status", "metadata")}
         )
@@ -214,11 +217,10 @@ class Processor:
         md = body.get("metadata") or {}
         uid = md.get("uid") or ""
         now = time.time()
-        state = State.of(body)
-        if state.essence is None and state.seq == 0:
-            state.essence = _kopf_diffbase(md)  # moved from kopf: its record counts
+        storages = storages_of(current_settings().persistence)
+        state = State.of(body, storages, self._handler_ids, now)
         old = state.essence
-        new = essence(body, self._extra_fields)
+        new = storages.essence(body, self._extra_fields)
         the_diff = diff(old, new)
         initial = uid not in self._handled_once
         memo = self._memos.get((md.get("namespace"), md.get("name") or ""))
@@ -249,7 +251,7 @@ class Processor:
         key = (md.get("namespace"), md.get("name") or "")
         spawned = self._spawned.get(key)
         if spawned is not None:
-            if essence(spawned.body, self._extra_fields) != new:
+            if storages.essence(spawned.body, self._extra_fields) != new:
                 spawned.changed_at = time.monotonic()
             spawned.body = body
         if deleting:
@@ -281,19 +283,22 @@ class Processor:
             h for h in self.handlers if selected(h, reason, initial) and matches(h, body, old, new, kwargs)
         ]
         progress = state.progress
-        stale = {k for k, p in progress.items() if p.purpose != reason.value}
+        record = False  # anything to write to the state?
+        stale = {k for k, p in progress.items() if p.purpose is not None and p.purpose != reason.value}
         if stale:
             logger.info("%s is superseded by %s.", _purpose_title(progress, stale), title)
             for k in stale:
                 del progress[k]
-        record = False  # anything to write to the state?
+            state.purged.update(stale)
+            record = True
         delays: list[float] = []
         done = True
         if chosen:
             if objects_log.isEnabledFor(logging.DEBUG):  # the body's JSON only when it is logged
                 logger.debug("%s is in progress: %s", title.capitalize(), _short(body))
             run = _Run(reason, now, kwargs, body, old, new, the_diff, logger, patch, progress)
-            record, done = await self._run_handlers(chosen, run, delays)
+            ran, done = await self._run_handlers(chosen, run, delays)
+            record = record or ran
             if done:
                 succeeded = sum(1 for h in chosen if progress.get(h.id) and progress[h.id].success)
                 failed = sum(1 for h in chosen if progress.get(h.id) and progress[h.id].failure)
@@ -303,13 +308,14 @@ class Processor:
                     )
         if done:
             if progress:
+                state.purged.update(progress)
                 progress.clear()
                 record = True
             # The essence is recorded when handlers ran for it, and on creation (to know it was
             # seen); a change no handler is interested in is not written down: the next handler
             # that runs sees the whole diff since it last ran.
             if reason is not Reason.DELETE and new != old and (old is None or chosen):
-                state.essence = new
+                state.new_essence = new
                 record = True
             self._handled_once.add(uid)
         finish_delete = done and reason is Reason.DELETE
@@ -368,16 +374,19 @@ class Processor:
                 p = progress[handler.id] = Progress(purpose=run.reason.value, started=run.now)
             outcome = await self._execute(handler, p, run)
             record = True
+            p.retries += 1  # every attempt counts, as in kopf's records
+            p.delayed = None
             if outcome.final:
+                p.stopped = p.stopped or time.time()
                 if outcome.exception is None:
                     p.success = True
+                    p.message = None
                     _deliver(run.patch, handler.id, outcome.result)
                 else:
                     p.failure = True
                     p.message = str(outcome.exception) or repr(outcome.exception)
                     warn(run.body, reason="Error", message=f"{handler} failed: {p.message}")
             else:
-                p.retries += 1
                 p.delayed = time.time() + (outcome.delay or 0)
                 p.message = str(outcome.exception) or repr(outcome.exception)
                 delays.append(outcome.delay or 0)
@@ -541,28 +550,20 @@ class Processor:
         md = body.get("metadata") or {}
         name, namespace = md.get("name") or "", md.get("namespace")
         subresource = "status" in res.subresources
+        status_only = (
+            subresource
+            and self._status_ok
+            and "status" in patch
+            and all(k == "status" for k in patch)
+            and not (add_finalizer or remove_finalizer)
+        )
+        fallback: State | None = None
+        if state is not None:
+            if status_only and not self._status_checked:
+                fallback = copy.deepcopy(state)  # to write again elsewhere if status drops it
+            state.store(body, patch, status_only=status_only)
         main: dict[str, Any] = {k: v for k, v in patch.items() if not (subresource and k == "status")}
         status_part = patch.get("status") if subresource else None
-        encoded = ""
-        if state is not None:
-            state.seq += 1
-            encoded = state.encode()
-            if (
-                subresource
-                and status_part is not None
-                and not main
-                and self._status_ok
-                and not (add_finalizer or remove_finalizer)
-            ):
-                status_part = dict(status_part)
-                status_part[STATUS_FIELD] = encoded
-                encoded_in_status = True
-            else:
-                meta = main.setdefault("metadata", {})
-                meta["annotations"] = {**(meta.get("annotations") or {}), ANNOTATION: encoded}
-                encoded_in_status = False
-        else:
-            encoded_in_status = False
         current: Mapping[str, Any] = body
         if main or add_finalizer or remove_finalizer:
             for attempt in range(WRITE_ATTEMPTS):
@@ -598,30 +599,29 @@ class Processor:
                 )
             except NotFound:
                 return None
-            if encoded_in_status and state is not None:
-                got = (
-                    (written.get("status") or {}).get(STATUS_FIELD) if isinstance(written, Mapping) else None
-                )
-                if got != encoded:
+            kopf_part = (status_part or {}).get("kopf") if status_only else None
+            if fallback is not None and isinstance(kopf_part, Mapping) and any(kopf_part.values()):
+                got = (written.get("status") or {}).get("kopf") if isinstance(written, Mapping) else None
+                if got:
+                    self._status_checked = True
+                else:
                     self._status_ok = False
                     logger.warning(
-                        "the API server drops status.%s of %s (a structural schema without "
+                        "the API server drops status.kopf of %s (a structural schema without "
                         "x-kubernetes-preserve-unknown-fields on status): the handling state goes to "
-                        "the annotation %s instead, at the cost of a second write when handlers write status",
-                        STATUS_FIELD,
+                        "the annotations instead, at the cost of a second write when handlers write status",
                         res.plural,
-                        ANNOTATION,
                     )
+                    again = Patch()
+                    fallback.store(body, again, status_only=False)
+                    again.pop("status", None)
                     self.writes += 1
-                    await client.patch(
-                        res,
-                        name,
-                        {"metadata": {"annotations": {ANNOTATION: encoded}}},
-                        namespace=namespace,
-                    )
-                elif not (main or add_finalizer or remove_finalizer):
-                    rv = (written.get("metadata") or {}).get("resourceVersion")
-                    return rv if isinstance(rv, str) else None
+                    await client.patch(res, name, dict(again), namespace=namespace)
+                    return None
+            if status_only and not main:
+                md_written = written.get("metadata") if isinstance(written, Mapping) else None
+                rv = (md_written or {}).get("resourceVersion")
+                return rv if isinstance(rv, str) else None
         return None
 
 
@@ -689,20 +689,9 @@ def _deliver(patch: Patch, handler_id: str, result: Any) -> None:
         status[handler_id] = result
 
 
-def _kopf_diffbase(md: Mapping[str, Any]) -> dict[str, Any] | None:
-    raw = (md.get("annotations") or {}).get(KOPF_DIFFBASE)
-    if not raw:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _purpose_title(progress: Mapping[str, Progress], keys: set[str]) -> str:
     purposes = {progress[k].purpose for k in keys}
-    name = purposes.pop() if len(purposes) == 1 else "handling"
+    name = (purposes.pop() if len(purposes) == 1 else None) or "handling"
     for reason, title in TITLES.items():
         if reason.value == name:
             return title.capitalize()

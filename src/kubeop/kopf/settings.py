@@ -11,8 +11,8 @@ kubeop's own (watch timeouts, reconnect backoffs; events are posted by the handl
 ``kopf.info``/``warn``/``exception`` and on errors, never for every log line), and they are
 accepted and not used (``execution.executor`` too: sync handlers run in asyncio's default
 executor; ``queueing.batch_window`` and ``settings.batching`` warn as kopf's deprecated names do).
-``persistence.progress_storage``/``diffbase_storage`` read None and setting one is an error naming
-kubeop's state record (:mod:`kubeop.kopf.storage`). A field kopf does not have is an
+``persistence.progress_storage``/``diffbase_storage`` select kopf's storages of the handling state
+(:mod:`kubeop.kopf.state`). A field kopf does not have is an
 ``AttributeError`` naming the section (the sections have slots), not a silent no-op.
 """
 
@@ -26,7 +26,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeop.kopf.storage import unsupported_storage
+from kubeop.kopf.diffbase import AnnotationsDiffBaseStorage, DiffBaseStorage
+from kubeop.kopf.progress import ProgressStorage, SmartProgressStorage
 
 __all__ = [
     "AdmissionSettings",
@@ -136,28 +137,48 @@ class NetworkingSettings:
 
 @dataclass(slots=True)
 class PersistenceSettings:
-    """``finalizer`` is honoured; kopf's ``progress_storage`` and ``diffbase_storage`` read as
-    None and setting one is an error naming kubeop's state record (:mod:`kubeop.kopf.storage`)."""
+    """``finalizer``, and kopf's ``progress_storage`` and ``diffbase_storage``: kopf's storages
+    (:mod:`kubeop.kopf.progress`, :mod:`kubeop.kopf.diffbase`), by default kopf's defaults
+    written where the cycle's write goes (:mod:`kubeop.kopf.state`); one set here is used as kopf does."""
 
     finalizer: str = "kopf.zalando.org/KopfFinalizerMarker"
     consistency_timeout: float = 5.0
+    _progress_storage: ProgressStorage | None = field(default=None, repr=False)
+    _diffbase_storage: DiffBaseStorage | None = field(default=None, repr=False)
 
     @property
-    def progress_storage(self) -> None:
-        return None
+    def progress_storage(self) -> ProgressStorage:
+        return self._progress_storage if self._progress_storage is not None else DEFAULT_PROGRESS
 
     @progress_storage.setter
-    def progress_storage(self, value: Any) -> None:
-        raise unsupported_storage("progress_storage", value)
+    def progress_storage(self, value: ProgressStorage) -> None:
+        if not isinstance(value, ProgressStorage):
+            raise TypeError(
+                f"settings.persistence.progress_storage={value!r} is not a progress storage: use one of "
+                "kopf.SmartProgressStorage(), kopf.AnnotationsProgressStorage(), "
+                "kopf.StatusProgressStorage(), kopf.MultiProgressStorage([...]) or a subclass of "
+                "kopf.ProgressStorage"
+            )
+        self._progress_storage = value
 
     @property
-    def diffbase_storage(self) -> None:
-        return None
+    def diffbase_storage(self) -> DiffBaseStorage:
+        return self._diffbase_storage if self._diffbase_storage is not None else DEFAULT_DIFFBASE
 
     @diffbase_storage.setter
-    def diffbase_storage(self, value: Any) -> None:
-        raise unsupported_storage("diffbase_storage", value)
+    def diffbase_storage(self, value: DiffBaseStorage) -> None:
+        if not isinstance(value, DiffBaseStorage):
+            raise TypeError(
+                f"settings.persistence.diffbase_storage={value!r} is not a diff-base storage: use one "
+                "of kopf.AnnotationsDiffBaseStorage(), kopf.StatusDiffBaseStorage(), "
+                "kopf.MultiDiffBaseStorage([...]) or a subclass of kopf.DiffBaseStorage"
+            )
+        self._diffbase_storage = value
 
+
+#: kopf's default storages (the settings read them unless one is set).
+DEFAULT_PROGRESS = SmartProgressStorage()
+DEFAULT_DIFFBASE = AnnotationsDiffBaseStorage()
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 

@@ -1,108 +1,276 @@
-"""The handling state recorded on each object: the essence it was last handled with, and the
-progress of handlers that are not done yet.
+"""The handling state of one object, read and written through kopf's storages.
 
-One JSON record, in the annotation ``kopf.kubeop.dev/state`` or in ``status.kopfState``,
-written in the same request as the handlers' patch: where that request goes decides where the
-record goes (a status-only write on a kind with a status subresource carries it in status). Each
-write increments ``seq``; a reader takes the copy with the higher one. kopf keeps the same two
-things apart: the essence in ``kopf.zalando.org/last-handled-configuration`` and one annotation
-per handler in progress.
+Two things are kept on each object between cycles, in kopf 1.45.2's formats so that kopf and
+kubeop.kopf continue each other's work: each handler's progress within the current cause
+(:mod:`kubeop.kopf.progress`) and the essence last handled (:mod:`kubeop.kopf.diffbase`). The
+storages are ``settings.persistence.progress_storage`` and ``diffbase_storage``; what they write
+goes into the cycle's one patch, sent with the handlers' own changes.
+
+Unless the operator sets them, the storages are kopf's defaults (progress in annotations
+``kopf.zalando.org/<handler id>``, the essence in ``kopf.zalando.org/last-handled-configuration``)
+with one difference in where they write: when the cycle's write is the status subresource alone
+(the handlers patched only status), the state goes there too, in kopf's status formats
+(``status.kopf.progress``, ``status.kopf.last-handled-configuration``), so that a change still
+costs one request to the object. Both places are read (the essence from status first: it is the
+newer when there). Set ``settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage()``
+to always write the annotation, as kopf does (a second request when handlers write status).
+
+The record of earlier kubeop.kopf releases (``kopf.kubeop.dev/state`` or ``status.kopfState``)
+is read when there is nothing in kopf's formats, and removed by the next write.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-__all__ = ["ANNOTATION", "STATUS_FIELD", "Progress", "State"]
+from kubeop.kopf.diffbase import DiffBaseStorage, StatusDiffBaseStorage
+from kubeop.kopf.diffs import FieldPath
+from kubeop.kopf.progress import ProgressRecord, ProgressStorage, StatusProgressStorage
+from kubeop.kopf.settings import DEFAULT_DIFFBASE, DEFAULT_PROGRESS, PersistenceSettings
 
-ANNOTATION = "kopf.kubeop.dev/state"
-STATUS_FIELD = "kopfState"
+__all__ = ["LEGACY_ANNOTATION", "LEGACY_STATUS_FIELD", "Progress", "State", "Storages", "storages_of"]
+
+LEGACY_ANNOTATION = "kopf.kubeop.dev/state"
+LEGACY_STATUS_FIELD = "kopfState"
 log = logging.getLogger("kubeop.kopf")
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="microseconds")
+
+
+def _time(s: Any) -> float | None:
+    if not isinstance(s, str) or not s:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    return (t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)).timestamp()
 
 
 @dataclass
 class Progress:
-    """One handler's progress within the current cause."""
+    """One handler's progress within the current cause (kopf's ``HandlerState``)."""
 
-    purpose: str
+    purpose: str | None
     started: float  # wall-clock seconds of the first attempt
-    retries: int = 0
+    retries: int = 0  # attempts so far (a success counts, as in kopf)
     delayed: float | None = None  # not before this wall-clock time
     success: bool = False
     failure: bool = False
     message: str | None = None
+    stopped: float | None = None
+    subrefs: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
         return self.success or self.failure
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"p": self.purpose, "s": round(self.started, 3), "r": self.retries}
-        if self.delayed is not None:
-            out["d"] = round(self.delayed, 3)
-        if self.success:
-            out["ok"] = True
-        if self.failure:
-            out["fail"] = True
-        if self.message:
-            out["m"] = self.message[:500]
-        return out
+    def to_record(self) -> ProgressRecord:
+        """As kopf stores it (``HandlerState.for_storage``)."""
+        return ProgressRecord(
+            started=_iso(self.started),
+            stopped=_iso(self.stopped),
+            delayed=_iso(self.delayed),
+            purpose=self.purpose,
+            retries=self.retries,
+            success=self.success,
+            failure=self.failure,
+            message=self.message,
+            subrefs=sorted(self.subrefs) or None,
+        )
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Progress:
+    def from_record(cls, record: Mapping[str, Any], now: float) -> Progress:
         return cls(
-            purpose=str(d["p"]),
-            started=float(d["s"]),
-            retries=int(d.get("r", 0)),
-            delayed=float(d["d"]) if d.get("d") is not None else None,
-            success=bool(d.get("ok")),
-            failure=bool(d.get("fail")),
-            message=d.get("m"),
+            purpose=record.get("purpose") or None,
+            started=_time(record.get("started")) or now,
+            stopped=_time(record.get("stopped")),
+            delayed=_time(record.get("delayed")),
+            retries=int(record.get("retries") or 0),
+            success=bool(record.get("success")),
+            failure=bool(record.get("failure")),
+            message=record.get("message"),
+            subrefs=tuple(record.get("subrefs") or ()),
         )
+
+
+def _in_storage(record: ProgressRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Storages:
+    """The storages of one cycle: those set in ``settings.persistence``, or kopf's defaults
+    (``explicit`` False) written where the cycle's write goes."""
+
+    progress: ProgressStorage
+    diffbase: DiffBaseStorage
+    explicit_progress: bool = False
+    explicit_diffbase: bool = False
+
+    def writing(self, status_only: bool, annotated: bool) -> tuple[ProgressStorage, DiffBaseStorage]:
+        """Where this cycle writes: the defaults follow a status-only write into status, except
+        the progress of a cause whose records are in the annotations already (kopf's)."""
+        keep = self.explicit_progress or not status_only or annotated
+        progress = self.progress if keep else _STATUS_PROGRESS
+        diffbase = self.diffbase if self.explicit_diffbase or not status_only else _STATUS_DIFFBASE
+        return progress, diffbase
+
+    def essence(self, body: Mapping[str, Any], extra_fields: Iterable[FieldPath]) -> dict[str, Any]:
+        """The essence of ``body`` as kopf computes it (the diff-base's build, the progress cleared)."""
+        built = self.diffbase.build(body=body, extra_fields=extra_fields)
+        # kopf's default progress storage clears kopf.zalando.org/ annotations and status.kopf,
+        # which the build has left out already (an extra field inside status.kopf aside).
+        return self.progress.clear(essence=built) if self.explicit_progress else built
+
+
+_STATUS_PROGRESS = StatusProgressStorage()
+_STATUS_DIFFBASE = StatusDiffBaseStorage()
 
 
 @dataclass
 class State:
-    seq: int = 0
+    """What a cycle reads of the object's handling state and what it will write back."""
+
     essence: dict[str, Any] | None = None
     progress: dict[str, Progress] = field(default_factory=dict)
-
-    def encode(self) -> str:
-        doc: dict[str, Any] = {"seq": self.seq}
-        if self.essence is not None:
-            doc["essence"] = self.essence
-        if self.progress:
-            doc["progress"] = {k: v.to_json() for k, v in self.progress.items()}
-        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS).decode()
+    origin: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each handler's record as read (only changed records are written, as in kopf)."""
+    purged: set[str] = field(default_factory=set)
+    """Handlers whose records go (superseded by another cause)."""
+    legacy: tuple[bool, bool] = (False, False)
+    """The earlier kubeop.kopf record is in (the annotation, status)."""
+    annotated: bool = False
+    """Some progress record was read from annotations (the cause continues there)."""
+    storages: Storages | None = None
+    new_essence: dict[str, Any] | None = None
+    """The essence to record with the next write (the cause is handled)."""
 
     @classmethod
-    def decode(cls, text: Any) -> State | None:
-        if not isinstance(text, str):
-            return None
+    def of(cls, body: Mapping[str, Any], storages: Storages, handler_ids: Iterable[str], now: float) -> State:
+        state = cls(storages=storages)
         try:
-            doc = orjson.loads(text)
-            return cls(
-                seq=int(doc.get("seq", 0)),
-                essence=doc.get("essence"),
-                progress={k: Progress.from_json(v) for k, v in (doc.get("progress") or {}).items()},
-            )
+            # The default's status copy first: a status-only write of kubeop.kopf left it newer.
+            if not storages.explicit_diffbase:
+                state.essence = _STATUS_DIFFBASE.fetch(body=body)
+            if state.essence is None:
+                state.essence = storages.diffbase.fetch(body=body)
+        except ValueError as exc:
+            log.warning("ignoring an unreadable last-handled configuration: %s", exc)
+        if state.essence is not None and storages.explicit_progress:
+            state.essence = storages.progress.clear(essence=state.essence)
+        pending = list(dict.fromkeys(handler_ids))
+        seen: set[str] = set()
+        while pending:
+            key = pending.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                record = storages.progress.fetch(key=key, body=body)
+            except ValueError as exc:
+                log.warning("ignoring the unreadable progress of %s: %s", key, exc)
+                record = None
+            if record is not None:
+                p = state.progress[key] = Progress.from_record(record, now)
+                state.origin[key] = dict(record)
+                if not state.annotated and not storages.explicit_progress:
+                    state.annotated = _STATUS_PROGRESS.fetch(key=key, body=body) is None
+                pending.extend(p.subrefs)
+        state._read_legacy(body)
+        return state
+
+    def _read_legacy(self, body: Mapping[str, Any]) -> None:
+        md = body.get("metadata") or {}
+        in_annotation = (md.get("annotations") or {}).get(LEGACY_ANNOTATION)
+        status = body.get("status")
+        in_status = status.get(LEGACY_STATUS_FIELD) if isinstance(status, Mapping) else None
+        self.legacy = (in_annotation is not None, in_status is not None)
+        if self.essence is not None or self.progress:
+            return
+        docs = [d for d in (_legacy(in_annotation), _legacy(in_status)) if d is not None]
+        if not docs:
+            return
+        doc = max(docs, key=lambda d: int(d.get("seq", 0)))
+        self.essence = doc.get("essence")
+        try:
+            for key, p in (doc.get("progress") or {}).items():
+                self.progress[key] = Progress(
+                    purpose=str(p["p"]),
+                    started=float(p["s"]),
+                    retries=int(p.get("r", 0)),
+                    delayed=float(p["d"]) if p.get("d") is not None else None,
+                    success=bool(p.get("ok")),
+                    failure=bool(p.get("fail")),
+                    message=p.get("m"),
+                )
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("ignoring an unreadable handling state: %s", exc)
-            return None
+            self.progress.clear()
 
-    @classmethod
-    def of(cls, body: Mapping[str, Any]) -> State:
-        """The newer of the two recorded copies (a fresh state if there is none)."""
-        md = body.get("metadata") or {}
-        in_annotation = cls.decode((md.get("annotations") or {}).get(ANNOTATION))
-        status = body.get("status")
-        in_status = cls.decode(status.get(STATUS_FIELD)) if isinstance(status, Mapping) else None
-        candidates = [s for s in (in_annotation, in_status) if s is not None]
-        if not candidates:
-            return cls()
-        return max(candidates, key=lambda s: s.seq)
+    def store(self, body: Mapping[str, Any], patch: MutableMapping[str, Any], *, status_only: bool) -> None:
+        """Write into ``patch``: the changed progress records, the purged ones and their
+        sub-handlers', the new essence if any, and the earlier record's removal."""
+        storages = self.storages or storages_of(PersistenceSettings())
+        essence, self.new_essence = self.new_essence, None
+        progress_storage, diffbase_storage = storages.writing(status_only, self.annotated)
+        for key, p in self.progress.items():
+            subs = {k for k in self.progress if k.startswith(f"{key}/")}
+            if subs - set(p.subrefs):
+                p.subrefs = tuple(sorted(set(p.subrefs) | subs))
+            record = p.to_record()
+            if _in_storage(record) != self.origin.get(key):
+                progress_storage.store(key=key, record=record, body=body, patch=patch)
+                self.origin[key] = _in_storage(record)
+        gone = set(self.purged)
+        for key in list(gone):
+            gone.update(self.origin.get(key, {}).get("subrefs") or ())
+        for key in sorted(gone):
+            progress_storage.purge(key=key, body=body, patch=patch)
+            if progress_storage is not storages.progress:  # a copy left in the other place goes too
+                storages.progress.purge(key=key, body=body, patch=patch)
+            self.origin.pop(key, None)
+        self.purged.clear()
+        progress_storage.flush()
+        if essence is not None:
+            diffbase_storage.store(body=body, patch=patch, essence=essence)
+            if not storages.explicit_diffbase and not status_only and _STATUS_DIFFBASE.fetch(body=body):
+                # The status copy is read first: it must not outlive a newer annotation.
+                patch.setdefault("status", {}).setdefault("kopf", {})["last-handled-configuration"] = None
+            self.essence = essence
+        if patch:
+            storages.progress.touch(body=body, patch=patch, value=None)
+        if self.legacy[0]:
+            patch.setdefault("metadata", {}).setdefault("annotations", {})[LEGACY_ANNOTATION] = None
+        if self.legacy[1]:
+            patch.setdefault("status", {})[LEGACY_STATUS_FIELD] = None
+        self.legacy = (False, False)
+
+
+def _legacy(text: Any) -> dict[str, Any] | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        doc = orjson.loads(text)
+    except ValueError as exc:
+        log.warning("ignoring an unreadable handling state: %s", exc)
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def storages_of(persistence: PersistenceSettings) -> Storages:
+    """The storages ``settings.persistence`` selects (see the module docstring)."""
+    return Storages(
+        persistence.progress_storage,
+        persistence.diffbase_storage,
+        explicit_progress=persistence.progress_storage is not DEFAULT_PROGRESS,
+        explicit_diffbase=persistence.diffbase_storage is not DEFAULT_DIFFBASE,
+    )

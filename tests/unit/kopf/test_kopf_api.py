@@ -121,7 +121,7 @@ async def test_the_default_lifecycle_runs_every_due_handler_in_one_cycle() -> No
     assert calls == ["first", "second"]
 
 
-def test_kopf_storages_are_constructible_and_configuring_one_names_kubeops_record() -> None:
+def test_kopf_storages_are_constructible_and_selected_in_settings() -> None:
     storages = [
         kopf.AnnotationsProgressStorage(prefix="my-op.example.com"),
         kopf.StatusProgressStorage(field="status.my-op"),
@@ -134,15 +134,20 @@ def test_kopf_storages_are_constructible_and_configuring_one_names_kubeops_recor
         kopf.MultiDiffBaseStorage([kopf.AnnotationsDiffBaseStorage()]),
     ]
     settings = kopf.OperatorSettings()
-    assert settings.persistence.progress_storage is None and settings.persistence.diffbase_storage is None
+    assert isinstance(settings.persistence.progress_storage, kopf.SmartProgressStorage)  # kopf's defaults
+    assert isinstance(settings.persistence.diffbase_storage, kopf.AnnotationsDiffBaseStorage)
     for storage in storages:
         assert isinstance(storage, kopf.ProgressStorage) and "my-op" in repr(storages[0])
-        with pytest.raises(NotImplementedError, match=r"progress_storage = .*kopf\.kubeop\.dev/state"):
-            settings.persistence.progress_storage = storage
+        settings.persistence.progress_storage = storage
+        assert settings.persistence.progress_storage is storage
     for base in bases:
         assert isinstance(base, kopf.DiffBaseStorage)
-        with pytest.raises(NotImplementedError, match=r"diffbase_storage = .*status\.kopfState"):
-            settings.persistence.diffbase_storage = base
+        settings.persistence.diffbase_storage = base
+        assert settings.persistence.diffbase_storage is base
+    with pytest.raises(TypeError, match=r"progress_storage=.*kopf\.SmartProgressStorage\(\)"):
+        settings.persistence.progress_storage = bases[0]  # type: ignore[assignment]
+    with pytest.raises(TypeError, match=r"diffbase_storage=.*kopf\.AnnotationsDiffBaseStorage\(\)"):
+        settings.persistence.diffbase_storage = "annotations"  # type: ignore[assignment]
 
 
 async def test_what_kubeop_does_its_own_way_says_so_where_it_is_used() -> None:

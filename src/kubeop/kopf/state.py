@@ -9,11 +9,14 @@ goes into the cycle's one patch, sent with the handlers' own changes.
 Unless the operator sets them, the storages are kopf's defaults (progress in annotations
 ``kopf.zalando.org/<handler id>``, the essence in ``kopf.zalando.org/last-handled-configuration``)
 with one difference in where they write: when the cycle's write is the status subresource alone
-(the handlers patched only status), the state goes there too, in kopf's status formats
-(``status.kopf.progress``, ``status.kopf.last-handled-configuration``), so that a change still
-costs one request to the object. Both places are read (the essence from status first: it is the
-newer when there). Set ``settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage()``
-to always write the annotation, as kopf does (a second request when handlers write status).
+(the handlers patched only status) and the object has none of kopf's annotations, the state goes
+there too, in kopf's status formats (``status.kopf.progress``, which kopf's default storage reads
+too, and ``status.kopf.last-handled-configuration``, which it does not), so that a change costs
+one request to the object. An object with kopf's annotations (handled by kopf before) keeps them
+up to date, as kopf does (a second request when handlers write only status). The annotations are
+read first, then the status copies. Set ``settings.persistence.diffbase_storage =
+kopf.AnnotationsDiffBaseStorage()`` to always write the annotation, as kopf does: then real kopf
+can take over any object, including those created and handled only by kubeop.kopf.
 
 The record of earlier kubeop.kopf releases (``kopf.kubeop.dev/state`` or ``status.kopfState``)
 is read when there is nothing in kopf's formats, and removed by the next write.
@@ -117,11 +120,11 @@ class Storages:
     explicit_diffbase: bool = False
 
     def writing(self, status_only: bool, annotated: bool) -> tuple[ProgressStorage, DiffBaseStorage]:
-        """Where this cycle writes: the defaults follow a status-only write into status, except
-        the progress of a cause whose records are in the annotations already (kopf's)."""
-        keep = self.explicit_progress or not status_only or annotated
-        progress = self.progress if keep else _STATUS_PROGRESS
-        diffbase = self.diffbase if self.explicit_diffbase or not status_only else _STATUS_DIFFBASE
+        """Where this cycle writes: the defaults follow a status-only write into status, unless
+        the object has kopf's annotations (kopf handled it, or it may again): then they stay there."""
+        into_status = status_only and not annotated
+        progress = _STATUS_PROGRESS if into_status and not self.explicit_progress else self.progress
+        diffbase = _STATUS_DIFFBASE if into_status and not self.explicit_diffbase else self.diffbase
         return progress, diffbase
 
     def essence(self, body: Mapping[str, Any], extra_fields: Iterable[FieldPath]) -> dict[str, Any]:
@@ -149,7 +152,7 @@ class State:
     legacy: tuple[bool, bool] = (False, False)
     """The earlier kubeop.kopf record is in (the annotation, status)."""
     annotated: bool = False
-    """Some progress record was read from annotations (the cause continues there)."""
+    """The object has kopf's annotations (the default storages keep writing there)."""
     storages: Storages | None = None
     new_essence: dict[str, Any] | None = None
     """The essence to record with the next write (the cause is handled)."""
@@ -158,11 +161,11 @@ class State:
     def of(cls, body: Mapping[str, Any], storages: Storages, handler_ids: Iterable[str], now: float) -> State:
         state = cls(storages=storages)
         try:
-            # The default's status copy first: a status-only write of kubeop.kopf left it newer.
-            if not storages.explicit_diffbase:
+            state.essence = storages.diffbase.fetch(body=body)
+            if state.essence is not None:
+                state.annotated = not storages.explicit_diffbase
+            elif not storages.explicit_diffbase:  # the default's status copy (a status-only write)
                 state.essence = _STATUS_DIFFBASE.fetch(body=body)
-            if state.essence is None:
-                state.essence = storages.diffbase.fetch(body=body)
         except ValueError as exc:
             log.warning("ignoring an unreadable last-handled configuration: %s", exc)
         if state.essence is not None and storages.explicit_progress:
@@ -242,9 +245,6 @@ class State:
         progress_storage.flush()
         if essence is not None:
             diffbase_storage.store(body=body, patch=patch, essence=essence)
-            if not storages.explicit_diffbase and not status_only and _STATUS_DIFFBASE.fetch(body=body):
-                # The status copy is read first: it must not outlive a newer annotation.
-                patch.setdefault("status", {}).setdefault("kopf", {})["last-handled-configuration"] = None
             self.essence = essence
         if patch:
             storages.progress.touch(body=body, patch=patch, value=None)

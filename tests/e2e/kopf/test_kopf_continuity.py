@@ -31,32 +31,36 @@ from tests.e2e.kopf.sdist import rewrite_imports
 pytestmark = pytest.mark.controlplane
 
 GROUP = "continuity.kubeop.dev"
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"widgets.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
-OPERATOR = f'''
+
+
+def crd(plural: str, kind: str, status_subresource: bool) -> dict[str, Any]:
+    version: dict[str, Any] = {
+        "name": "v1",
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+    }
+    if status_subresource:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "scope": "Namespaced",
+            "versions": [version],
+        },
+    }
+
+
+OPERATOR = """
 import os
 
 import kopf
 
-RESOURCE = ("{GROUP}", "v1", "widgets")
+RESOURCE = ("GROUP", "v1", "PLURAL")
 
 
 def count(name, patch, status):
@@ -87,22 +91,25 @@ def c(patch, status, **_):
 
 @kopf.on.update(*RESOURCE, id="u", field="spec.x")
 def u(old, new, patch, status, **_):
-    patch.status["updates"] = list(status.get("updates", [])) + [f"{{old}}->{{new}}"]
-'''
+    patch.status["updates"] = list(status.get("updates", [])) + [f"{old}->{new}"]
+"""
 
 
 class Operator:
     """The operator file run by real kopf or by kubeop.kopf, its output kept for failures."""
 
-    def __init__(self, cp: ControlPlane, which: str, tmp: Path, namespace: str, **env: str) -> None:
+    def __init__(
+        self, cp: ControlPlane, which: str, tmp: Path, namespace: str, plural: str, **env: str
+    ) -> None:
+        operator = OPERATOR.replace("GROUP", GROUP).replace("PLURAL", plural)
         if which == "kopf":
             script = tmp / "operator_kopf.py"
-            script.write_text(OPERATOR)
+            script.write_text(operator)
             cmd = [str(real_kopf_python()), "-m", "kopf", "run", str(script), "--standalone"]
             environ = dict(cp.env(), PYTHONUNBUFFERED="1", **env)
             environ.pop("PYTHONPATH", None)
         else:
-            source, n = rewrite_imports(OPERATOR)
+            source, n = rewrite_imports(operator)
             assert n == 1
             script = tmp / "operator_kubeop.py"
             script.write_text(source)
@@ -152,21 +159,29 @@ def until(what: str, check: Callable[[], Any], op: Operator, timeout: float = 60
 
 
 def progress(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The handlers' progress records in kopf's annotations, by handler id."""
+    """The handlers' progress records, in kopf's annotations or in status.kopf.progress."""
+    in_status = ((obj.get("status") or {}).get("kopf") or {}).get("progress") or {}
+    out = {k: v for k, v in in_status.items() if v}
     annotations = obj["metadata"].get("annotations") or {}
-    return {
-        k.split("/", 1)[1]: json.loads(v)
+    out.update(
+        (k.split("/", 1)[1], json.loads(v))
         for k, v in annotations.items()
         if k.startswith("kopf.zalando.org/") and k.split("/", 1)[1] in ("a", "b", "c", "u")
-    }
+    )
+    return out
 
 
+@pytest.mark.parametrize("subresource", [False, True], ids=["no-status-subresource", "status-subresource"])
 @pytest.mark.parametrize("first,then", [("kopf", "kubeop"), ("kubeop", "kopf")])
 def test_stopped_midway_under_one_finishes_under_the_other(
-    first: str, then: str, control_plane: ControlPlane, namespace: str, tmp_path: Path
+    first: str, then: str, subresource: bool, control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    control_plane.install_crds([CRD])
-    base = f"/apis/{GROUP}/v1/namespaces/{namespace}/widgets"
+    """With a status subresource the handlers' counts go to it: kubeop.kopf keeps the state of an
+    object kopf never handled in kopf's status formats (status.kopf.progress is read by kopf's
+    default storage), and keeps kopf's annotations of an object kopf handled."""
+    plural, kind = ("gadgets", "Gadget") if subresource else ("widgets", "Widget")
+    control_plane.install_crds([crd(plural, kind, subresource)])
+    base = f"/apis/{GROUP}/v1/namespaces/{namespace}/{plural}"
 
     def get() -> dict[str, Any]:
         obj: dict[str, Any] = control_plane.api.call("GET", f"{base}/w")
@@ -181,11 +196,11 @@ def test_stopped_midway_under_one_finishes_under_the_other(
     control_plane.api.call(
         "POST",
         base,
-        {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"x": 1}},
+        {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"name": "w"}, "spec": {"x": 1}},
     )
 
     # 1. Under the first: a is done, b fails and waits, c may not run yet; stopped there.
-    op = Operator(control_plane, first, tmp_path, namespace, B_PASSES="0", C_RUNS="0")
+    op = Operator(control_plane, first, tmp_path, namespace, plural, B_PASSES="0", C_RUNS="0")
     try:
         midway = until(
             "a done and b retrying",
@@ -200,11 +215,11 @@ def test_stopped_midway_under_one_finishes_under_the_other(
     obj = get()
     assert progress(obj)["a"]["success"] is True and progress(obj)["a"]["purpose"] == "create"
     assert not progress(obj)["b"].get("success") and "c" not in progress(obj)
-    assert "kopf.zalando.org/last-handled-configuration" not in obj["metadata"]["annotations"]
+    assert "kopf.zalando.org/last-handled-configuration" not in (obj["metadata"].get("annotations") or {})
     assert obj["status"]["ran-a"] == 1 and "ran-c" not in obj["status"]
 
     # 2. Under the other: b passes, c runs, a does not run again; the state is purged.
-    op = Operator(control_plane, then, tmp_path, namespace, B_PASSES="1", C_RUNS="1")
+    op = Operator(control_plane, then, tmp_path, namespace, plural, B_PASSES="1", C_RUNS="1")
     try:
         until("c done", lambda: status().get("ran-c"), op)
         until(
@@ -229,7 +244,7 @@ def test_stopped_midway_under_one_finishes_under_the_other(
     # 4. A change while nobody runs, then the first one again: it sees the diff from what the
     #    other one handled last (2->3), and runs no creation handler.
     change(3)
-    op = Operator(control_plane, first, tmp_path, namespace, B_PASSES="1", C_RUNS="1")
+    op = Operator(control_plane, first, tmp_path, namespace, plural, B_PASSES="1", C_RUNS="1")
     try:
         until("the second update", lambda: len(status().get("updates", ())) >= 2, op)
         time.sleep(1.0)

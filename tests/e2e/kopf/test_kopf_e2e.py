@@ -211,7 +211,10 @@ async def test_no_delete_handlers_no_finalizer_and_one_write_per_create(
         await client.create(widget("w2", field="a"))
         obj = await eventually(
             lambda: _with(
-                get(client, "w2"), lambda o: "kopf.kubeop.dev/state" in o["metadata"].get("annotations", {})
+                get(client, "w2"),
+                lambda o: (
+                    "kopf.zalando.org/last-handled-configuration" in o["metadata"].get("annotations", {})
+                ),
             ),
             what="the state annotation",
         )

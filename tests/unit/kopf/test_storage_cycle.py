@@ -210,3 +210,30 @@ async def test_storages_set_in_the_settings_are_used_as_kopf_uses_them() -> None
     }
     assert "my-op" not in obj["status"] and "kopf" not in obj["status"]
     await api.close()
+
+
+async def test_an_object_kopf_handled_keeps_kopfs_annotations_even_on_a_status_only_write() -> None:
+    cluster = FakeCluster()
+    cluster.add_crd(CRD)
+    api = cluster.client()
+    base = '{"spec":{"v":1}}\n'
+    await api.create(
+        {
+            "apiVersion": "store.kubeop.dev/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w", "annotations": {"kopf.zalando.org/last-handled-configuration": base}},
+            "spec": {"v": 2},
+        }
+    )
+    reg = kopf.Registry()
+
+    @kopf.on.update("widgets.v1.store.kubeop.dev", registry=reg, id="u")
+    def u(old: Any, new: Any, **_: Any) -> Any:
+        return f"{old['spec']['v']}->{new['spec']['v']}"
+
+    p = Processor("widgets.v1.store.kubeop.dev", list(reg.changing("widgets.v1.store.kubeop.dev")))
+    obj = await run(p, api, WIDGETS, "w")
+    assert obj["status"] == {"u": "1->2"}
+    assert annotations(obj) == {"kopf.zalando.org/last-handled-configuration": '{"spec":{"v":2}}\n'}
+    assert p.writes == 2, "the annotation (kopf reads it) and the status"
+    await api.close()

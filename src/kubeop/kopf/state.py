@@ -160,8 +160,17 @@ class State:
     @classmethod
     def of(cls, body: Mapping[str, Any], storages: Storages, handler_ids: Iterable[str], now: float) -> State:
         state = cls(storages=storages)
+        defaults = not storages.explicit_progress and not storages.explicit_diffbase
+        annotations = (body.get("metadata") or {}).get("annotations") or ()
+        in_annotations = not defaults or any(k.startswith("kopf.") for k in annotations)
+        if not in_annotations:  # the defaults: with none of kopf's annotations, only status can have it
+            status = body.get("status")
+            if not isinstance(status, Mapping) or not status.get("kopf"):
+                state._read_legacy(body)
+                return state
+        progress_storage = storages.progress if in_annotations else _STATUS_PROGRESS
         try:
-            state.essence = storages.diffbase.fetch(body=body)
+            state.essence = storages.diffbase.fetch(body=body) if in_annotations else None
             if state.essence is not None:
                 state.annotated = not storages.explicit_diffbase
             elif not storages.explicit_diffbase:  # the default's status copy (a status-only write)
@@ -178,14 +187,14 @@ class State:
                 continue
             seen.add(key)
             try:
-                record = storages.progress.fetch(key=key, body=body)
+                record = progress_storage.fetch(key=key, body=body)
             except ValueError as exc:
                 log.warning("ignoring the unreadable progress of %s: %s", key, exc)
                 record = None
             if record is not None:
                 p = state.progress[key] = Progress.from_record(record, now)
                 state.origin[key] = dict(record)
-                if not state.annotated and not storages.explicit_progress:
+                if not state.annotated and not storages.explicit_progress and in_annotations:
                     state.annotated = _STATUS_PROGRESS.fetch(key=key, body=body) is None
                 pending.extend(p.subrefs)
         state._read_legacy(body)

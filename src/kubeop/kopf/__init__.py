@@ -38,12 +38,6 @@ from kubeop.kopf.bodies import (
     build_owner_reference,
 )
 from kubeop.kopf.combinators import all_, any_, none_, not_
-from kubeop.kopf.diffbase import (
-    AnnotationsDiffBaseStorage,
-    DiffBaseStorage,
-    MultiDiffBaseStorage,
-    StatusDiffBaseStorage,
-)
 from kubeop.kopf.diffs import Diff, DiffItem, DiffOperation, FieldPath, FieldSpec
 from kubeop.kopf.errors import HandlerRetriesError, HandlerTimeoutError, PermanentError, TemporaryError
 from kubeop.kopf.events import event, exception, info, warn
@@ -67,14 +61,6 @@ from kubeop.kopf.logins import (
 )
 from kubeop.kopf.on import daemon, timer
 from kubeop.kopf.processing import FINALIZER, LocalObjectLogger, Memo, ObjectLogger
-from kubeop.kopf.progress import (
-    AnnotationsProgressStorage,
-    MultiProgressStorage,
-    ProgressRecord,
-    ProgressStorage,
-    SmartProgressStorage,
-    StatusProgressStorage,
-)
 from kubeop.kopf.registry import Registry, default_registry, get_default_registry, set_default_registry
 from kubeop.kopf.running import LogFormat, build_manager, configure, operator, run, run_tasks, spawn_tasks
 from kubeop.kopf.selectors import EVERYTHING
@@ -84,6 +70,18 @@ from kubeop.kopf.spawning import (
     DaemonStopped,
     DaemonStoppingReason,
     SyncDaemonStopperChecker,
+)
+from kubeop.kopf.storage import (
+    AnnotationsDiffBaseStorage,
+    AnnotationsProgressStorage,
+    DiffBaseStorage,
+    MultiDiffBaseStorage,
+    MultiProgressStorage,
+    ProgressRecord,
+    ProgressStorage,
+    SmartProgressStorage,
+    StatusDiffBaseStorage,
+    StatusProgressStorage,
 )
 from kubeop.kopf.subhandlers import execute, register, subhandler
 from kubeop.kopf.webhooks import (

@@ -20,7 +20,7 @@ import orjson
 
 from kubeop.core.model import copy_json
 from kubeop.kopf.diffs import FieldPath, FieldSpec, parse_field
-from kubeop.kopf.storage import ABSENT, ensure, field_of, remove, remove_empty_stanzas, resolve_field
+from kubeop.kopf.nested import ABSENT, ensure, field_of, remove, remove_empty_stanzas, resolve_field
 from kubeop.kopf.storagekeys import StorageKeys, marked_prefixes, store_marker
 
 __all__ = ["AnnotationsDiffBaseStorage", "DiffBaseStorage", "MultiDiffBaseStorage", "StatusDiffBaseStorage"]

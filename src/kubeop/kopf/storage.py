@@ -1,73 +1,33 @@
-"""What kopf's storages share: reading, writing and removing one nested field of an object or a
-patch, and dropping the stanzas an essence is left with empty.
-
-The storages themselves are in :mod:`kubeop.kopf.progress` (each handler's progress) and
-:mod:`kubeop.kopf.diffbase` (the essence last handled), their annotation names in
-:mod:`kubeop.kopf.storagekeys`. They write into the cycle's one patch, which kubeop.kopf sends
-with the handlers' own changes (:mod:`kubeop.kopf.state`).
-"""
+"""kopf's storages of the handling state, by the names kopf exports: each handler's progress
+(:mod:`kubeop.kopf.progress`) and the essence last handled (:mod:`kubeop.kopf.diffbase`), in
+kopf 1.45.2's formats; ``settings.persistence`` selects them (:mod:`kubeop.kopf.state`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, MutableMapping
-from typing import Any
+from kubeop.kopf.diffbase import (
+    AnnotationsDiffBaseStorage,
+    DiffBaseStorage,
+    MultiDiffBaseStorage,
+    StatusDiffBaseStorage,
+)
+from kubeop.kopf.progress import (
+    AnnotationsProgressStorage,
+    MultiProgressStorage,
+    ProgressRecord,
+    ProgressStorage,
+    SmartProgressStorage,
+    StatusProgressStorage,
+)
 
-from kubeop.kopf.diffs import FieldPath, FieldSpec, parse_field
-
-__all__ = ["ensure", "field_of", "remove", "remove_empty_stanzas", "resolve_field"]
-
-ABSENT: Any = object()
-
-
-def field_of(spec: FieldSpec, name: str) -> FieldPath:
-    """A storage's field as kopf takes it: a dotted string with ``{name}`` filled in, or a path."""
-    return parse_field(spec.format(name=name) if isinstance(spec, str) else spec)
-
-
-def resolve_field(obj: Any, path: Iterable[str], default: Any = None) -> Any:
-    for key in path:
-        if type(obj) is not dict and not isinstance(obj, Mapping):
-            return default
-        obj = obj.get(key, ABSENT)
-        if obj is ABSENT:
-            return default
-    return obj
-
-
-def ensure(obj: MutableMapping[str, Any], path: FieldPath, value: Any) -> None:
-    """Set ``path`` inside ``obj`` to ``value``, making the mappings on the way."""
-    for key in path[:-1]:
-        nxt = obj.get(key)
-        if not isinstance(nxt, MutableMapping):
-            nxt = obj[key] = {}
-        obj = nxt
-    obj[path[-1]] = value
-
-
-def remove(obj: MutableMapping[str, Any], path: FieldPath) -> None:
-    """Remove ``path`` from ``obj`` (nothing if absent), then its parents left empty."""
-    parents: list[tuple[MutableMapping[str, Any], str]] = []
-    for key in path[:-1]:
-        nxt = obj.get(key)
-        if not isinstance(nxt, MutableMapping):
-            return
-        parents.append((obj, key))
-        obj = nxt
-    obj.pop(path[-1], None)
-    for parent, key in reversed(parents):
-        if parent[key]:
-            break
-        del parent[key]
-
-
-def remove_empty_stanzas(essence: MutableMapping[str, Any]) -> None:
-    """Drop empty ``metadata.annotations``/``labels``, ``metadata`` and ``status`` (as kopf does)."""
-    meta = essence.get("metadata")
-    if isinstance(meta, MutableMapping):
-        for key in ("annotations", "labels"):
-            if key in meta and not meta[key]:
-                del meta[key]
-        if not meta:
-            del essence["metadata"]
-    if "status" in essence and not essence["status"]:
-        del essence["status"]
+__all__ = [
+    "AnnotationsDiffBaseStorage",
+    "AnnotationsProgressStorage",
+    "DiffBaseStorage",
+    "MultiDiffBaseStorage",
+    "MultiProgressStorage",
+    "ProgressRecord",
+    "ProgressStorage",
+    "SmartProgressStorage",
+    "StatusDiffBaseStorage",
+    "StatusProgressStorage",
+]

@@ -600,9 +600,10 @@ class Processor:
             except NotFound:
                 return None
             kopf_part = (status_part or {}).get("kopf") if status_only else None
-            if fallback is not None and isinstance(kopf_part, Mapping) and any(kopf_part.values()):
+            stored = [k for k, v in kopf_part.items() if v] if isinstance(kopf_part, Mapping) else []
+            if fallback is not None and stored:
                 got = (written.get("status") or {}).get("kopf") if isinstance(written, Mapping) else None
-                if got:
+                if isinstance(got, Mapping) and any(k in got for k in stored):
                     self._status_checked = True
                 else:
                     self._status_ok = False

@@ -237,3 +237,46 @@ async def test_an_object_kopf_handled_keeps_kopfs_annotations_even_on_a_status_o
     assert annotations(obj) == {"kopf.zalando.org/last-handled-configuration": '{"spec":{"v":2}}\n'}
     assert p.writes == 2, "the annotation (kopf reads it) and the status"
     await api.close()
+
+
+class Pruning:
+    """The FakeCluster's client, with status.kopf dropped from status writes as an API server
+    drops fields a structural schema does not declare (FakeCluster itself does not prune)."""
+
+    def __init__(self, api: Client) -> None:
+        self.api = api
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.api.get(*args, **kwargs)
+
+    async def patch(self, res: Any, name: str, body: Any, **kwargs: Any) -> Any:
+        if kwargs.get("subresource") == "status":
+            body = {"status": {k: v for k, v in body["status"].items() if k != "kopf"}}
+        return await self.api.patch(res, name, body, **kwargs)
+
+
+async def test_a_status_that_drops_kopfs_fields_sends_the_state_to_the_annotations() -> None:
+    cluster = FakeCluster()
+    cluster.add_crd(CRD)
+    api = cluster.client()
+    for name in ("w1", "w2"):
+        await api.create(
+            {
+                "apiVersion": "store.kubeop.dev/v1",
+                "kind": "Widget",
+                "metadata": {"name": name},
+                "spec": {"v": 1},
+            }
+        )
+    calls: list[str] = []
+    p = creation(calls, status=True)
+    pruning: Any = Pruning(api)
+    obj = await run(p, pruning, WIDGETS, "w1")
+    assert p.writes == 2 and "kopf" not in obj["status"]
+    assert annotations(obj) == {"kopf.zalando.org/last-handled-configuration": '{"spec":{"v":1}}\n'}
+    obj = await run(p, pruning, WIDGETS, "w2")  # known now: the annotation and the status at once
+    assert p.writes == 4 and annotations(obj) == annotations(
+        await api.get(WIDGETS, "w1", namespace="default")
+    )
+    assert calls == ["a", "b", "c"] * 2
+    await api.close()

@@ -11,9 +11,11 @@ cache, whatever happened in between. A cycle:
 4. runs every handler of that cause that is due, in registration order, with kopf's kwargs,
    sharing one ``patch``;
 5. writes the handlers' patch, their return values (``status.<handler id>``), their progress or
-   (when all are done) the new essence, and the finalizer's removal after a deletion, in ONE
-   request — two only when the handlers patched both the main resource and a status
-   subresource, which the API server takes apart. No handler ran and nothing to record: no write.
+   (when all are done) the new essence (through kopf's storages, :mod:`kubeop.kopf.state`), and
+   the finalizer's removal after a deletion, in ONE request — two only when the main resource
+   and a status subresource both have changes, which the API server takes apart (the handlers
+   patched both, or they patched status only and the state goes to kopf's annotations: an
+   object kopf handled, or storages set so). No handler ran and nothing to record: no write.
 
 A temporary failure records the attempt and the time it may run again; the cycle asks the
 controller to come back then.

@@ -94,7 +94,7 @@ def _decode(encoded: Any) -> dict[str, Any] | None:
     return decoded if isinstance(decoded, dict) else None
 
 
-class AnnotationsDiffBaseStorage(DiffBaseStorage):
+class AnnotationsDiffBaseStorage(StorageKeys, DiffBaseStorage):
     """The essence in the annotation ``<prefix>/<key>`` (kopf's default)."""
 
     def __init__(
@@ -105,17 +105,12 @@ class AnnotationsDiffBaseStorage(DiffBaseStorage):
         ignored_fields: Iterable[FieldSpec] | None = None,
         v1: bool = True,
     ) -> None:
-        super().__init__(ignored_fields)
-        self.keys = StorageKeys(prefix, v1)
-        self.prefix = prefix
+        DiffBaseStorage.__init__(self, ignored_fields)
+        StorageKeys.__init__(self, prefix, v1)
         self.key = key
-        self.v1 = v1
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(prefix={self.prefix!r}, key={self.key!r}, v1={self.v1!r})"
-
-    def make_keys(self, key: str, *, body: Body | None = None) -> list[str]:
-        return self.keys.make_keys(key, body=body)
 
     def build(self, *, body: Body, extra_fields: Iterable[FieldSpec] | None = None) -> dict[str, Any]:
         essence = super().build(body=body, extra_fields=extra_fields)

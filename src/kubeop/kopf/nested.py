@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
+from kubeop.kopf.bodies import Patch
 from kubeop.kopf.diffs import FieldPath, FieldSpec, parse_field
 
 __all__ = ["ensure", "field_of", "remove", "remove_empty_stanzas", "resolve_field"]
 
 ABSENT: Any = object()
+_STANZAS = ("metadata", "spec", "status")
 
 
 def field_of(spec: FieldSpec, name: str) -> FieldPath:
@@ -30,7 +32,10 @@ def resolve_field(obj: Any, path: Iterable[str], default: Any = None) -> Any:
 
 
 def ensure(obj: MutableMapping[str, Any], path: FieldPath, value: Any) -> None:
-    """Set ``path`` inside ``obj`` to ``value``, making the mappings on the way."""
+    """Set ``path`` inside ``obj`` to ``value``, making the mappings on the way (a patch's
+    stanzas as its own, so that ``patch.metadata.annotations`` reads what was set)."""
+    if isinstance(obj, Patch) and len(path) > 1 and path[0] in _STANZAS:
+        obj, path = getattr(obj, path[0]), path[1:]
     for key in path[:-1]:
         nxt = obj.get(key)
         if not isinstance(nxt, MutableMapping):

@@ -97,7 +97,7 @@ def _purge(body: Body, patch: Patch, path: FieldPath) -> None:
         remove(patch, path)
 
 
-class AnnotationsProgressStorage(ProgressStorage):
+class AnnotationsProgressStorage(StorageKeys, ProgressStorage):
     """Progress as JSON in annotations ``<prefix>/<handler id>`` (kopf's default place)."""
 
     def __init__(
@@ -108,9 +108,7 @@ class AnnotationsProgressStorage(ProgressStorage):
         touch_key: str = "touch-dummy",
         v1: bool = True,
     ) -> None:
-        self.keys = StorageKeys(prefix, v1)
-        self.prefix = prefix
-        self.v1 = v1
+        StorageKeys.__init__(self, prefix, v1)
         self.verbose = verbose
         self.touch_key = touch_key
 
@@ -119,9 +117,6 @@ class AnnotationsProgressStorage(ProgressStorage):
             f"{type(self).__name__}(prefix={self.prefix!r}, verbose={self.verbose!r}, "
             f"touch_key={self.touch_key!r}, v1={self.v1!r})"
         )
-
-    def make_keys(self, key: str, *, body: Body | None = None) -> list[str]:
-        return self.keys.make_keys(key, body=body)
 
     def fetch(self, *, key: str, body: Body) -> ProgressRecord | None:
         annotations = (body.get("metadata") or {}).get("annotations") or {}
@@ -216,7 +211,7 @@ class StatusProgressStorage(ProgressStorage):
         return essence
 
 
-class _ReadOnlyStatusProgressStorage(StatusProgressStorage):
+class NoWriteStatusProgressStorage(StatusProgressStorage):
     """The status part of kopf's smart storage: read (records from kopf before 1.29), never written."""
 
     def store(self, **_: Any) -> None:
@@ -281,6 +276,6 @@ class SmartProgressStorage(MultiProgressStorage):
         super().__init__(
             [
                 AnnotationsProgressStorage(v1=v1, prefix=prefix, verbose=verbose, touch_key=touch_key),
-                _ReadOnlyStatusProgressStorage(name=name, field=field, touch_field=touch_field),
+                NoWriteStatusProgressStorage(name=name, field=field, touch_field=touch_field),
             ]
         )

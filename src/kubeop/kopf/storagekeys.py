@@ -19,16 +19,17 @@ import warnings
 from collections.abc import Collection, Mapping, MutableMapping
 from typing import Any
 
-__all__ = ["StorageKeys", "marked_prefixes", "store_marker"]
+__all__ = ["StorageKeyFormingConvention", "StorageKeys", "marked_prefixes", "store_marker"]
 
 _MARKERS = frozenset({"kopf-managed"})
 _KNOWN_PREFIXES = frozenset({"kopf.zalando.org"})
 
 
 class StorageKeys:
-    """The annotation names of one prefix (``v1``: also kopf's first, shorter, form)."""
+    """The annotation names of one prefix (``v1``: also kopf's first, shorter, form); the
+    annotation storages are ones (kopf's ``StorageKeyFormingConvention``)."""
 
-    def __init__(self, prefix: str, v1: bool) -> None:
+    def __init__(self, prefix: str, v1: bool = True) -> None:
         if not prefix:
             raise ValueError("Annotations storages must be prefixed.")
         if len(prefix) > 253 - 63 - 1:
@@ -104,3 +105,6 @@ def store_marker(prefix: str, patch: MutableMapping[str, Any], body: Mapping[str
         patched = (patch.get("metadata") or {}).get("annotations") or {}
         if present is None and marker not in patched:
             patch.setdefault("metadata", {}).setdefault("annotations", {})[marker] = "yes"
+
+
+StorageKeyFormingConvention = StorageKeys  # kopf's name

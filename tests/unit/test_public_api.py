@@ -455,6 +455,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "RawEventType",
         "Reason",
         "Registry",
+        "Resource",
         "SSLPeer",
         "SmartProgressStorage",
         "Spec",

@@ -62,6 +62,7 @@ from kubeop.kopf.logins import (
 from kubeop.kopf.on import daemon, timer
 from kubeop.kopf.processing import FINALIZER, LocalObjectLogger, Memo, ObjectLogger
 from kubeop.kopf.registry import Registry, default_registry, get_default_registry, set_default_registry
+from kubeop.kopf.resource import Resource
 from kubeop.kopf.running import LogFormat, build_manager, configure, operator, run, run_tasks, spawn_tasks
 from kubeop.kopf.selectors import EVERYTHING
 from kubeop.kopf.settings import OperatorSettings
@@ -166,6 +167,7 @@ __all__ = [
     "RawEventType",
     "Reason",
     "Registry",
+    "Resource",
     "SSLPeer",
     "SmartProgressStorage",
     "Spec",

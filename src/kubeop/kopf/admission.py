@@ -30,16 +30,19 @@ from __future__ import annotations
 import copy
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from kubeop.core.resource import ApiResource
 from kubeop.kopf.bodies import Body, Patch
 from kubeop.kopf.diffs import FieldPath, diff, parse_field, resolve
 from kubeop.kopf.errors import PermanentError
 from kubeop.kopf.fields import missing_part
 from kubeop.kopf.handlers import MISSING, Filter, check, prematches
-from kubeop.kopf.registry import Registry, default_registry, handler_id, resource_name
+from kubeop.kopf.registry import Registry, default_registry, handler_id
+from kubeop.kopf.resource import Resource, of_api_resource
+from kubeop.kopf.selectors import Selector, selector_key
 
 if TYPE_CHECKING:
     from kubeop.kopf.webhooks import WebhookFn
@@ -58,6 +61,7 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+_SELECTOR = ("group", "version", "kind", "plural", "singular", "shortcut", "category")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 """An admission request's operation (``kopf.Operation``)."""
@@ -114,8 +118,11 @@ _REGISTERED: weakref.WeakKeyDictionary[Registry, list[AdmissionHandler]] = weakr
 _ALLOWED = (
     "group",
     "version",
-    "plural",
     "kind",
+    "plural",
+    "singular",
+    "shortcut",
+    "category",
     "id",
     "param",
     "operation",
@@ -138,7 +145,7 @@ def admission_handlers(registry: Registry) -> list[AdmissionHandler]:
 
 
 def _decorator(
-    decorator: str, mutating: bool, args: tuple[str, ...], options: dict[str, Any]
+    decorator: str, mutating: bool, args: tuple[Any, ...], options: dict[str, Any]
 ) -> Callable[[F], F]:
     def register(fn: F) -> F:
         where = f"@kopf.on.{decorator} of {getattr(fn, '__qualname__', fn)!r}"
@@ -164,9 +171,7 @@ def _decorator(
         if sub is not None and (not isinstance(sub, str) or not sub):
             raise TypeError(f"{where}: subresource= is a name ('status', 'scale') or '*', got {sub!r}")
         try:
-            resource = resource_name(
-                args, **{k: options.get(k) for k in ("group", "version", "plural", "kind")}
-            )
+            resource = selector_key(Selector(*args, **{k: options.get(k) for k in _SELECTOR}))
         except TypeError as exc:
             raise TypeError(f"{where}: {exc}") from None
         missing = missing_part(resource, path)
@@ -202,29 +207,34 @@ def _decorator(
     return register
 
 
-def validate(*args: str, **options: Any) -> Callable[[F], F]:
+def validate(*args: Any, **options: Any) -> Callable[[F], F]:
     """A validating admission handler: raise :class:`AdmissionError` to deny, append to
     ``warnings`` to warn; returning allows."""
     return _decorator("validate", False, args, options)
 
 
-def mutate(*args: str, **options: Any) -> Callable[[F], F]:
+def mutate(*args: Any, **options: Any) -> Callable[[F], F]:
     """A mutating admission handler: change ``patch`` (``patch.spec['x'] = 1``) to mutate."""
     return _decorator("mutate", True, args, options)
 
 
 def webhooks(
-    handlers: list[AdmissionHandler], *, memo: Mapping[str, Any], suffix: str = "kopf.kubeop.dev"
+    handlers: list[AdmissionHandler],
+    *,
+    memo: Mapping[str, Any],
+    suffix: str = "kopf.kubeop.dev",
+    resources: Mapping[str, Sequence[ApiResource]] | None = None,
 ) -> list[AdmissionWebhook]:
-    """One kubeop admission webhook per handler (its rules are filled in once the resources are
-    resolved, see :func:`resolve_rules`)."""
+    """One kubeop admission webhook per handler, its rules empty (the configurations are the
+    operator's to write). ``resources``: what each handler's selector selects (kopf's ``resource``
+    kwarg is the one of them a request is for; a request for another is allowed untouched)."""
     from kubeop.webhook import AdmissionWebhook
 
     class KopfAdmission(AdmissionWebhook):
         kopf: AdmissionHandler
 
         async def _review(self, request: AdmissionRequest) -> bytes:
-            return await _review(self.kopf, request, memo, self._threads.run)
+            return await _review(self.kopf, request, memo, self._threads.run, resources)
 
         def _handler_name(self) -> str:
             return repr(self.kopf.id)
@@ -247,7 +257,12 @@ def webhooks(
     return out
 
 
-def admission_fn(handlers: list[AdmissionHandler], *, memo: Mapping[str, Any]) -> WebhookFn:
+def admission_fn(
+    handlers: list[AdmissionHandler],
+    *,
+    memo: Mapping[str, Any],
+    resources: Mapping[str, Sequence[ApiResource]] | None = None,
+) -> WebhookFn:
     """kopf's admission function (:class:`~kubeop.kopf.webhooks.WebhookFn`) for ``handlers``: an
     AdmissionReview (a dict) for the handler id ``webhook`` in, the response review out.
     :class:`~kubeop.webhook.review.BadReview` for a malformed review, and
@@ -257,7 +272,9 @@ def admission_fn(handlers: list[AdmissionHandler], *, memo: Mapping[str, Any]) -
     from kubeop.kopf.webhooks import WebhookUnknown
     from kubeop.webhook.review import decode_admission
 
-    hooks = dict(zip((h.id for h in handlers), webhooks(handlers, memo=memo), strict=True))
+    hooks = dict(
+        zip((h.id for h in handlers), webhooks(handlers, memo=memo, resources=resources), strict=True)
+    )
 
     async def fn(
         request: Mapping[str, Any],
@@ -286,6 +303,7 @@ async def _review(
     request: AdmissionRequest,
     memo: Mapping[str, Any],
     run: Callable[..., Awaitable[Any]],
+    resources: Mapping[str, Sequence[ApiResource]] | None = None,
 ) -> bytes:
     """``run``: how a sync handler is called (its webhook's own threads, never the event loop)."""
     import asyncio
@@ -296,6 +314,9 @@ async def _review(
     from kubeop.webhook.threads import Saturated
 
     raw = request.object if request.object is not None else request.old_object or {}
+    resource = _requested(request, None if resources is None else resources.get(handler.resource))
+    if resource is None:  # not a resource the handler selects: as kopf, no handler, allowed
+        return admission_response(request.uid, allowed=True)
     body = Body(raw)
     old, new = request.old_object, request.object
     warnings: list[str] = []
@@ -323,7 +344,7 @@ async def _review(
         "warnings": warnings,
         "patch": patch,
         "memo": memo,
-        "resource": request.resource,
+        "resource": resource,
         "reason": None,
         "logger": logging.LoggerAdapter(
             log, {"object_namespace": md.get("namespace"), "object_name": md.get("name")}
@@ -355,6 +376,21 @@ async def _review(
     if handler.mutating and patch and request.object is not None:
         ops = jsonpatch.diff(request.object, _merged(request.object, patch))
     return admission_response(request.uid, allowed=True, patch=ops, warnings=warnings)
+
+
+def _requested(request: AdmissionRequest, selected: Sequence[ApiResource] | None) -> Resource | None:
+    """The kopf Resource a request is for: the one of ``selected`` it names (None if none), else
+    (selection unknown) one made of the request's resource and kind."""
+    group = request.resource.get("group", "")
+    version = request.resource.get("version", "")
+    plural = request.resource.get("resource", "")
+    if selected is None:
+        kind = (request.raw.get("kind") or {}).get("kind")
+        return Resource(group, version, plural, kind=kind, namespaced=None)
+    for res in selected:
+        if (res.group, res.version, res.plural) == (group, version, plural):
+            return of_api_resource(res)
+    return None
 
 
 def _essence(obj: Mapping[str, Any] | None) -> Any:

@@ -17,17 +17,19 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kubeop.cache import DeletedFinalStateUnknown, FuncHandler
+from kubeop.core.resource import ApiResource
 from kubeop.kopf import on
 from kubeop.kopf.bodies import Body
 from kubeop.kopf.diffs import FieldPath, resolve
 from kubeop.kopf.handlers import MISSING, ErrorsMode, Filter, check, prematches
 from kubeop.kopf.namespaces import Namespaces, filtered
 from kubeop.kopf.registry import Registry, default_registry
+from kubeop.kopf.resource import Resource, of_api_resource
 
 if TYPE_CHECKING:
     from kubeop.manager import Manager
@@ -37,7 +39,7 @@ __all__ = ["Index", "IndexSet", "Indexers", "IndexingHandler", "Store", "index",
 F = TypeVar("F", bound=Callable[..., Any])
 K = TypeVar("K")
 V = TypeVar("V")
-ObjectKey = tuple[str | None, str | None]  # (namespace, name)
+ObjectKey = tuple[str | None, str | None, str | None]  # (namespace, name, uid), as kopf's
 log = logging.getLogger("kubeop.kopf.objects")
 
 
@@ -64,7 +66,7 @@ class IndexingHandler:
 _REGISTERED: weakref.WeakKeyDictionary[Registry, list[IndexingHandler]] = weakref.WeakKeyDictionary()
 
 
-def index(*args: str, **options: Any) -> Callable[[F], F]:
+def index(*args: Any, **options: Any) -> Callable[[F], F]:
     """``@kopf.index('pods')``: keep an index of the resource's objects (see the module)."""
 
     def register(fn: F) -> F:
@@ -173,10 +175,20 @@ class Index(Mapping[K, Store[V]]):
 class Indexers:
     """The indices of one resource's indexing handlers, fed by its shared informer."""
 
-    def __init__(self, handlers: list[IndexingHandler], memo: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        handlers: list[IndexingHandler],
+        memo: Mapping[str, Any],
+        indices: Mapping[str, Index[Any, Any]] | None = None,
+    ) -> None:
+        """``indices``: the handlers' indices when shared with other resources' (a selector of
+        many resources feeds one index from all of them)."""
         self.handlers = handlers
         self.memo = memo
-        self.indices: dict[str, Index[Any, Any]] = {h.id: Index() for h in handlers}
+        self.indices: dict[str, Index[Any, Any]] = {
+            h.id: indices[h.id] if indices is not None else Index() for h in handlers
+        }
+        self.resource: Resource | None = None  # the ``resource`` kwarg, once the informer's is known
         self._queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue()
 
     def informer_handler(self) -> FuncHandler:
@@ -229,6 +241,7 @@ class Indexers:
                 log, {"object_namespace": md.get("namespace"), "object_name": md.get("name")}
             ),
             "memo": self.memo,
+            "resource": self.resource,
         }
         for h in self.handlers:
             index = self.indices[h.id]
@@ -258,20 +271,30 @@ class Indexers:
 
 def _key(obj: Mapping[str, Any]) -> ObjectKey:
     md = obj.get("metadata") or {}
-    return (md.get("namespace"), md.get("name"))
+    return (md.get("namespace"), md.get("name"), md.get("uid"))
 
 
 class IndexSet:
-    """All indices of an operator: given to its handlers as kwargs, ready after the first listing."""
+    """All indices of an operator: given to its handlers as kwargs, ready after the first listing.
+    ``resolved``: the served resources each handler's selector selects (kopf's resolution at start;
+    without it, each handler names one resource); a handler selecting many resources keeps one
+    index of the objects of all of them."""
 
-    def __init__(self, handlers: list[IndexingHandler], memo: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        handlers: list[IndexingHandler],
+        memo: Mapping[str, Any],
+        *,
+        resolved: Mapping[str, Sequence[ApiResource]] | None = None,
+    ) -> None:
+        self.indices: dict[str, Index[Any, Any]] = {h.id: Index() for h in handlers}
         by_resource: dict[str, list[IndexingHandler]] = {}
         for h in handlers:
-            by_resource.setdefault(h.resource, []).append(h)
-        self.indexers = {r: Indexers(hs, memo) for r, hs in by_resource.items()}
-        self.indices: dict[str, Index[Any, Any]] = {
-            k: v for ix in self.indexers.values() for k, v in ix.indices.items()
-        }
+            found = resolved.get(h.resource) if resolved is not None else None
+            names = [h.resource] if found is None else [f"{r.plural}.{r.version}.{r.group}" for r in found]
+            for name in names:
+                by_resource.setdefault(name, []).append(h)
+        self.indexers = {r: Indexers(hs, memo, self.indices) for r, hs in by_resource.items()}
         self.ready = asyncio.Event()
 
     async def run(self, manager: Manager, scope: Namespaces) -> None:
@@ -282,6 +305,7 @@ class IndexSet:
         async with asyncio.TaskGroup() as tasks:
             for resource, indexers in self.indexers.items():
                 res = await manager.client.resource(resource)
+                indexers.resource = of_api_resource(res)
                 targets = scope.targets() if res.namespaced else [None]
                 informers = [manager.cache.informer(res, namespace=target) for target in targets]
                 for informer, target in zip(informers, targets, strict=True):

@@ -56,6 +56,7 @@ from kubeop.kopf.handlers import (
     selected,
 )
 from kubeop.kopf.indexing import IndexSet
+from kubeop.kopf.resource import of_api_resource
 from kubeop.kopf.settings import current_settings, default_backoff
 from kubeop.kopf.spawning import Spawned, SpawningHandler
 from kubeop.kopf.state import Progress, State, storages_of
@@ -658,7 +659,7 @@ def _kwargs(
         "patch": patch,
         "logger": logger,
         "memo": memo,
-        "resource": res,
+        "resource": of_api_resource(res),
         "old": old,
         "new": new,
         "diff": the_diff,

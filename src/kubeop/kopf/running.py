@@ -44,6 +44,7 @@ from kubeop.kopf.probing import Probes, parse_endpoint
 from kubeop.kopf.probing import serve as serve_liveness
 from kubeop.kopf.processing import Memo, Processor
 from kubeop.kopf.registry import Registry, default_registry
+from kubeop.kopf.resource import of_api_resource
 from kubeop.kopf.selectors import UnresolvedResource, resolve_all
 from kubeop.kopf.settings import OperatorSettings, current_settings, reset_settings, use_settings
 from kubeop.kopf.spawning import SpawningHandler
@@ -101,7 +102,8 @@ def build_manager(
     manager = Manager(client, **manager_options)
     admitting = admission_handlers(registry)
     if settings.admission.server is not None and admitting:
-        _ADMISSION[manager] = (admitting, settings, memo or {})  # kubeop.kopf.serving, in run_manager
+        # kubeop.kopf.serving, in run_manager
+        _ADMISSION[manager] = (admitting, settings, memo or {}, _resolved)
     elif settings.admission.managed is not None and admitting:
         raise ValueError(
             f"settings.admission.managed={settings.admission.managed!r} needs a server to point the "
@@ -109,10 +111,11 @@ def build_manager(
         )
     else:
         # kubeop.webhook (pydantic, cryptography: ~20 MB of RSS) only when there is something to serve
-        for hook in admission_webhooks(admitting, memo=memo or {}) if admitting else ():
+        hooks = admission_webhooks(admitting, memo=memo or {}, resources=_resolved) if admitting else ()
+        for hook in hooks:
             manager.add_webhook(hook)
     indexing = indexing_handlers(registry)
-    indexes = IndexSet(indexing, memo or {}) if indexing else None
+    indexes = IndexSet(indexing, memo or {}, resolved=_resolved) if indexing else None
     if indexes is not None:
         _INDEXES[manager] = (indexes, scope)
     for resource, keys in _served(registry, _resolved).items():
@@ -165,16 +168,20 @@ def _bind(handler: H, resource: str) -> H:
 
 
 async def _resolve(registry: Registry, client: Client) -> dict[str, list[ApiResource]]:
-    """The handlers' selectors resolved against the server's discovery, as kopf does at start
-    (refreshing discovery once if something is not found: a CRD installed a moment ago)."""
-    keys = registry.resources()
+    """The handlers' selectors (of the resource, indexing and admission handlers) resolved against
+    the server's discovery, as kopf does at start (refreshing discovery once if something is not
+    found: a CRD installed a moment ago)."""
+    watched = [*registry.resources(), *(h.resource for h in indexing_handlers(registry))]
+    admitted = [h.resource for h in admission_handlers(registry)]
+    keys = list(dict.fromkeys([*watched, *admitted]))
+    unwatched = set(admitted) - set(watched)
     patching = {k for k in keys if any(registry.changing(k)) or any(registry.spawning(k))}
     mapper = await client.discovery.mapper()
     try:
-        return resolve_all(keys, mapper.resources, mapper.groups, patching=patching)
+        return resolve_all(keys, mapper.resources, mapper.groups, patching=patching, unwatched=unwatched)
     except UnresolvedResource:
         mapper = await client.discovery.refresh()
-        return resolve_all(keys, mapper.resources, mapper.groups, patching=patching)
+        return resolve_all(keys, mapper.resources, mapper.groups, patching=patching, unwatched=unwatched)
 
 
 @dataclass
@@ -187,7 +194,10 @@ class _Dispatch:
 _DISPATCHERS: weakref.WeakKeyDictionary[Manager, list[_Dispatch]] = weakref.WeakKeyDictionary()
 _INDEXES: weakref.WeakKeyDictionary[Manager, tuple[IndexSet, Namespaces]] = weakref.WeakKeyDictionary()
 _ADMISSION: weakref.WeakKeyDictionary[
-    Manager, tuple[list[AdmissionHandler], OperatorSettings, Mapping[str, Any]]
+    Manager,
+    tuple[
+        list[AdmissionHandler], OperatorSettings, Mapping[str, Any], Mapping[str, list[ApiResource]] | None
+    ],
 ] = weakref.WeakKeyDictionary()
 
 
@@ -202,6 +212,7 @@ async def _watch(manager: Manager, d: _Dispatch) -> None:
     while manager.cache is None or manager.client is None:  # noqa: ASYNC110 - no event to await
         await asyncio.sleep(0.02)
     res = await manager.client.resource(d.resource)
+    d.dispatcher.resource = of_api_resource(res)
     for target in d.scope.targets() if res.namespaced else [None]:
         informer = manager.cache.informer(res, namespace=target)
         informer.add_event_handler(filtered(d.dispatcher.informer_handler(), d.scope, target))
@@ -248,10 +259,12 @@ async def _admit(manager: Manager, stop: asyncio.Event | None) -> None:
     through the manager's client once it has one."""
     from kubeop.kopf.serving import serve_admission
 
-    handlers, settings, memo = _ADMISSION[manager]
+    handlers, settings, memo, resolved = _ADMISSION[manager]
     while manager.client is None:  # noqa: ASYNC110 - no event to await
         await asyncio.sleep(0.02)
-    await serve_admission(handlers, settings=settings, client=manager.api, memo=memo, stop=stop)
+    await serve_admission(
+        handlers, settings=settings, client=manager.api, memo=memo, stop=stop, resolved=resolved
+    )
 
 
 class LogFormat(enum.Enum):

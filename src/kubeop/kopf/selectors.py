@@ -4,13 +4,15 @@ name, parsed and matched exactly as kopf 1.45.2 does.
 Positional forms: ``('pods')``, ``('pods.v1')``, ``('deployments.v1.apps')``, ``('kex.kopf.dev')``,
 ``('kopf.dev', 'kopfexamples')``, ``('kopf.dev/v1', 'kopfexamples')``, ``('v1', 'Secret')`` (the
 core group), ``('kopf.dev', 'v1', 'kopfexamples')``, :data:`EVERYTHING`, or a callable
-``fn(resource) -> bool``. Keywords: ``group=``, ``version=``, ``kind=``, ``plural=``,
-``singular=``, ``shortcut=``, ``category=``, ``any_name=``. A name matches case-sensitively the
-kind, the plural, the singular or a short name; categories and :data:`EVERYTHING` select many
-resources (core and ``events.k8s.io`` events are never part of :data:`EVERYTHING`). Without a
-version only the group's preferred version matches; a specific name served by the core group and
-by others means the core group's (as kubectl does); a specific name still served by two resources
-is ambiguous and is an error at start (kopf logs it and serves neither).
+``fn(resource) -> bool`` (given a :class:`kopf.Resource <kubeop.kopf.resource.Resource>`).
+Keywords: ``group=``, ``version=``, ``kind=``, ``plural=``, ``singular=``, ``shortcut=``,
+``category=``, ``any_name=``. A name matches case-sensitively the kind, the plural, the singular
+or a short name; categories and :data:`EVERYTHING` select many resources (core and
+``events.k8s.io`` events are never part of :data:`EVERYTHING`). Without a version only the
+group's preferred version matches; a specific name served by the core group and by others means
+the core group's (as kubectl does); a specific name still served by two resources is ambiguous
+and is an error at start (kopf logs it and serves neither). :meth:`Selector.check` and
+:meth:`Selector.select` take kubeop's ``ApiResource`` or kopf's ``Resource``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import enum
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kubeop.core.resource import ApiResource
+from kubeop.kopf.resource import Resource, of_api_resource
 
 __all__ = ["EVERYTHING", "AmbiguousResource", "Marker", "Selector", "UnresolvedResource"]
 
@@ -47,7 +50,8 @@ class AmbiguousResource(LookupError):
     """A specific selector matches several resources: name the API group."""
 
 
-Arg = str | Marker | Callable[[ApiResource], bool] | None
+Arg = str | Marker | Callable[[Resource], bool] | None
+R = TypeVar("R", ApiResource, Resource)
 
 
 @dataclass(frozen=True, init=False)
@@ -62,7 +66,7 @@ class Selector:
     shortcut: str | None = None
     category: str | None = None
     any_name: str | Marker | None = None
-    fn: Callable[[ApiResource], bool] | None = None
+    fn: Callable[[Resource], bool] | None = None
 
     def __init__(
         self,
@@ -81,7 +85,7 @@ class Selector:
                 f"too many positional arguments {args!r}: a resource is named by at most 3 "
                 "(group, version, name)"
             )
-        fn: Callable[[ApiResource], bool] | None = None
+        fn: Callable[[Resource], bool] | None = None
         a1, a2, a3 = (*args, None, None, None)[:3]
         if callable(a1) and not isinstance(a1, Marker):
             if a2 is not None or a3 is not None:
@@ -165,9 +169,21 @@ class Selector:
         return f"{name}.{self.version}.{self.group}"
 
     def check(
-        self, resource: ApiResource, *, preferred: bool = True, categories: Collection[str] = ()
+        self,
+        resource: ApiResource | Resource,
+        *,
+        preferred: bool | None = None,
+        categories: Collection[str] | None = None,
     ) -> bool:
-        """Whether ``resource`` (of a preferred version or not) matches, as kopf's ``check``."""
+        """Whether ``resource`` matches, as kopf's ``check``: a kopf :class:`Resource` knows whether
+        it is of a preferred version and its categories; for an ``ApiResource`` they are given
+        (default: preferred, its own categories)."""
+        res = resource if isinstance(resource, Resource) else None
+        shortcuts = res.shortcuts if res is not None else cast(ApiResource, resource).short_names
+        if preferred is None:
+            preferred = res.preferred if res is not None else True
+        if categories is None:
+            categories = resource.categories
         if self.group is not None and self.group != resource.group:
             return False
         if self.version is None:
@@ -184,26 +200,28 @@ class Selector:
             return False
         if self.category is not None and self.category not in categories:
             return False
-        if self.shortcut is not None and self.shortcut not in resource.short_names:
+        if self.shortcut is not None and self.shortcut not in shortcuts:
             return False
         if self.any_name is EVERYTHING:
-            if _is_events(resource, preferred):
+            if _is_events(resource, shortcuts, preferred):
                 return False
-        elif self.any_name is not None and not (
-            self.any_name in names or self.any_name in resource.short_names
-        ):
+        elif self.any_name is not None and not (self.any_name in names or self.any_name in shortcuts):
             return False
-        return self.fn is None or (bool(self.fn(resource)) and not _is_events(resource, preferred))
+        if self.fn is None:
+            return True
+        if res is None:
+            res = of_api_resource(cast(ApiResource, resource), preferred=preferred)
+        return bool(self.fn(res)) and not _is_events(resource, shortcuts, preferred)
 
-    def select(
-        self, resources: Iterable[ApiResource], preferred: Mapping[str, Sequence[str]]
-    ) -> set[ApiResource]:
+    def select(self, resources: Iterable[R], preferred: Mapping[str, Sequence[str]] | None = None) -> set[R]:
         """The resources it matches; ``preferred`` is discovery's versions per group, preferred
-        first. A specific name served by the core group hides the other groups' (kubectl's rule)."""
+        first (without it, kopf's Resources say themselves whether they are preferred, and
+        ApiResources are). A specific name served by the core group hides the other groups'
+        (kubectl's rule)."""
         found = {
             r
             for r in resources
-            if self.check(r, preferred=_is_preferred(r, preferred), categories=r.categories)
+            if self.check(r, preferred=None if preferred is None else _is_preferred(r, preferred))
         }
         if self.is_specific:
             core = {r for r in found if r.group == ""}
@@ -211,8 +229,8 @@ class Selector:
         return found
 
     def resolve(
-        self, resources: Iterable[ApiResource], preferred: Mapping[str, Sequence[str]]
-    ) -> list[ApiResource]:
+        self, resources: Iterable[R], preferred: Mapping[str, Sequence[str]] | None = None
+    ) -> list[R]:
         """:meth:`select`, sorted, and for a specific selector exactly one resource or an error."""
         found = sorted(self.select(resources, preferred), key=lambda r: (r.group, r.version, r.plural))
         if self.is_specific and not found:
@@ -232,16 +250,14 @@ class Selector:
 _FIELDS = ("group", "version", "kind", "plural", "singular", "shortcut", "category", "any_name", "fn")
 
 
-def _is_preferred(resource: ApiResource, preferred: Mapping[str, Sequence[str]]) -> bool:
+def _is_preferred(resource: ApiResource | Resource, preferred: Mapping[str, Sequence[str]]) -> bool:
     versions = preferred.get(resource.group)
     return not versions or versions[0] == resource.version
 
 
-def _is_events(resource: ApiResource, preferred: bool) -> bool:
+def _is_events(resource: ApiResource | Resource, shortcuts: Collection[str], preferred: bool) -> bool:
     """kopf's exclusion of ``Selector('v1', 'events')`` and ``Selector('events.k8s.io', 'events')``."""
-    named = (
-        "events" in (resource.kind, resource.plural, resource.singular) or "events" in resource.short_names
-    )
+    named = "events" in (resource.kind, resource.plural, resource.singular) or "events" in shortcuts
     core = resource.group == "" and resource.version == "v1"
     return named and (core or (resource.group == "events.k8s.io" and preferred))
 
@@ -270,14 +286,19 @@ def resolve_all(
     preferred: Mapping[str, Sequence[str]],
     *,
     patching: Collection[str] = (),
+    unwatched: Collection[str] = (),
 ) -> dict[str, list[ApiResource]]:
     """Each key's resources, as kopf serves them: only watchable ones (``list`` and ``watch``), and
-    for the keys in ``patching`` (handlers that store state) only patchable ones."""
+    for the keys in ``patching`` (handlers that store state) only patchable ones; the keys in
+    ``unwatched`` (admission handlers only) take them whatever their verbs."""
     served = list(resources)
     out: dict[str, list[ApiResource]] = {}
     for key in keys:
         selector = selector_of(key)
         found = selector.resolve(served, preferred)
+        if key in unwatched:
+            out[key] = found
+            continue
         usable = [r for r in found if _watchable(r) and (key not in patching or "patch" in r.verbs)]
         if selector.is_specific and not usable:
             (res,) = found

@@ -30,7 +30,7 @@ import logging
 import random
 import re
 import urllib.parse
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubeop.client import Client
@@ -116,13 +116,14 @@ def _client_config(config: WebhookClientConfig, handler_id: str) -> dict[str, An
 def build_webhooks(
     handlers: Iterable[AdmissionHandler],
     *,
-    resources: Mapping[str, ApiResource],
+    resources: Mapping[str, ApiResource | Sequence[ApiResource]],
     name_suffix: str,
     client_config: WebhookClientConfig,
     persistent_only: bool = False,
 ) -> list[dict[str, Any]]:
     """The ``webhooks`` of a managed configuration: one per handler (see the module docstring);
-    ``resources`` maps each handler's resource name to the served resource it names."""
+    ``resources`` maps each handler's resource selector to the served resources it selects (one
+    rule each)."""
     out: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for handler in handlers:
@@ -135,8 +136,8 @@ def build_webhooks(
                 f"{name!r}; give one of them another id='...'"
             )
         seen[name] = handler.id
-        res = resources[handler.resource]
-        plural = res.plural if handler.subresource is None else f"{res.plural}/{handler.subresource}"
+        found = resources[handler.resource]
+        selected = [found] if isinstance(found, ApiResource) else list(found)
         webhook: dict[str, Any] = {
             "name": name,
             "sideEffects": "NoneOnDryRun" if handler.side_effects else "None",
@@ -146,10 +147,13 @@ def build_webhooks(
                 {
                     "apiGroups": [res.group],
                     "apiVersions": [res.version],
-                    "resources": [plural],
+                    "resources": [
+                        res.plural if handler.subresource is None else f"{res.plural}/{handler.subresource}"
+                    ],
                     "operations": list(handler.operations or ["*"]),
                     "scope": "*",
                 }
+                for res in selected
             ],
             "clientConfig": _client_config(client_config, handler.id),
             "timeoutSeconds": 30,
@@ -200,7 +204,7 @@ _KINDS = ((VALIDATING, False, "validating"), (MUTATING, True, "mutating"))
 async def _configure(
     client: Client,
     handlers: list[AdmissionHandler],
-    resources: Mapping[str, ApiResource],
+    resources: Mapping[str, Sequence[ApiResource]],
     name: str,
     config: WebhookClientConfig,
 ) -> None:
@@ -257,7 +261,7 @@ async def _clean_one(
 async def _clean_up(
     client: Client,
     handlers: list[AdmissionHandler],
-    resources: Mapping[str, ApiResource],
+    resources: Mapping[str, Sequence[ApiResource]],
     name: str,
     config: WebhookClientConfig,
 ) -> None:
@@ -322,9 +326,12 @@ async def serve_admission(
     client: Client,
     memo: Mapping[str, Any],
     stop: asyncio.Event | None = None,
+    resolved: Mapping[str, Sequence[ApiResource]] | None = None,
 ) -> None:
     """Serve ``handlers`` with ``settings.admission.server`` until ``stop`` is set (or this task
-    is cancelled), keeping the configurations ``settings.admission.managed`` (if set) on it."""
+    is cancelled), keeping the configurations ``settings.admission.managed`` (if set) on it.
+    ``resolved``: the served resources each handler's selector selects (kopf's resolution at
+    start); without it, each handler names one resource."""
     server = settings.admission.server
     managed = settings.admission.managed
     if server is None:
@@ -332,7 +339,10 @@ async def serve_admission(
             "admission handlers are served by settings.admission.server: set it in a startup "
             "handler, e.g. settings.admission.server = kopf.WebhookAutoServer()"
         )
-    resources = {h.resource: await client.resource(h.resource) for h in handlers}
+    resources: dict[str, Sequence[ApiResource]] = {}
+    for h in handlers:
+        found = resolved.get(h.resource) if resolved is not None else None
+        resources[h.resource] = found if found is not None else [await client.resource(h.resource)]
     if managed is not None:  # a bad name fails here, before anything is served or written
         build_webhooks(handlers, resources=resources, name_suffix=managed, client_config={})
     token = current_client.set(client)
@@ -343,7 +353,9 @@ async def serve_admission(
         async with contextlib.AsyncExitStack() as stack:
             if hasattr(server, "__aenter__") and hasattr(server, "__aexit__"):
                 server = await stack.enter_async_context(server)
-            configs: AsyncIterator[WebhookClientConfig] = server(admission_fn(handlers, memo=memo))
+            configs: AsyncIterator[WebhookClientConfig] = server(
+                admission_fn(handlers, memo=memo, resources=resources)
+            )
             if hasattr(configs, "aclose"):
                 stack.push_async_callback(configs.aclose)
             try:

@@ -19,6 +19,7 @@ from kubeop.kopf.bodies import Body, Patch
 from kubeop.kopf.diffs import FieldPath, resolve
 from kubeop.kopf.events import current_body
 from kubeop.kopf.handlers import MISSING, Filter, check, prematches
+from kubeop.kopf.resource import Resource
 
 __all__ = ["EventDispatcher", "WatchingHandler"]
 
@@ -47,6 +48,7 @@ class EventDispatcher:
     def __init__(self, handlers: list[WatchingHandler], memo: Mapping[str, Any]) -> None:
         self.handlers = handlers
         self.memo = memo
+        self.resource: Resource | None = None  # the ``resource`` kwarg, once the informer's is known
         self._queue: asyncio.Queue[tuple[str | None, Any]] = asyncio.Queue()
 
     def informer_handler(self) -> FuncHandler:
@@ -90,6 +92,7 @@ class EventDispatcher:
             "logger": logger,
             "patch": Patch(),  # not written: event handlers only watch (as in kopf, use the API)
             "memo": self.memo,
+            "resource": self.resource,
         }
         for h in self.handlers:
             if not prematches(h, obj, kwargs):

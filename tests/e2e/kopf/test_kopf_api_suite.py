@@ -27,6 +27,7 @@ lifecycles/test_handler_selection.py   not collected       kopf's internal State
 lifecycles/test_real_invocation.py     not collected       kopf's internal causes and indexers
 test_filtering_helpers.py              all pass
 settings/test_defaults.py              all pass
+basic-structs/test_resource.py         all pass
 =====================================  ==================  ==========================================
 """
 
@@ -48,8 +49,14 @@ FILES = (
     "tests/lifecycles/",
     "tests/test_filtering_helpers.py",
     "tests/settings/test_defaults.py",
+    "tests/basic-structs/test_resource.py",
 )
 BODIES = (re.compile(r"^from kopf\._cogs\.structs\.bodies import ", re.M), "from kubeop.kopf.bodies import ")
+# kopf.Resource's tests import it from where kopf defines it.
+REFERENCES = (
+    re.compile(r"^from kopf\._cogs\.structs\.references import Resource$", re.M),
+    "from kubeop.kopf import Resource",
+)
 
 # Tests that cannot run on kubeop.kopf, by file: what they need of kopf that is not its API.
 NOT_RUNNABLE = {
@@ -100,7 +107,8 @@ def unpack(into: Path) -> int:
             assert data is not None
             source, n = rewrite_imports(data.read().decode())
             source, m = BODIES[0].subn(BODIES[1], source)
-            changed += n + m
+            source, k = REFERENCES[0].subn(REFERENCES[1], source)
+            changed += n + m + k
             target = into / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(source)

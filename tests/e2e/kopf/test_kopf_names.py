@@ -15,11 +15,8 @@ import kubeop.kopf
 from tests.e2e.kopf.sdist import KOPF_VERSION, kopf_sdist
 
 # Names kopf has that kubeop.kopf does not have yet. Remove a name when it lands (the test fails
-# while a landed name is still listed). kopf's Resource is the resolved-resource record its
-# handlers receive as ``resource``; kubeop.kopf hands them kubeop's ApiResource today.
-PENDING: set[str] = {
-    "Resource",  # resource selection: kopf's Resource
-}
+# while a landed name is still listed).
+PENDING: set[str] = set()
 
 
 def kopf_all() -> list[str]:

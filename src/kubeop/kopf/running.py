@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import enum
+import importlib.util
 import logging
 import signal
 import sys
@@ -39,6 +40,7 @@ from kubeop.kopf.admission import webhooks as admission_webhooks
 from kubeop.kopf.credentials import Vault, connect
 from kubeop.kopf.handlers import ChangingHandler
 from kubeop.kopf.indexing import IndexSet, indexing_handlers
+from kubeop.kopf.logins import login_via_client
 from kubeop.kopf.namespaces import NamespacePattern, Namespaces, filtered
 from kubeop.kopf.probing import Probes, parse_endpoint
 from kubeop.kopf.probing import serve as serve_liveness
@@ -322,9 +324,16 @@ LOG_FORMAT = "[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s"
 def login_via_kubeop(logger: logging.Logger, **_: Any) -> ClientConfig:
     """The login handler used when none is registered (kopf's ``login_via_client`` analogue):
     kubeop's own configuration, in kubectl's order (``$KUBECONFIG``, ``~/.kube/config``, the
-    in-cluster service account)."""
+    in-cluster service account). When the ``kubernetes`` library is installed, its default
+    client is configured too (as kopf's fallback login does), so that handlers calling
+    ``kubernetes.client.CoreV1Api()`` without loading a configuration work as under kopf."""
     config = load_config()
     logger.debug("Client is configured by kubeop from %s.", config.source)
+    if importlib.util.find_spec("kubernetes") is not None:
+        try:
+            login_via_client(logger=logger)
+        except LoginError as exc:
+            logger.debug("The kubernetes library's default client is not configured: %s", exc)
     return config.with_options(qps=None)
 
 

@@ -43,6 +43,13 @@ __all__ = [
     "run_activity",
 ]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_UNSUPPORTED = {
+    "AiohttpSession": "return a `kopf.ConnectionInfo` from the login handler (kubeop talks to the API "
+    "server with its own HTTP client, not aiohttp).",
+}
+
 
 class Activity(enum.Enum):
     STARTUP = "startup"

@@ -28,7 +28,7 @@ __all__ = [
     "build_owner_reference",
 ]
 
-RawEventType = Literal[None, "ADDED", "MODIFIED", "DELETED"]
+RawEventType = Literal[None, "ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 """The ``type`` of a watch event (``kopf.RawEventType``; None for the initial listing)."""
 
 

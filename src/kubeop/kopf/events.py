@@ -13,6 +13,13 @@ from kubeop.controller import EventRecorder
 
 __all__ = ["current_body", "event", "exception", "info", "use_recorder", "warn"]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_DIFFERS = {
+    "ObjectLogger": "Log lines are not posted as Kubernetes events: post them with `kopf.info()`, "
+    "`kopf.warn()` and `kopf.exception()` (handler errors are posted as kopf does).",
+}
+
 log = logging.getLogger("kubeop.kopf")
 _recorder: EventRecorder | None = None
 _loop: asyncio.AbstractEventLoop | None = None

@@ -31,7 +31,9 @@ HandlerId = NewType("HandlerId", str)
 """A handler's id (``kopf.HandlerId``): its function's name, or ``id=``; sub-handlers ``parent/child``."""
 
 
-class Reason(enum.Enum):
+class Reason(enum.StrEnum):
+    """Why a change handler runs (kopf's: a str enum, ``reason == "create"``)."""
+
     CREATE = "create"
     UPDATE = "update"
     DELETE = "delete"

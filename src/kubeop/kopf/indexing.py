@@ -36,6 +36,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Index", "IndexSet", "Indexers", "IndexingHandler", "Store", "index", "indexing_handlers"]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_DIFFERS = {
+    "index": "An indexing handler that raises leaves the object out of the index until the object "
+    "changes again (kopf retries the handler).",
+}
+
 F = TypeVar("F", bound=Callable[..., Any])
 K = TypeVar("K")
 V = TypeVar("V")

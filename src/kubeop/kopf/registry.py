@@ -20,6 +20,13 @@ __all__ = [
     "set_default_registry",
 ]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_DIFFERS = {
+    "OperatorRegistry": "Works with the decorators' `registry=` and `kopf.operator(registry=...)`; "
+    "kopf's internal registry attributes (`registry._changing`...) do not exist.",
+}
+
 
 class Registry:
     """Handlers in registration order (the order they run in within one cycle)."""

@@ -69,6 +69,23 @@ __all__ = [
     "spawn_tasks",
 ]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_DIFFERS = {
+    "run": "Peering (`peering_name=`, `standalone=False`) is leader election with a Lease named "
+    "`kopf-<peering name>`: handling starts once the Lease is held; `priority=` has no effect (the "
+    "first replica leads, the others wait until its Lease expires).",
+    "operator": "As `kopf.run()`: peering is leader election with a Lease, `priority=` has no effect.",
+    "configure": "`log_format=`, `log_prefix=` and `log_refkey=` are accepted; the lines always have "
+    "kopf's full format (`[time] logger [LEVEL] [namespace/name] message`).",
+    "LogFormat": "Accepted by `kopf.configure()`; the lines keep the full format.",
+}
+# kopf names that exist and raise an error naming what to use instead.
+_UNSUPPORTED = {
+    "spawn_tasks": "`await kopf.operator(...)` (the operator runs as one task).",
+    "run_tasks": "`await kopf.operator(...)` (the operator runs as one task).",
+}
+
 Flag = asyncio.Event | threading.Event | asyncio.Future[Any] | concurrent.futures.Future[Any]
 """kopf's flag types for ``stop_flag`` and ``ready_flag``."""
 

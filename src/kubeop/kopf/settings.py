@@ -46,6 +46,14 @@ __all__ = [
     "use_settings",
 ]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_DIFFERS = {
+    "OperatorSettings": "The fields that tune kopf's own watching, event posting and networking are "
+    "accepted and have no effect (kubeop's client and informers do that work); a field kopf does "
+    "not have raises AttributeError.",
+}
+
 
 @dataclass(slots=True)
 class PostingSettings:

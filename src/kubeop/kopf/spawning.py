@@ -46,6 +46,14 @@ __all__ = [
     "SyncDaemonStopperChecker",
 ]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_DIFFERS = {
+    "DaemonStopped": "The daemons' `stopped` flag says whether to stop; it has no `stopped.reason`.",
+    "DaemonStoppingReason": "Exists with kopf's members; daemons are not told the reason "
+    "(no `stopped.reason`).",
+}
+
 
 @dataclass(frozen=True)
 class SpawningHandler:

@@ -33,6 +33,13 @@ __all__ = [
     "subhandler",
 ]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_DIFFERS = {
+    "execute": "Takes `fns=` (a mapping of ids to functions, or a list) or nothing (the sub-handlers "
+    "registered so far); `handlers=`, `registry=`, `lifecycle=` and `cause=` raise an error naming `fns=`.",
+}
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -77,6 +77,18 @@ __all__ = [
     "current_client",
 ]
 
+# How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
+# into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
+_DIFFERS = {
+    "WebhookServer": "`context=` (a ready SSL context) is not accepted: give `certfile=`/`pkeyfile=` "
+    "and `verify_cafile=`; a changed certificate file is reloaded by the server itself.",
+    "WebhookAutoTunnel": "Serves locally where kopf would open an ngrok tunnel (and logs so).",
+}
+_UNSUPPORTED = {
+    "WebhookNgrokTunnel": "`kopf.WebhookServer` or `kopf.WebhookAutoServer` (serving with the ngrok "
+    "tunnel raises).",
+}
+
 log = logging.getLogger("kubeop.kopf.webhooks")
 
 Headers = dict[str, str]

@@ -74,11 +74,13 @@ def _used(tree: ast.AST, names: set[str], imported: set[str]) -> set[str]:
     return found
 
 
-def _imported(tree: ast.Module, names: set[str]) -> set[str]:
+def _imported(tree: ast.Module, names: set[str], *, kopfs: bool = False) -> set[str]:
+    """The kopf names imported from kubeop.kopf (``kopfs``: from kopf or any of its modules)."""
     return {
         alias.asname or alias.name
         for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module == "kubeop.kopf"
+        if isinstance(node, ast.ImportFrom)
+        and (node.module == "kubeop.kopf" or (kopfs and (node.module or "").split(".")[0] == "kopf"))
         for alias in node.names
         if alias.name in names
     }
@@ -103,12 +105,13 @@ def _python_blocks(rst: str) -> Iterable[str]:
 
 def kopf_tests(names: set[str]) -> Iterator[tuple[str, set[str]]]:
     """(what, kopf names it uses) for kopf's own files that this repository's tests run."""
-    from tests.e2e.kopf import test_kopf_api_suite, test_kopf_examples
+    from tests.e2e.kopf import test_kopf_api_suite, test_kopf_examples, test_kopf_persistence_suite
     from tests.e2e.kopf.sdist import KOPF_VERSION, kopf_sdist
 
     prefix = f"kopf-{KOPF_VERSION}/"
     runs = {
         "tests/e2e/kopf/test_kopf_api_suite.py": tuple(test_kopf_api_suite.FILES),
+        "tests/e2e/kopf/test_kopf_persistence_suite.py": tuple(test_kopf_persistence_suite.FILES),
         "tests/e2e/kopf/test_kopf_examples.py": tuple(f"examples/{e}/" for e in test_kopf_examples.EXAMPLES),
         "tests/e2e/kopf/test_kopf_walkthrough.py": ("docs/walkthrough/",),
     }
@@ -135,9 +138,10 @@ def kopf_tests(names: set[str]) -> Iterator[tuple[str, set[str]]]:
                 used: set[str] = set()
                 for source in sources:
                     try:
-                        used |= _used(ast.parse(source), names, set())
+                        tree = ast.parse(source)
                     except SyntaxError:
                         continue
+                    used |= _used(tree, names, _imported(tree, names, kopfs=True))
                 if used:
                     yield f"{runner} (kopf's {name})", used
 

@@ -51,7 +51,13 @@ __all__ = [
 _DIFFERS = {
     "OperatorSettings": "The fields that tune kopf's own watching, event posting and networking are "
     "accepted and have no effect (kubeop's client and informers do that work); a field kopf does "
-    "not have raises AttributeError.",
+    "not have raises AttributeError. Left unset, `persistence.progress_storage` and "
+    "`diffbase_storage` are kopf's defaults except on a status-only write to an object that has "
+    "none of kopf's annotations: the state then goes to kopf's status formats (`status.kopf`), in "
+    "the same request, so a change costs one write instead of two. kopf's default reads the "
+    "diff-base from annotations only, so such an object, moved back to kopf, has its creation "
+    "handlers run again: set `kopf.AnnotationsDiffBaseStorage()` explicitly (used exactly as kopf "
+    "uses it) to keep every object in kopf's default format.",
 }
 
 

@@ -182,6 +182,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "NoAuth",
         "ObjectList",
         "RESTMapper",
+        "ResourceKey",
         "ResourceLike",
         "RetryPolicy",
         "StaticToken",
@@ -196,6 +197,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "is_in_cluster",
         "load_config",
         "load_kubeconfig",
+        "resource_key",
     ],
     "kubeop.controller": [
         "AnnotationChanged",

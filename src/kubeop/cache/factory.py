@@ -6,17 +6,18 @@ so every handler of a kind shares one watch and one cache (client-go's
 ``SharedInformerFactory``, controller-runtime's informer cache). ``start()`` starts every
 informer created so far, and informers created after it start immediately.
 
-Resources are compared by what can be known without discovery: an ApiResource and a GVK (or a
-model) naming the same group, version and kind are one informer; a kubectl-style string is only
-equal to the same string. Use one form per kind to share.
+Resources are compared by :func:`~kubeop.client.restmapper.resource_key`, the one rule the client
+and the controllers use too: an ApiResource, a GVK, a model and a kubectl-style name
+(``"deployments"``, ``"deploy"``, ``"Deployment.apps"``) naming one kind are one informer and one
+watch. A name is resolved against the discovery the client has loaded (any resolve loads it,
+including an informer's start); an informer asked for by a name before that is re-keyed once
+discovery knows the name, so a later request by another naming finds it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Hashable
-from typing import Any
 
 from kubeop.cache.informer import Informer
 from kubeop.cache.listwatch import ListWatch
@@ -24,12 +25,13 @@ from kubeop.cache.probe import ServerProbe
 from kubeop.cache.transform import Transform, compact
 from kubeop.cache.watcher import Config
 from kubeop.client.client import Client, ResourceLike
-from kubeop.core.gvk import GroupVersionKind
-from kubeop.core.model import is_model_class, model_gvk, model_resource
-from kubeop.core.resource import ApiResource
+from kubeop.client.restmapper import ResourceKey
 from kubeop.core.selectors import FieldSelectorLike, LabelSelectorLike, Selectors
 
 __all__ = ["SharedInformerFactory"]
+
+# What makes two informers one: the resource's key, namespace, selectors, metadata-only.
+_Key = tuple[ResourceKey, str, Selectors, bool]
 
 
 class SharedInformerFactory:
@@ -63,7 +65,8 @@ class SharedInformerFactory:
         self.transform = transform
         self.config = dataclasses.replace(config if config is not None else Config(), page_size=page_size)
         self.detect_mutations = detect_mutations
-        self._informers: dict[Hashable, Informer] = {}
+        self._informers: dict[_Key, Informer] = {}
+        self._by_name: dict[_Key, str] = {}  # informers asked for by a name not yet resolved
         self._started = False
         self._stopped = False
 
@@ -85,8 +88,11 @@ class SharedInformerFactory:
         if self._stopped:
             raise RuntimeError("the informer factory is stopped")
         selectors = Selectors.of(label_selector, field_selector)
-        key = (_resource_identity(resource), namespace or "", selectors, metadata_only)
+        key: _Key = (self.client.resource_key(resource), namespace or "", selectors, metadata_only)
         informer = self._informers.get(key)
+        if informer is None and self._by_name:
+            self._rekey_names()
+            informer = self._informers.get(key)
         if informer is not None:
             return informer
         source = ListWatch(
@@ -106,9 +112,23 @@ class SharedInformerFactory:
             detect_mutations=self.detect_mutations,
         )
         self._informers[key] = informer
+        if isinstance(resource, str) and key[0][0] == "name":
+            self._by_name[key] = resource
         if self._started:
             informer.start()
         return informer
+
+    def _rekey_names(self) -> None:
+        """File informers asked for by a name under the name's resource, once discovery knows it
+        (two names asked for before discovery was loaded stay two informers)."""
+        for key, name in list(self._by_name.items()):
+            resource_key = self.client.resource_key(name)
+            if resource_key[0] == "name":
+                continue
+            del self._by_name[key]
+            resolved: _Key = (resource_key, key[1], key[2], key[3])
+            if resolved not in self._informers:
+                self._informers[resolved] = self._informers.pop(key)
 
     def start(self) -> None:
         """Start every informer (on the running loop); later ones start when created."""
@@ -149,23 +169,3 @@ class SharedInformerFactory:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-
-def _resource_identity(resource: ResourceLike) -> Hashable:
-    """What makes two ways of naming a resource the same informer, without asking the server."""
-    if isinstance(resource, ApiResource):
-        if resource.kind:
-            return ("gvk", resource.group, resource.version, resource.kind)
-        return ("gvr", resource.group, resource.version, resource.plural)
-    if isinstance(resource, GroupVersionKind):
-        return ("gvk", resource.group, resource.version, resource.kind)
-    if isinstance(resource, type) and is_model_class(resource):
-        res = model_resource(resource)
-        if res is not None:
-            return _resource_identity(res)
-        gvk = model_gvk(resource)
-        return ("gvk", gvk.group, gvk.version, gvk.kind)
-    if isinstance(resource, str):
-        return ("name", resource.lower())
-    ident: Any = resource
-    return ("other", ident)

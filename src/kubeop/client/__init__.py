@@ -13,7 +13,7 @@ from kubeop.client.discovery import Discovery, UnknownResource
 from kubeop.client.incluster import in_cluster_config, is_in_cluster
 from kubeop.client.kubeconfig import KubeConfig, default_kubeconfig_paths, load_kubeconfig
 from kubeop.client.ratelimit import TokenBucket
-from kubeop.client.restmapper import RESTMapper
+from kubeop.client.restmapper import ResourceKey, RESTMapper, resource_key
 from kubeop.client.retry import RetryPolicy
 from kubeop.client.sync import SyncClient
 from kubeop.client.transport import ApiConnectionError, HttpTransport, Transport
@@ -35,6 +35,7 @@ __all__ = [
     "NoAuth",
     "ObjectList",
     "RESTMapper",
+    "ResourceKey",
     "ResourceLike",
     "RetryPolicy",
     "StaticToken",
@@ -49,4 +50,5 @@ __all__ = [
     "is_in_cluster",
     "load_config",
     "load_kubeconfig",
+    "resource_key",
 ]

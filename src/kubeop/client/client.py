@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from kubeop.client.config import ClientConfig, load_config
 from kubeop.client.discovery import Discovery
+from kubeop.client.restmapper import ResourceKey
 from kubeop.client.transport import HttpTransport, Transport
 from kubeop.client.watch import WatchEvent
 from kubeop.core.errors import NotFound
@@ -190,7 +191,10 @@ class Client:
     # -- resolving --------------------------------------------------------------------------------
 
     async def resource(self, what: ResourceLike) -> ApiResource:
-        """The ApiResource for any accepted way of naming one (see the module docstring)."""
+        """The ApiResource for any accepted way of naming one (see the module docstring).
+
+        Two namings are the same resource when :meth:`resource_key` says so; an ApiResource is
+        used as given (no discovery)."""
         if isinstance(what, ApiResource):
             return what
         if isinstance(what, GroupVersionKind):
@@ -204,6 +208,11 @@ class Client:
                 self._model_resources[what] = cached
             return cached
         raise TypeError(f"cannot name a resource with {type(what).__name__}: {what!r}")
+
+    def resource_key(self, what: ResourceLike | Mapping[str, Any]) -> ResourceKey:
+        """Which resource ``what`` names, without I/O (:func:`~kubeop.client.restmapper.resource_key`
+        against the discovery loaded so far): equal keys share one informer and one cache."""
+        return self.discovery.key(what)
 
     async def model(self, what: ResourceLike) -> type[KubeModel]:
         """A typed pydantic model for a served kind, generated from the server's OpenAPI v3.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubeop.client.ratelimit import TokenBucket
-from kubeop.client.restmapper import RESTMapper
+from kubeop.client.restmapper import ResourceKey, RESTMapper, resource_key
 from kubeop.client.transport import Transport
 from kubeop.core.errors import ApiError
 from kubeop.core.gvk import GroupVersionKind
@@ -65,6 +65,11 @@ class Discovery:
             await self.refresh()
         assert self._mapper is not None
         return self._mapper
+
+    def key(self, what: object) -> ResourceKey:
+        """:func:`~kubeop.client.restmapper.resource_key` of ``what`` against the discovery loaded
+        so far (no I/O: a name not resolved yet keys as itself)."""
+        return resource_key(what, self._mapper)
 
     async def refresh(self) -> RESTMapper:
         """Reload discovery now (a refresh that finished while we waited for the lock counts)."""

@@ -21,10 +21,7 @@ def _watches(api: Client) -> int:
 
 
 async def _synced(factory: SharedInformerFactory) -> None:
-    async with asyncio.timeout(5):
-        assert await factory.wait_for_cache_sync(5)
-        while not all(i.has_synced() for i in factory.informers):
-            await asyncio.sleep(0.001)
+    assert await factory.wait_for_cache_sync(5)
 
 
 async def test_names_models_and_resources_of_one_kind_share_one_watch() -> None:

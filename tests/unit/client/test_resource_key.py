@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from kubeop.client import RESTMapper, ResourceKey, resource_key
+from kubeop.client import ResourceKey, RESTMapper, resource_key
 from kubeop.core import ApiResource, GroupVersionKind
 
 DEPLOYMENTS = ApiResource(

@@ -217,6 +217,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "Result",
         "TerminalError",
         "Trigger",
+        "WritePolicy",
         "and_",
         "contains",
         "enqueue_for_object",

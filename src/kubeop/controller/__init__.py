@@ -3,7 +3,8 @@
 ``Controller.for_(Kind).owns(Child).watches(Other, map_fn).reconcile(fn)`` (an immutable
 description, which the manager runs); ``Trigger`` for requests from elsewhere; ``Request`` /
 ``Result`` / ``TerminalError``; predicates; handlers; the reconciler client (cached reads,
-compare-before-write helpers, finalizers); ownership helpers; status conditions; events.
+compare-before-write helpers, finalizers) and the ``WritePolicy`` that fences and labels its
+writes; ownership helpers; status conditions; events.
 """
 
 from kubeop.controller.client import ReconcilerClient, contains, merge_desired
@@ -27,6 +28,7 @@ from kubeop.controller.predicate import (
 )
 from kubeop.controller.request import Request, Result, TerminalError, request_for
 from kubeop.controller.trigger import Trigger
+from kubeop.controller.write_policy import WritePolicy
 
 __all__ = [
     "AnnotationChanged",
@@ -46,6 +48,7 @@ __all__ = [
     "Result",
     "TerminalError",
     "Trigger",
+    "WritePolicy",
     "and_",
     "contains",
     "enqueue_for_object",

@@ -13,9 +13,15 @@ Writes go to the API server, and their results are remembered until the cache ha
 wrote, instead of writing again or meeting a conflict. The write helpers compare first and skip
 the request when nothing would change, so a steady-state resync costs no API writes.
 
-A manager may add labels to the objects written (:attr:`ReconcilerClient.write_labels`):
-``Sharding(labels=True)`` puts the shard label of a controller's children on them as they are
-created, updated or applied, so that the replica owning their owner caches them.
+Every write follows the client's :class:`~kubeop.controller.write_policy.WritePolicy`, given
+when it is built: a guard that fences writes (with the leader's or the shard's lease) and labels
+for the objects written (``Sharding(labels=True)`` puts the shard label of a controller's
+children on them as they are created, updated or applied, so that the replica owning their
+owner caches them).
+
+The client is a facade over small parts, one job each: the cache reader (which informer serves
+a read, and the canonical resource a read names), the write ledger (read-your-writes), the write
+policy, compare-before-write (:mod:`kubeop.controller.compare`) and the finalizer patches.
 
 Every write that changes something is logged at INFO on ``kubeop.controller`` ("created
 ConfigMap default/web"), tagged with the reconcile that made it; a write that changed nothing
@@ -24,16 +30,22 @@ ConfigMap default/web"), tagged with the reconcile that made it; a write that ch
 
 from __future__ import annotations
 
-import contextvars
+import dataclasses
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client, ResourceLike
+from kubeop.controller._cache_reader import CachedInformer, CacheReader
+from kubeop.controller._finalizers import finalizers_patch, finalizers_verb
+from kubeop.controller._write_ledger import WriteLedger, object_key
+from kubeop.controller.compare import contains, merge_desired, without_status
+from kubeop.controller.write_policy import WriteGuard, WriteLabels, WritePolicy
 from kubeop.core import meta as m
 from kubeop.core.errors import AlreadyExists, Conflict, NotFound
-from kubeop.core.model import copy_json, from_dict, is_model_class, to_dict
+from kubeop.core.model import from_dict, is_model_class, to_dict
 from kubeop.core.patch import PatchType
 from kubeop.core.resource import ApiResource
 from kubeop.core.selectors import LabelSelector
@@ -44,148 +56,75 @@ log = logging.getLogger("kubeop.controller")
 
 Obj = dict[str, Any]
 M = TypeVar("M")
-_SWEEP_MIN = 1024
-_RECENT_MAX = 50_000
-
-
-def contains(current: Any, desired: Any) -> bool:
-    """True when every field set in ``desired`` has the same value in ``current``.
-
-    Dicts are compared key by key (extra keys in ``current``, such as server defaults, are
-    fine); lists must have the same length and contain the desired elements in order (so
-    defaulted fields inside containers do not count as a difference).
-    """
-    dt = type(desired)
-    if dt is str or dt is int or dt is bool or desired is None:  # most leaves: no ABC checks
-        return bool(current == desired)
-    if dt is list:
-        if type(current) is not list or len(current) != len(desired):
-            return False
-        return all(contains(c, d) for c, d in zip(current, desired, strict=True))
-    if dt is dict or isinstance(desired, Mapping):
-        if not (type(current) is dict or isinstance(current, Mapping)):
-            return False
-        for key, value in desired.items():
-            if key in current:
-                if not contains(current[key], value):
-                    return False
-            elif type(value) is dict or isinstance(value, Mapping):
-                if not contains({}, value):  # an absent map equals an empty one
-                    return False
-            elif value is not None and value != []:
-                return False
-        return True
-    if isinstance(desired, list):
-        if not isinstance(current, list) or len(current) != len(desired):
-            return False
-        return all(contains(c, d) for c, d in zip(current, desired, strict=True))
-    return bool(current == desired)
-
-
-def merge_desired(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj:
-    """``current`` with the fields of ``desired`` written over it (dicts merged, lists replaced).
-
-    Metadata that others own (uid, resourceVersion, managedFields, other labels) is kept.
-    """
-    out: Obj = dict(current)
-    for key, value in desired.items():
-        if key == "status":
-            continue
-        cur = out.get(key)
-        if (type(value) is dict or isinstance(value, Mapping)) and (
-            type(cur) is dict or isinstance(cur, Mapping)
-        ):
-            out[key] = merge_desired(cur, value)
-        else:
-            out[key] = copy_json(value)
-    return out
-
-
-def _newer(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
-    """Is ``a`` a newer version than ``b``? resourceVersions are compared as integers when both
-    are (etcd revisions); otherwise the cached one wins."""
-    if b is None:
-        return True
-    ra = (a.get("metadata") or {}).get("resourceVersion") or ""
-    rb = (b.get("metadata") or {}).get("resourceVersion") or ""
-    if ra.isdigit() and rb.isdigit():
-        return int(ra) > int(rb)
-    return False
+_NO_POLICY = WritePolicy()
 
 
 class ReconcilerClient:
-    """Cache-backed reads, API writes, and compare-before-write helpers (see module docstring)."""
+    """Cache-backed reads, API writes, and compare-before-write helpers (see module docstring).
 
-    def __init__(self, api: Client, cache: SharedInformerFactory, *, field_manager: str = "kubeop") -> None:
+    ``policy`` fences and labels every write (:class:`~kubeop.controller.write_policy.WritePolicy`;
+    the Manager gives its lease's guard and sharding's labels).
+    """
+
+    def __init__(
+        self,
+        api: Client,
+        cache: SharedInformerFactory,
+        *,
+        field_manager: str = "kubeop",
+        policy: WritePolicy | None = None,
+    ) -> None:
         self.api = api
         """The underlying API client, for uncached reads (``await client.api.get(...)``)."""
         self.cache = cache
         self.field_manager = field_manager
-        self._resources: dict[Any, ApiResource] = {}
-        self._recent: dict[tuple[ApiResource, str], Obj] = {}
-        self._sweep_at = _SWEEP_MIN
-        self._canonical: dict[tuple[str, str, str], ApiResource] = {}
-        self._informers: dict[ApiResource, Any] = {}
-        # Informers limited to another namespace than the resource's first one (controllers of one
-        # kind in several namespaces): reads in that namespace use them.
-        self._scoped: dict[tuple[ApiResource, str], Any] = {}
-        self.write_guard: Callable[[], None] | None = None
-        """Called before every write; raising refuses the write. The Manager fences writes with
-        its lease: a leader that may have been replaced does not write."""
-        self.write_labels: Callable[[ApiResource, Obj], Mapping[str, str] | None] | None = None
-        """Labels to put on an object written by :meth:`create`, :meth:`update`, :meth:`apply`
-        and the create-or-update helpers (given its resource and dict; None: none)."""
+        self._policy = policy if policy is not None else _NO_POLICY
+        self._reader = CacheReader(api, cache)
+        self._ledger = WriteLedger(self._reader.informers.get)
+        self._resources = self._reader.resolved  # how namings resolved (tests and benches seed it)
 
-    def _fence(self) -> None:
-        if self.write_guard is not None:
-            self.write_guard()
+    @property
+    def policy(self) -> WritePolicy:
+        """The rules every write follows (fixed when the client is built)."""
+        return self._policy
 
-    def _labelled(self, res: ApiResource, body: Obj) -> Obj:
-        """``body`` with :attr:`write_labels`' labels (a copy down to its labels when they
-        change anything: the caller's dict is not touched)."""
-        labeller = self.write_labels
-        if labeller is None:
-            return body
-        add = labeller(res, body)
-        if not add:
-            return body
-        md = body.get("metadata") or {}
-        labels = md.get("labels") or {}
-        if all(labels.get(k) == v for k, v in add.items()):
-            return body
-        return {**body, "metadata": {**md, "labels": {**labels, **add}}}
+    @property
+    def write_guard(self) -> WriteGuard | None:
+        """Deprecated: ``policy.guard``."""
+        return self._policy.guard
+
+    @write_guard.setter
+    def write_guard(self, guard: WriteGuard | None) -> None:
+        warnings.warn(
+            "setting ReconcilerClient.write_guard is deprecated: pass "
+            "ReconcilerClient(..., policy=WritePolicy(guard=...)) when building the client",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self._policy = dataclasses.replace(self._policy, guard=guard)
+
+    @property
+    def write_labels(self) -> WriteLabels | None:
+        """Deprecated: ``policy.labels``."""
+        return self._policy.labels
+
+    @write_labels.setter
+    def write_labels(self, labels: WriteLabels | None) -> None:
+        warnings.warn(
+            "setting ReconcilerClient.write_labels is deprecated: pass "
+            "ReconcilerClient(..., policy=WritePolicy(labels=...)) when building the client",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self._policy = dataclasses.replace(self._policy, labels=labels)
 
     # -- resolving -----------------------------------------------------------------------------
     async def resource(self, what: ResourceLike | Mapping[str, Any]) -> ApiResource:
-        """The ApiResource of a kind or an object, canonical per group/version/plural: however a
-        kind is named (a constant, a model, an object's apiVersion/kind), the remembered writes
-        and cache bookkeeping of one resource live under one key."""
-        if isinstance(what, ApiResource):
-            return self._canonical.setdefault((what.group, what.version, what.plural), what)
-        res = self._resources.get(type(what))  # a model instance of a kind resolved before
-        if res is not None:
-            return res
-        if type(what) is dict or isinstance(what, Mapping):
-            key: Any = (what.get("apiVersion"), what.get("kind"))
-        elif isinstance(what, (type, str)):
-            key = what
-        elif is_model_class(type(what)):
-            key = type(what)
-        else:
-            key = what
-        res = self._resources.get(key)
-        if res is None:
-            if isinstance(key, tuple):
-                from kubeop.core.gvk import GroupVersionKind
-
-                if not key[0] or not key[1]:
-                    raise ValueError("the object has no apiVersion/kind: set them before writing it")
-                res = await self.api.resource(GroupVersionKind.from_api_version(key[0], key[1]))
-            else:
-                res = await self.api.resource(key)
-            res = self._canonical.setdefault((res.group, res.version, res.plural), res)
-            self._resources[key] = res
-        return res
+        """The ApiResource of a kind or an object, canonical per resource
+        (:func:`~kubeop.client.restmapper.resource_key`): however a kind is named (a constant, a
+        model, a name, an object's apiVersion/kind), the remembered writes and cache bookkeeping
+        of one resource live under one key."""
+        return await self._reader.resolve(what)
 
     def use_informer(self, res: ApiResource, informer: Any) -> None:
         """Read ``res`` from ``informer`` (a controller's watch, possibly limited to a namespace or
@@ -194,30 +133,8 @@ class ReconcilerClient:
         registered for a resource wins; objects outside its scope read as absent, as with
         controller-runtime's namespaced caches, except in the namespace of a later informer
         limited to one namespace, which serves the reads in that namespace."""
-        res = self._canonical.setdefault((res.group, res.version, res.plural), res)
-        first = self._informers.setdefault(res, informer)
         namespace = getattr(getattr(informer, "source", None), "namespace", None)
-        if first is not informer and namespace and res.namespaced:
-            self._scoped.setdefault((res, namespace), informer)
-
-    async def _informer(self, res: ApiResource) -> Any:
-        informer = self._informers.get(res)
-        if informer is None:
-            # Started outside the reconcile that first reads the kind: the informer's tasks run
-            # for the whole process and must not log as that reconcile.
-            informer = self._informers[res] = contextvars.Context().run(self.cache.informer, res)
-        if not informer.has_synced():
-            await informer.wait_for_sync()
-        return informer
-
-    async def _in_namespace(self, res: ApiResource, namespace: str, default: Any) -> Any:
-        """The informer limited to ``namespace`` registered for ``res``, synced; else ``default``."""
-        informer = self._scoped.get((res, namespace))
-        if informer is None:
-            return default
-        if not informer.has_synced():
-            await informer.wait_for_sync()
-        return informer
+        self._reader.informers.use(self._reader.canonical(res), informer, namespace)
 
     # -- reads (cache) -------------------------------------------------------------------------
     async def get(self, what: ResourceLike, name: str, *, namespace: str | None = None) -> Any:
@@ -226,21 +143,11 @@ class ReconcilerClient:
         The first read of a kind nobody watches yet starts an informer for it and waits for its
         first list, as controller-runtime's cache does.
         """
-        res = await self.resource(what)
+        reader = self._reader
+        res = await reader.resolve(what)
         key = f"{namespace}/{name}" if (res.namespaced and namespace) else name
-        informer = await self._informer(res)
-        if self._scoped and namespace:
-            informer = await self._in_namespace(res, namespace, informer)
-        obj = informer.store.get_by_key(key)
-        recent = self._recent.get((res, key))
-        if recent is not None:
-            rv = (recent.get("metadata") or {}).get("resourceVersion") or ""
-            if _newer(recent, obj) and not informer.has_applied(rv):
-                obj = recent
-            else:
-                # The cache has seen our write (or something after it, such as a delete): it is
-                # the truth again.
-                del self._recent[(res, key)]
+        informer = await reader.informer(res, namespace)
+        obj = self._ledger.read(res, key, informer.store.get_by_key(key), informer)
         if obj is None:
             return None
         if isinstance(what, type) and is_model_class(what):
@@ -255,10 +162,9 @@ class ReconcilerClient:
         labels: str | Mapping[str, str] | LabelSelector | None = None,
     ) -> list[Any]:
         """Cached objects of a kind, optionally in one namespace and matching a label selector."""
-        res = await self.resource(what)
-        informer = await self._informer(res)
-        if self._scoped and namespace:
-            informer = await self._in_namespace(res, namespace, informer)
+        reader = self._reader
+        res = await reader.resolve(what)
+        informer = await reader.informer(res, namespace)
         store = informer.store
         items = store.by_index("namespace", namespace) if (namespace and res.namespaced) else store.list()
         if labels is not None:
@@ -273,102 +179,68 @@ class ReconcilerClient:
             return [from_dict(what, o) for o in items]
         return list(items)
 
-    def _remember(self, res: ApiResource, obj: Obj) -> None:
-        md = obj.get("metadata") or {}
-        key = (
-            f"{md.get('namespace')}/{md.get('name')}"
-            if (res.namespaced and md.get("namespace"))
-            else md.get("name")
-        )
-        if key:
-            self._recent[(res, key)] = obj
-            if len(self._recent) >= self._sweep_at:
-                self._sweep()
-
     @property
     def remembered_writes(self) -> int:
         """How many write results are kept for read-your-writes (exported as a gauge)."""
-        return len(self._recent)
-
-    def _sweep(self) -> None:
-        """Forget remembered writes the cache has caught up with.
-
-        An entry is otherwise dropped only when its key is read again, so writes to keys that
-        are never read back (objects created and later deleted, kinds nobody reads) would pile
-        up. A write to a kind without an informer is forgotten too: a first read of that kind
-        lists it from the server, which includes the write. Sweeping when the map has doubled
-        since the last sweep keeps the cost at O(1) per write.
-        """
-        informers = self._informers
-        stale = []
-        for (res, key), obj in self._recent.items():
-            informer = informers.get(res)
-            rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
-            if informer is None or informer.has_applied(rv):
-                stale.append((res, key))
-        for entry in stale:
-            del self._recent[entry]
-        if len(self._recent) > _RECENT_MAX:  # the cache is far behind (or stopped): stay bounded
-            self._recent.clear()
-        self._sweep_at = max(_SWEEP_MIN, 2 * len(self._recent))
+        return len(self._ledger)
 
     def _known_version(self, res: ApiResource, name: Any, namespace: Any) -> str | None:
         """The resourceVersion this client last saw of an object (its own last write, else the
         cache's), taken before a write so the change log can tell whether the write changed it.
         None when the kind has no informer or the object is not known."""
-        informer = self._informers.get(res)
+        informer: CachedInformer | None = self._reader.informers.get(res)
         if informer is None or not name:
             return None
-        key = f"{namespace}/{name}" if (res.namespaced and namespace) else name
-        known = self._recent.get((res, key)) or informer.store.get_by_key(key)
+        key = object_key(res, name, namespace)
+        known = self._ledger.known(res, key) or informer.store.get_by_key(key)
         return m.resource_version(known) if known is not None else None
 
     # -- writes (API) --------------------------------------------------------------------------
     async def create(self, obj: Any, **kwargs: Any) -> Any:
-        res = await self.resource(obj)
-        self._fence()
-        out: Obj = await self.api.create(self._labelled(res, to_dict(obj)), resource=res, **kwargs)
+        res = await self._reader.resolve(obj)
+        self._policy.fence()
+        out: Obj = await self.api.create(self._policy.labelled(res, to_dict(obj)), resource=res, **kwargs)
         if not kwargs.get("dry_run"):
-            self._remember(res, out)
+            self._ledger.remember(res, out)
             _changed("created", res, out)
         return _like(obj, out)
 
     async def update(self, obj: Any, **kwargs: Any) -> Any:
-        res = await self.resource(obj)
-        self._fence()
-        out: Obj = await self.api.update(self._labelled(res, to_dict(obj)), resource=res, **kwargs)
+        res = await self._reader.resolve(obj)
+        self._policy.fence()
+        out: Obj = await self.api.update(self._policy.labelled(res, to_dict(obj)), resource=res, **kwargs)
         if not kwargs.get("dry_run"):
-            self._remember(res, out)
+            self._ledger.remember(res, out)
             _changed("updated", res, out, before=obj)
         return _like(obj, out)
 
     async def update_status(self, obj: Any) -> Any:
         """PUT the status subresource (optimistic concurrency: Conflict on a stale object)."""
-        res = await self.resource(obj)
-        self._fence()
+        res = await self._reader.resolve(obj)
+        self._policy.fence()
         out: Obj = await self.api.update_status(to_dict(obj), resource=res)
-        self._remember(res, out)
+        self._ledger.remember(res, out)
         _changed("updated status of", res, out, before=obj)
         return _like(obj, out)
 
     async def patch(self, what: ResourceLike, name: str, patch: Any, **kwargs: Any) -> Any:
-        res = await self.resource(what)
-        self._fence()
+        res = await self._reader.resolve(what)
+        self._policy.fence()
         before = (
             self._known_version(res, name, kwargs.get("namespace"))
             if log.isEnabledFor(logging.INFO)
             else None
         )
         out: Obj = await self.api.patch(res, name, patch, **kwargs)
-        self._remember(res, out)
+        self._ledger.remember(res, out)
         _changed("patched", res, out, before=before)
         return out  # the server's dict, whatever names the kind (a patch is not an object)
 
     async def apply(self, obj: Any, *, force: bool = True, field_manager: str | None = None) -> Any:
         """Server-side apply ``obj`` (always one request; prefer :meth:`create_or_patch` in hot paths)."""
-        res = await self.resource(obj)
-        self._fence()
-        body = self._labelled(res, to_dict(obj))
+        res = await self._reader.resolve(obj)
+        self._policy.fence()
+        body = self._policy.labelled(res, to_dict(obj))
         before = None
         if log.isEnabledFor(logging.INFO):
             md = body.get("metadata") or {}
@@ -376,7 +248,7 @@ class ReconcilerClient:
         out: Obj = await self.api.apply(
             body, field_manager=field_manager or self.field_manager, force=force, resource=res
         )
-        self._remember(res, out)
+        self._ledger.remember(res, out)
         _changed("applied", res, out, before=before)
         return _like(obj, out)
 
@@ -387,8 +259,8 @@ class ReconcilerClient:
         if name is None:
             d = to_dict(what)
             name, namespace = m.name(d), m.namespace(d) or namespace
-        res = await self.resource(what)
-        self._fence()
+        res = await self._reader.resolve(what)
+        self._policy.fence()
         try:
             await self.api.delete(res, name, namespace=namespace, **kwargs)
         except NotFound:
@@ -418,8 +290,8 @@ class ReconcilerClient:
 
     async def _ensure(self, desired: Any, *, patch: bool) -> tuple[str, Any]:
         want = to_dict(desired)
-        res = await self.resource(want if type(desired) is dict else desired)
-        want = self._labelled(res, want)
+        res = await self._reader.resolve(want if type(desired) is dict else desired)
+        want = self._policy.labelled(res, want)
         md = want.get("metadata") or {}
         name, namespace = md.get("name"), md.get("namespace")
         if not name:
@@ -440,19 +312,19 @@ class ReconcilerClient:
     ) -> tuple[str, Obj]:
         """Create, update or patch the object to contain ``want``; nothing when it already does."""
         if current is None:
-            self._fence()
+            self._policy.fence()
             try:
                 created: Obj = await self.api.create(want, resource=res)
             except AlreadyExists:
                 current = await self.api.get(res, name, namespace=namespace)
             else:
-                self._remember(res, created)
+                self._ledger.remember(res, created)
                 _changed("created", res, created)
                 return "created", created
         assert current is not None
-        if contains(current, _without_status(want)):
+        if contains(current, without_status(want)):
             return "unchanged", current
-        self._fence()
+        self._policy.fence()
         if patch:
             body = {k: v for k, v in want.items() if k not in ("status", "apiVersion", "kind")}
             out: Obj = await self.api.patch(res, name, body, namespace=namespace, type=PatchType.MERGE)
@@ -462,12 +334,12 @@ class ReconcilerClient:
                 out = await self.api.update(merged, resource=res)
             except Conflict:
                 fresh = await self.api.get(res, name, namespace=namespace)
-                if contains(fresh, _without_status(want)):
-                    self._remember(res, fresh)
+                if contains(fresh, without_status(want)):
+                    self._ledger.remember(res, fresh)
                     return "unchanged", fresh
-                self._fence()
+                self._policy.fence()
                 out = await self.api.update(merge_desired(fresh, want), resource=res)
-        self._remember(res, out)
+        self._ledger.remember(res, out)
         _changed("patched" if patch else "updated", res, out, before=current)
         return "updated", out
 
@@ -480,8 +352,8 @@ class ReconcilerClient:
         current, md = _status_and_meta(obj)
         if contains(current, status):
             return False
-        res = await self.resource(obj)
-        self._fence()
+        res = await self._reader.resolve(obj)
+        self._policy.fence()
         out = await self.api.patch(
             res,
             md["name"],
@@ -490,7 +362,7 @@ class ReconcilerClient:
             type=PatchType.MERGE,
             subresource="status",
         )
-        self._remember(res, out)
+        self._ledger.remember(res, out)
         _changed("patched status of", res, out, before=md.get("resourceVersion") or None)
         return True
 
@@ -512,32 +384,22 @@ class ReconcilerClient:
         return True
 
     async def _patch_finalizers(self, current: Obj, new: Sequence[str]) -> None:
-        res = await self.resource(current)
+        res = await self._reader.resolve(current)
         old = (current.get("metadata") or {}).get("finalizers")
-        ops: list[dict[str, Any]] = []
-        if old is None:
-            ops.append({"op": "add", "path": "/metadata/finalizers", "value": [*new]})
-        else:
-            ops.append({"op": "test", "path": "/metadata/finalizers", "value": old})
-            ops.append({"op": "replace", "path": "/metadata/finalizers", "value": [*new]})
-        self._fence()
+        self._policy.fence()
         try:
             out = await self.api.patch(
-                res, m.name(current), ops, namespace=m.namespace(current) or None, type=PatchType.JSON
+                res,
+                m.name(current),
+                finalizers_patch(old, new),
+                namespace=m.namespace(current) or None,
+                type=PatchType.JSON,
             )
         except NotFound:
             return
-        self._remember(res, out)
+        self._ledger.remember(res, out)
         if log.isEnabledFor(logging.INFO):
-            added = [f for f in new if f not in (old or ())]
-            removed = [f for f in (old or ()) if f not in new]
-            if added:
-                verb = f"added finalizer {', '.join(added)} to"
-            elif removed:
-                verb = f"removed finalizer {', '.join(removed)} from"
-            else:
-                verb = "patched the finalizers of"
-            _changed(verb, res, out, before=current)
+            _changed(finalizers_verb(old, new), res, out, before=current)
 
     async def finalize(
         self,
@@ -626,9 +488,3 @@ def _status_and_meta(obj: Any) -> tuple[Any, Mapping[str, Any]]:
         "resourceVersion": getattr(meta, "resource_version", None),
     }
     return status, md
-
-
-def _without_status(obj: Obj) -> Obj:
-    if "status" not in obj:
-        return obj
-    return {k: v for k, v in obj.items() if k != "status"}

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client, load_config
 from kubeop.client._httpserver import Request
-from kubeop.controller import Controller, EventRecorder, Metrics, ReconcilerClient
+from kubeop.controller import Controller, EventRecorder, Metrics, ReconcilerClient, WritePolicy
 from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
@@ -219,10 +219,8 @@ class Manager:
             self._observe_requests(api)
         executor = ThreadPoolExecutor(self._sync_workers, thread_name_prefix=f"{self.name}-reconcile")
         self.cache = SharedInformerFactory(api, resync_period=self.resync_period)
-        self.client = ReconcilerClient(api, self.cache, field_manager=self.field_manager)
         self.recorder = EventRecorder(api, self.name)
-        if self.leader_election:
-            self.client.write_guard = self._fence
+        policy = WritePolicy(guard=self._fence if self.leader_election else None)
         if self.sharding is not None:
             self.sharder = Sharder(
                 self.sharding,
@@ -236,9 +234,12 @@ class Manager:
                 registry=metrics.registry if recording is not None else None,
                 recorder=self.recorder,
             )
-            self.client.write_guard = self.sharder.fence
-            if self.sharder.labeller is not None:  # label mode: children carry their owner's label
-                self.client.write_labels = self.sharder.labels_for
+            policy = WritePolicy(
+                guard=self.sharder.fence,
+                # label mode: children carry their owner's label
+                labels=self.sharder.labels_for if self.sharder.labeller is not None else None,
+            )
+        self.client = ReconcilerClient(api, self.cache, field_manager=self.field_manager, policy=policy)
         if recording is not None:
             recording.observe_bookkeeping(self.client, self.recorder)
             if self.webhooks is not None:

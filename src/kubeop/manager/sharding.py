@@ -276,7 +276,7 @@ class Sharder:
 
     def labels_for(self, resource: ApiResource, obj: dict[str, Any]) -> dict[str, str] | None:
         """The shard label of a child about to be written (the reconciler client's
-        ``write_labels``): its owner's replica under the newest ring, for an object of a kind a
+        ``WritePolicy.labels``): its owner's replica under the newest ring, for an object of a kind a
         sharded controller owns whose controller reference names that controller's primary kind."""
         owners = self._children.get((resource.group, resource.plural))
         labeller = self.labeller

@@ -112,7 +112,7 @@ async def test_the_bookkeeping_sizes_are_gauges(api: Api) -> None:
     metrics = Metrics()
     metrics.observe_bookkeeping(client, rec)
     rec.event(app("a"), "Normal", "Synced", "ok")
-    client._recent[(object(), "k")] = {}  # type: ignore[index]
+    client._ledger.remember(EVENTS, {"metadata": {"name": "k", "namespace": "default"}})
     sample = metrics.registry.get_sample_value
     assert sample("kubeop_event_recorder_tracked", {"kind": "series"}) == 1
     assert sample("kubeop_event_recorder_tracked", {"kind": "budgets"}) == 1

@@ -11,7 +11,7 @@ import pytest
 
 from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client
-from kubeop.controller import ReconcilerClient
+from kubeop.controller import ReconcilerClient, WritePolicy
 from kubeop.core.resource import ApiResource
 from kubeop.manager import Manager
 from kubeop.manager.leader import LeaderElector, LeadershipLost
@@ -90,8 +90,9 @@ async def test_a_leader_whose_loop_stalled_past_the_deadline_stops_before_renewi
 async def test_the_manager_fences_controller_writes_with_the_lease(api: LeaseClient) -> None:
     manager = Manager(name="t", leader_election=True, metrics_address=None, health_address=None)
     manager.elector = le = elector(api)
-    client = ReconcilerClient(api.client, SharedInformerFactory(api.client))
-    client.write_guard = manager._fence
+    client = ReconcilerClient(
+        api.client, SharedInformerFactory(api.client), policy=WritePolicy(guard=manager._fence)
+    )
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
     with pytest.raises(LeadershipLost):
         await client.create(cm)  # not the leader yet

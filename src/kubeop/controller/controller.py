@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubeop.client import ResourceLike
+from kubeop.client.restmapper import resource_key
 from kubeop.controller.context import Context
 from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_from_map
 from kubeop.controller.predicate import Predicate
 from kubeop.controller.request import Request, Result
 from kubeop.controller.trigger import Trigger
-from kubeop.core.resource import ApiResource
 from kubeop.queue import RateLimiter
 
 __all__ = ["Controller", "Reconciler"]
@@ -65,15 +65,16 @@ class Watch:
 
 
 def kind_name(what: ResourceLike) -> str:
-    """The kind a watch names, before discovery resolved it."""
-    if isinstance(what, ApiResource):
-        return what.kind or what.plural
-    if isinstance(what, type):
-        kind = getattr(what, "kind", None)
-        return kind if isinstance(kind, str) else what.__name__
-    if isinstance(what, str):
-        return what
-    return str(getattr(what, "kind", what))
+    """The kind a watch names, before discovery resolved it (from
+    :func:`~kubeop.client.restmapper.resource_key`: the kind when it is known, else the plural
+    or the name as given)."""
+    try:
+        key = resource_key(what)
+    except (TypeError, ValueError):  # not a resource: the controller's start says so
+        return str(getattr(what, "__name__", what))
+    if key[0] == "name":
+        return what if isinstance(what, str) else key[1]
+    return key[-1]
 
 
 @dataclass(frozen=True, slots=True)

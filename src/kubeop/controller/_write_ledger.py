@@ -42,6 +42,9 @@ class WriteLedger:
     def __init__(self, informer_of: Callable[[ApiResource], CachedInformer | None]) -> None:
         self._informer_of = informer_of
         self._recent: dict[tuple[ApiResource, str], Obj] = {}
+        self.entries: Mapping[tuple[ApiResource, str], Obj] = self._recent
+        """The remembered writes by (resource, key), read-only: a read checks that its key is
+        here before calling :meth:`read` (it seldom is: a call saved on the hot path)."""
         self._sweep_at = _SWEEP_MIN
 
     def __len__(self) -> int:

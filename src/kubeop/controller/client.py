@@ -81,6 +81,7 @@ class ReconcilerClient:
         self._policy = policy if policy is not None else _NO_POLICY
         self._reader = CacheReader(api, cache)
         self._ledger = WriteLedger(self._reader.informers.get)
+        self._remembered = self._ledger.entries
         self._resources = self._reader.resolved  # how namings resolved (tests and benches seed it)
 
     @property
@@ -147,7 +148,10 @@ class ReconcilerClient:
         res = await reader.resolve(what)
         key = f"{namespace}/{name}" if (res.namespaced and namespace) else name
         informer = await reader.informer(res, namespace)
-        obj = self._ledger.read(res, key, informer.store.get_by_key(key), informer)
+        obj = informer.store.get_by_key(key)
+        remembered = self._remembered
+        if remembered and (res, key) in remembered:  # the ledger is asked only when it has the key
+            obj = self._ledger.read(res, key, obj, informer)
         if obj is None:
             return None
         if isinstance(what, type) and is_model_class(what):

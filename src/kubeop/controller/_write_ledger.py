@@ -43,8 +43,8 @@ class WriteLedger:
         self._informer_of = informer_of
         self._recent: dict[tuple[ApiResource, str], Obj] = {}
         self.entries: Mapping[tuple[ApiResource, str], Obj] = self._recent
-        """The remembered writes by (resource, key), read-only: a read checks that its key is
-        here before calling :meth:`read` (it seldom is: a call saved on the hot path)."""
+        """The remembered writes by (resource, key), read-only: the reconciler client looks a
+        read's key up here and calls :meth:`newest` only when it is found."""
         self._sweep_at = _SWEEP_MIN
 
     def __len__(self) -> int:
@@ -63,8 +63,12 @@ class WriteLedger:
         """What a read of ``key`` sees: the remembered write while the cache (``cached``, from
         ``informer``) is behind it, else the cached object (and the entry is forgotten)."""
         recent = self._recent.get((res, key))
-        if recent is None:
-            return cached
+        return cached if recent is None else self.newest(res, key, recent, cached, informer)
+
+    def newest(
+        self, res: ApiResource, key: str, recent: Obj, cached: Obj | None, informer: CachedInformer
+    ) -> Obj | None:
+        """:meth:`read` given the remembered write ``recent`` of ``key`` (from :attr:`entries`)."""
         rv = (recent.get("metadata") or {}).get("resourceVersion") or ""
         if _newer(recent, cached) and not informer.has_applied(rv):
             return recent

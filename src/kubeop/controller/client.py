@@ -150,8 +150,10 @@ class ReconcilerClient:
         informer = await reader.informer(res, namespace)
         obj = informer.store.get_by_key(key)
         remembered = self._remembered
-        if remembered and (res, key) in remembered:  # the ledger is asked only when it has the key
-            obj = self._ledger.read(res, key, obj, informer)
+        if remembered:  # the ledger's entries, looked up here: one call saved on every read
+            recent = remembered.get((res, key))
+            if recent is not None:
+                obj = self._ledger.newest(res, key, recent, obj, informer)
         if obj is None:
             return None
         if isinstance(what, type) and is_model_class(what):

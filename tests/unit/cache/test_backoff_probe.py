@@ -189,8 +189,9 @@ def test_the_factory_shares_its_probe_with_every_informer_and_takes_one_given() 
     from typing import Any, cast
 
     from kubeop.cache import SharedInformerFactory
+    from kubeop.testing import FakeCluster
 
-    client = cast(Any, _Client())
+    client = FakeCluster().client()
     factory = SharedInformerFactory(client)
     informers = [factory.informer("configmaps"), factory.informer("secrets", namespace="x")]
     assert all(cast(Any, i.watcher.source).probe is factory.probe for i in informers)

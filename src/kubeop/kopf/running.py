@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import enum
-import importlib.util
 import logging
 import signal
 import sys
@@ -34,6 +33,7 @@ from typing import Any, TypeVar
 from kubeop.client import Client, ClientConfig, load_config
 from kubeop.controller import Controller
 from kubeop.core.resource import ApiResource
+from kubeop.kopf._on_import import when_imported
 from kubeop.kopf.activities import Activity, ActivityHandler, LoginError, run_activity
 from kubeop.kopf.admission import AdmissionHandler, admission_handlers
 from kubeop.kopf.admission import webhooks as admission_webhooks
@@ -343,14 +343,20 @@ def login_via_kubeop(logger: logging.Logger, **_: Any) -> ClientConfig:
     kubeop's own configuration, in kubectl's order (``$KUBECONFIG``, ``~/.kube/config``, the
     in-cluster service account). When the ``kubernetes`` library is installed, its default
     client is configured too (as kopf's fallback login does), so that handlers calling
-    ``kubernetes.client.CoreV1Api()`` without loading a configuration work as under kopf."""
+    ``kubernetes.client.CoreV1Api()`` without loading a configuration work as under kopf: at
+    once if the operator imported it, else when it first does."""
     config = load_config()
     logger.debug("Client is configured by kubeop from %s.", config.source)
-    if importlib.util.find_spec("kubernetes") is not None:
+
+    def configure_kubernetes() -> None:
         try:
             login_via_client(logger=logger)
-        except LoginError as exc:
+        except Exception as exc:  # LoginError, or the library's own
             logger.debug("The kubernetes library's default client is not configured: %s", exc)
+
+    # Now if the operator imported the library, else when it does (never importing it here:
+    # ~20 MB for an operator that does not use it).
+    when_imported("kubernetes", configure_kubernetes)
     return config.with_options(qps=None)
 
 

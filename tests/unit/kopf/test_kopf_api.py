@@ -267,3 +267,34 @@ def test_object_loggers_build_as_in_kopf(caplog: pytest.LogCaptureFixture) -> No
     kopf.ObjectLogger(body=body, settings=kopf.OperatorSettings()).info("hello")
     kopf.LocalObjectLogger(body=body, settings=kopf.OperatorSettings()).info("local")
     assert [r.getMessage() for r in caplog.records] == ["[ns/n] hello", "[ns/n] local"]
+
+
+_DEFAULT_LOGIN = """
+import logging, sys
+from kubeop.kopf.running import login_via_kubeop
+login_via_kubeop(logging.getLogger("t"))
+print("imported by the login:", "kubernetes" in sys.modules)
+import kubernetes
+print("host:", kubernetes.client.CoreV1Api().api_client.configuration.host)
+"""
+
+
+def test_the_default_login_configures_the_kubernetes_library_only_once_the_operator_imports_it(
+    tmp_path: Path,
+) -> None:
+    """Importing the library costs an operator ~20 MB: the default login never imports it, and
+    configures its default client when the operator first does (as kopf's login would have)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("kubernetes")
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG.replace("Q0E=", "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="))
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env.update(KUBECONFIG=str(path), HOME=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", _DEFAULT_LOGIN], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["imported by the login: False", "host: https://10.0.0.1:6443"]

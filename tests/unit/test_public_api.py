@@ -199,6 +199,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "load_kubeconfig",
         "resource_key",
     ],
+    "kubeop.cluster": ["Cluster"],
     "kubeop.controller": [
         "AnnotationChanged",
         "Context",
@@ -522,13 +523,19 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "warn",
     ],
     "kubeop.manager": [
+        "LeaderElection",
         "LeaderElector",
         "LeadershipLost",
         "Manager",
+        "Phase",
         "ProbeServer",
+        "Runnable",
+        "Runtime",
+        "Serving",
         "ShardLeaseLost",
         "Sharding",
         "configure_logging",
+        "runnable",
     ],
     "kubeop.queue": [
         "BucketRateLimiter",

@@ -74,7 +74,8 @@ class Sharding:
     controllers that one replica reconciles whole; ``key``: ``key(controller, request)`` the
     string hashed to pick the owner (default ``namespace/name``: objects sharing a key function's
     value always share a replica); ``events``: a ShardAcquired Event on each object that moved
-    to this replica (predicate mode); ``labels``: label mode (see the module docstring).
+    to this replica (predicate mode); ``labels``: label mode (see the module docstring);
+    ``lease_duration``, ``renew_deadline``, ``retry_period``: the shard Leases' timings (seconds).
     """
 
     name: str | None = None
@@ -84,6 +85,9 @@ class Sharding:
     key: KeyFn | None = None
     events: bool = True
     labels: bool = False
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
 
 
 class _Series:

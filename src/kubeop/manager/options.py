@@ -1,0 +1,175 @@
+"""The Manager's options objects: what a user sets, grouped by the part of the run it shapes.
+
+    Manager(
+        name="application-operator",
+        leader_election=LeaderElection(namespace="operators"),
+        serving=Serving(metrics_address="0.0.0.0:8443", health_address="0.0.0.0:8081"),
+        runtime=Runtime(graceful_shutdown_timeout=60),
+    )
+
+The Manager's keywords of before (``metrics_address=``, ``lease_duration=``...) still work: each
+maps onto its field here, with a DeprecationWarning naming it (``_resolve``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from kubeop.manager.sharding import Sharding
+
+if TYPE_CHECKING:
+    from kubeop.webhook.rotator import CertSecret
+
+__all__ = ["DeprecatedKeywords", "LeaderElection", "Runtime", "Serving"]
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """One replica leads (holds the Lease ``id`` in ``namespace``) and runs the controllers.
+
+    ``id``: the Lease's name (default ``<manager name>-leader``); ``namespace``: the client's
+    namespace, else ``default``; the timings as client-go's (seconds); ``release_on_cancel``:
+    give the Lease up on a graceful stop, so that the next leader need not wait it out.
+    """
+
+    id: str | None = None
+    namespace: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    release_on_cancel: bool = True
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What the manager serves over HTTP(S): metrics, the health probes and the webhooks.
+
+    ``None`` for an address serves nothing there. ``metrics_secure``: HTTPS with authentication
+    (None: unless the metrics address is loopback); ``metrics_cert_dir``: its ``tls.crt`` and
+    ``tls.key`` (None: a self-signed certificate). ``webhook_cert_dir``: the webhook server's
+    certificate (None: one made for the address, or kept by ``webhook_cert_secret``'s rotator).
+    """
+
+    metrics_address: str | None = "127.0.0.1:8080"
+    health_address: str | None = "127.0.0.1:8081"
+    metrics_secure: bool | None = None
+    metrics_cert_dir: str | None = None
+    webhook_address: str = "127.0.0.1:9443"
+    webhook_cert_dir: str | None = None
+    webhook_cert_secret: CertSecret | None = None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How the run behaves: shutdown and sync bounds, cache resync, writes, sync workers.
+
+    ``graceful_shutdown_timeout``: how long in-flight reconciles may finish after a stop;
+    ``cache_sync_timeout``: how long a controller waits for its caches; ``resync_period``: the
+    informers' (0: never); ``field_manager``: the writes' (default: the manager's name);
+    ``sync_workers``: threads running synchronous reconcilers.
+    """
+
+    graceful_shutdown_timeout: float = 30.0
+    cache_sync_timeout: float = 120.0
+    resync_period: float = 0.0
+    field_manager: str | None = None
+    sync_workers: int = 8
+
+
+class DeprecatedKeywords(TypedDict, total=False):
+    """The Manager's keywords of before the options objects (each names its new home)."""
+
+    metrics_address: str | None
+    health_address: str | None
+    metrics_secure: bool | None
+    metrics_cert_dir: str | None
+    webhook_address: str
+    webhook_cert_dir: str | None
+    webhook_cert_secret: CertSecret | None
+    leader_election_id: str | None
+    leader_election_namespace: str | None
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    release_on_cancel: bool
+    graceful_shutdown_timeout: float
+    cache_sync_timeout: float
+    resync_period: float
+    field_manager: str | None
+    sync_workers: int
+
+
+_SERVING = {f.name for f in dataclasses.fields(Serving)}
+_RUNTIME = {f.name for f in dataclasses.fields(Runtime)}
+_ELECTION = {
+    "leader_election_id": "id",
+    "leader_election_namespace": "namespace",
+    "lease_duration": "lease_duration",
+    "renew_deadline": "renew_deadline",
+    "retry_period": "retry_period",
+    "release_on_cancel": "release_on_cancel",
+}
+_TIMINGS = ("lease_duration", "renew_deadline", "retry_period")
+
+
+@dataclass(frozen=True)
+class _Options:
+    leader_election: LeaderElection | None
+    sharding: Sharding | None
+    serving: Serving
+    runtime: Runtime
+
+
+def _resolve(
+    leader_election: bool | LeaderElection,
+    sharding: Sharding | None,
+    serving: Serving | None,
+    runtime: Runtime | None,
+    keywords: Mapping[str, Any],
+) -> _Options:
+    """The options objects, with the old keywords ``keywords`` mapped onto them (a
+    DeprecationWarning each); a keyword given beside its options object is an error."""
+    unknown = sorted(set(keywords) - _SERVING - _RUNTIME - set(_ELECTION))
+    if unknown:
+        raise TypeError(f"Manager() got an unexpected keyword argument {unknown[0]!r}")
+    election = LeaderElection() if leader_election is True else leader_election or None
+    served = {k: v for k, v in keywords.items() if k in _SERVING}
+    tuned = {k: v for k, v in keywords.items() if k in _RUNTIME}
+    elected = {_ELECTION[k]: v for k, v in keywords.items() if k in _ELECTION}
+    for key in keywords:
+        home = "Serving" if key in _SERVING else "Runtime" if key in _RUNTIME else "LeaderElection"
+        field = _ELECTION.get(key, key)
+        if home == "LeaderElection" and sharding is not None and field in (*_TIMINGS, "namespace"):
+            home = "Sharding"
+        param = "leader_election" if home == "LeaderElection" else home.lower()
+        warnings.warn(
+            f"Manager({key}=...) is deprecated: pass Manager({param}={home}({field}=...))",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    if served:
+        if serving is not None:
+            raise TypeError(f"Manager: pass {sorted(served)[0]} in serving=Serving(...), not beside it")
+        serving = Serving(**served)
+    if tuned:
+        if runtime is not None:
+            raise TypeError(f"Manager: pass {sorted(tuned)[0]} in runtime=Runtime(...), not beside it")
+        runtime = Runtime(**tuned)
+    if elected:
+        if sharding is not None:
+            # the lease timings and namespace of before applied to the shard leases too
+            timings = {k: v for k, v in elected.items() if k in _TIMINGS}
+            if "namespace" in elected and sharding.namespace is None:
+                timings["namespace"] = elected["namespace"]
+            sharding = dataclasses.replace(sharding, **timings)
+        if isinstance(leader_election, LeaderElection):
+            raise TypeError(
+                f"Manager: pass {sorted(elected)[0]} in leader_election=LeaderElection(...), not beside it"
+            )
+        if election is not None:
+            election = dataclasses.replace(election, **elected)
+    return _Options(election, sharding, serving or Serving(), runtime or Runtime())

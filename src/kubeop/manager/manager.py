@@ -318,10 +318,30 @@ class Manager:
     ) -> list[Runnable]:
         """This run's runnables: the manager's own, then the ones added, then the controllers
         (``ending``: set when the run starts to end)."""
-        api = cluster.api
-        own: list[Runnable] = []
+        lease = self._lease(cluster, recording, ending)
+        if recording is not None:
+            recording.observe_bookkeeping(cluster.client, cluster.recorder)
+            if self.webhooks is not None:
+                self.webhooks.observe(recording.registry)  # kubeop_webhook_stuck_calls
+        runtime = ControllerRuntime(
+            cluster.cache,
+            cluster.client,
+            cluster.recorder,
+            recording,
+            executor,
+            cache_sync_timeout=self.runtime.cache_sync_timeout,
+            clock=self.clock,
+            shards=self.sharder,
+        )
+        timeout = self.runtime.graceful_shutdown_timeout
+        controllers = [ControllerRunnable(c, runtime, timeout=timeout) for c in self.controllers]
+        return [*self._servers(), CacheRunnable(), *lease, *self.runnables, *controllers]
+
+    def _servers(self) -> list[Runnable]:
+        """The webhook server (with webhooks) and the metrics and probe servers."""
+        serving = self.serving
+        servers: list[Runnable] = []
         if self.webhooks is not None and len(self.webhooks):
-            serving = self.serving
             self._webhooks = WebhookRunnable(
                 self.webhooks,
                 serving.webhook_address,
@@ -329,18 +349,22 @@ class Manager:
                 cert_secret=serving.webhook_cert_secret,
             )
             self.ready_checks["webhook"] = self._webhooks.ready
-            own.append(self._webhooks)
+            servers.append(self._webhooks)
         self._probes = ProbeRunnable(
-            health_address=self.serving.health_address,
-            metrics_address=self.serving.metrics_address,
+            health_address=serving.health_address,
+            metrics_address=serving.metrics_address,
             metrics_secure=self.metrics_secure,
-            metrics_cert_dir=self.serving.metrics_cert_dir,
+            metrics_cert_dir=serving.metrics_cert_dir,
             registry=self.metrics.registry,
             health_checks=self.health_checks,
             ready_checks=self.ready_checks,
             synced=self._caches_synced,
         )
-        own += [self._probes, CacheRunnable()]
+        return [*servers, self._probes]
+
+    def _lease(self, cluster: Cluster, recording: Metrics | None, ending: asyncio.Event) -> list[Runnable]:
+        """Shard membership (with sharding) or leader election (with it), or nothing."""
+        api = cluster.api
         if self.sharding is not None:
             sharding = self.sharding
             self.sharder = Sharder(
@@ -355,11 +379,7 @@ class Manager:
                 registry=recording.registry if recording is not None else None,
                 recorder=cluster.recorder,
             )
-            own.append(ShardRunnable(self.sharder, ending))
-        if recording is not None:
-            recording.observe_bookkeeping(cluster.client, cluster.recorder)
-            if self.webhooks is not None:
-                self.webhooks.observe(recording.registry)  # kubeop_webhook_stuck_calls
+            return [ShardRunnable(self.sharder, ending)]
         if self.election is not None:
             election = self.election
             lease = election.id or f"{self.name}-leader"
@@ -375,20 +395,8 @@ class Manager:
                 release_on_cancel=election.release_on_cancel,
                 on_change=lambda leading: gauge.set(1 if leading else 0),
             )
-            own.append(ElectionRunnable(self.elector))
-        runtime = ControllerRuntime(
-            cluster.cache,
-            cluster.client,
-            cluster.recorder,
-            recording,
-            executor,
-            cache_sync_timeout=self.runtime.cache_sync_timeout,
-            clock=self.clock,
-            shards=self.sharder,
-        )
-        timeout = self.runtime.graceful_shutdown_timeout
-        controllers = [ControllerRunnable(c, runtime, timeout=timeout) for c in self.controllers]
-        return [*own, *self.runnables, *controllers]
+            return [ElectionRunnable(self.elector)]
+        return []
 
     def _all_started(self, seconds: float) -> None:
         self._synced = True

@@ -4,7 +4,6 @@
     manager = Manager(name="php-operator")
     operator.add_to(manager)
     manager.run()                 # or: await manager.start(stop_event)
-    operator.close()
 
 or, as operator-sdk's ``helm-operator run`` does: ``python -m kubeop.helm --watches-file
 watches.yaml`` (:func:`run`).
@@ -32,8 +31,8 @@ class HelmOperator:
 
     Args:
         watches: the entries of watches.yaml, or the path of the file.
-        helm: a ready engine; by default one is created on the first reconcile with the
-            manager's credentials and ``helm_options`` (``max_concurrent`` helm processes,
+        helm: a ready engine; by default one is created at the manager's start with its
+            credentials and ``helm_options`` (``max_concurrent`` helm processes,
             ``openapi_validation``, ``binary``, ``timeout``, ``history_max``).
         reconcile_period: for entries that set none (seconds; operator-sdk's default, 1 min).
         max_concurrent_reconciles: for entries that set none (default: the number of CPUs).
@@ -68,18 +67,22 @@ class HelmOperator:
 
     @property
     def helm(self) -> Helm:
-        """The engine (exists once the first reconcile ran, or when one was given)."""
+        """The engine (exists while the manager runs, or when one was given)."""
         return self.runtime.helm
 
     def controllers(self) -> list[Controller]:
         return [r.controller() for r in self.reconcilers]
 
     def add_to(self, manager: Manager) -> None:
+        """Add the controllers, and the runtime they share (which makes the engine and the
+        release cache at the manager's start, and removes the engine's files at its stop)."""
+        manager.add(self.runtime)
         for controller in self.controllers():
             manager.add(controller)
 
     def close(self) -> None:
-        """Remove the engine's private files (after the manager stopped)."""
+        """Nothing left to do: the manager's stop removed the engine's private files (kept for
+        the callers of before; a second call does nothing)."""
         self.runtime.close()
 
 
@@ -105,7 +108,4 @@ def run(
     manager_options.setdefault("name", "helm-operator")
     manager = Manager(**manager_options)
     operator.add_to(manager)
-    try:
-        manager.run()
-    finally:
-        operator.close()
+    manager.run()

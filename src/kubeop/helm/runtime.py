@@ -1,6 +1,7 @@
 """What the controllers of one Helm operator share: the Helm engine, the release cache, and the
-list of namespaced kinds the post-renderer needs. Created lazily on the first reconcile, from the
-manager's client and cache, so building controllers needs no cluster."""
+list of namespaced kinds the post-renderer needs. A runnable of the manager (in its caches
+phase): the engine and the release cache are made when the manager starts, from its cluster, and
+the engine's private files removed when it stops; building controllers needs no cluster."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubeop.client import Client
 from kubeop.controller import ReconcilerClient
@@ -16,6 +17,10 @@ from kubeop.core.errors import NotFound
 from kubeop.helm.engine import Helm
 from kubeop.helm.postrender import kind_key
 from kubeop.helm.releases import RELEASE_SECRETS, Release, ReleaseStore, release_from_secret
+from kubeop.manager import Phase
+
+if TYPE_CHECKING:
+    from kubeop.cluster import Cluster
 
 __all__ = ["HelmRuntime", "storage_secret_name"]
 
@@ -28,14 +33,20 @@ def storage_secret_name(release: str, version: int) -> str:
 
 
 class HelmRuntime:
-    """Shared state of one operator process (see the module docstring).
+    """Shared state of one operator process (see the module docstring); a
+    :class:`~kubeop.manager.Runnable`.
 
     Args:
-        helm: a ready :class:`~kubeop.helm.engine.Helm`; by default one is made on first use
-            with the manager's credentials and ``helm_options`` (``max_concurrent``,
+        helm: a ready :class:`~kubeop.helm.engine.Helm`; by default one is made at the manager's
+            start with its credentials and ``helm_options`` (``max_concurrent``,
             ``openapi_validation``, ``binary``, ...).
         namespace: watch only this namespace (operator-sdk's ``WATCH_NAMESPACE``); None: all.
     """
+
+    # Every replica, and stopped after the controllers (their in-flight reconciles use the engine).
+    phase = Phase.CACHES
+    needs_leader = False
+    name = "helm runtime"
 
     def __init__(
         self, helm: Helm | None = None, *, namespace: str | None = None, **helm_options: Any
@@ -47,17 +58,18 @@ class HelmRuntime:
         self._releases: ReleaseStore | None = None
         self._lock = asyncio.Lock()
         self._kinds: tuple[object, frozenset[str]] | None = None
+        self._ready = asyncio.Event()
 
     @property
     def helm(self) -> Helm:
         if self._helm is None:
-            raise RuntimeError("the Helm engine exists once the first reconcile has run")
+            raise RuntimeError("the Helm engine exists once the manager started")
         return self._helm
 
     @property
     def releases(self) -> ReleaseStore:
         if self._releases is None:
-            raise RuntimeError("the release store exists once the first reconcile has run")
+            raise RuntimeError("the release store exists once the manager started")
         return self._releases
 
     async def ready(self, client: ReconcilerClient) -> None:
@@ -72,9 +84,25 @@ class HelmRuntime:
                 await store.start()
                 self._releases = store
 
+    async def started(self) -> None:
+        """Once the release cache listed the releases (the controllers start then)."""
+        await self._ready.wait()
+
+    async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
+        """Make the engine and start the release cache; close the engine once stopped."""
+        try:
+            await self.ready(cluster.client)
+            self._ready.set()
+            await stop.wait()
+        finally:
+            self._ready.clear()
+            self.close()
+
     def close(self) -> None:
+        """Remove the engine's private files (one made here; a second call does nothing)."""
         if self._helm is not None and self._owns_helm:
             self._helm.close()
+            self._helm = None
 
     async def namespaced_kinds(self, api: Client) -> frozenset[str]:
         """``group/Kind`` of every namespaced kind the server serves (from discovery)."""

@@ -9,6 +9,7 @@ import sys
 
 from kubeop.helm.operator import run
 from kubeop.helm.watches import WatchesError, parse_duration
+from kubeop.manager import LeaderElection, Serving
 from kubeop.manager.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 
 
@@ -79,13 +80,17 @@ def main(argv: list[str] | None = None) -> int:
             openapi_validation=not args.disable_openapi_validation,
             namespace=args.watch_namespace,
             name=args.name,
-            metrics_address=args.metrics_bind_address or None,
-            metrics_secure=args.metrics_secure,
-            metrics_cert_dir=args.metrics_cert_dir,
-            health_address=args.health_probe_bind_address or None,
-            leader_election=args.leader_elect,
-            leader_election_id=args.leader_election_id,
-            leader_election_namespace=args.leader_election_namespace,
+            serving=Serving(
+                metrics_address=args.metrics_bind_address or None,
+                metrics_secure=args.metrics_secure,
+                metrics_cert_dir=args.metrics_cert_dir,
+                health_address=args.health_probe_bind_address or None,
+            ),
+            leader_election=LeaderElection(
+                id=args.leader_election_id, namespace=args.leader_election_namespace
+            )
+            if args.leader_elect
+            else False,
         )
     except WatchesError as e:
         print(f"error: {e}", file=sys.stderr)

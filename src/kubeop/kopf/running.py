@@ -51,7 +51,7 @@ from kubeop.kopf.selectors import UnresolvedResource, resolve_all
 from kubeop.kopf.settings import OperatorSettings, current_settings, reset_settings, use_settings
 from kubeop.kopf.spawning import SpawningHandler
 from kubeop.kopf.watching import EventDispatcher, WatchingHandler
-from kubeop.manager import Manager
+from kubeop.manager import LeaderElection, Manager, Serving
 from kubeop.manager.server import ProbeServer
 
 __all__ = [
@@ -92,6 +92,12 @@ Flag = asyncio.Event | threading.Event | asyncio.Future[Any] | concurrent.future
 log = logging.getLogger("kubeop.kopf")
 probe_log = logging.getLogger("kubeop.kopf.activities.probe")
 
+# The Manager's keywords of before the options objects: given one, kopf's defaults use them too.
+_SERVING_KEYWORDS = frozenset(("metrics_address", "health_address", "metrics_secure", "metrics_cert_dir"))
+_ELECTION_KEYWORDS = frozenset(
+    ("leader_election_id", "leader_election_namespace", "lease_duration", "renew_deadline", "retry_period")
+)
+
 
 def build_manager(
     *,
@@ -116,8 +122,11 @@ def build_manager(
     if workers is None:
         workers = settings.execution.max_workers or 16
     manager_options.setdefault("name", "kopf-operator")
-    manager_options.setdefault("metrics_address", None)
-    manager_options.setdefault("health_address", None)
+    if any(key in manager_options for key in _SERVING_KEYWORDS):  # the keywords of before
+        manager_options.setdefault("metrics_address", None)
+        manager_options.setdefault("health_address", None)
+    else:
+        manager_options.setdefault("serving", Serving(metrics_address=None, health_address=None))
     manager = Manager(client, **manager_options)
     admitting = admission_handlers(registry)
     if settings.admission.server is not None and admitting:
@@ -452,11 +461,15 @@ async def operator(
         settings.peering.standalone = standalone
     elif peering_name is None and not settings.peering.mandatory:
         settings.peering.standalone = True  # kopf: standalone when no peering is set up
-    if not settings.peering.standalone:
-        manager_options.setdefault("leader_election", True)
+    if not settings.peering.standalone and any(key in manager_options for key in _ELECTION_KEYWORDS):
+        manager_options.setdefault("leader_election", True)  # with the keywords of before
         manager_options.setdefault("leader_election_id", f"kopf-{settings.peering.name}")
         if settings.peering.namespace:
             manager_options.setdefault("leader_election_namespace", settings.peering.namespace)
+    elif not settings.peering.standalone and manager_options.get("leader_election", True) is True:
+        manager_options["leader_election"] = LeaderElection(
+            id=f"kopf-{settings.peering.name}", namespace=settings.peering.namespace or None
+        )
     if liveness_endpoint:
         parse_endpoint(liveness_endpoint)  # a bad URL fails before anything starts
     token = use_settings(settings)

@@ -1,15 +1,19 @@
-"""Manager: runs controllers with shared caches and clients, leader election, probes, metrics,
-and a graceful shutdown.
+"""Manager: runs controllers and other runnables on one cluster, with leader election or
+sharding, probes, metrics, webhooks and a graceful shutdown.
 
     manager = Manager(leader_election=True, name="application-operator")
     manager.add(Controller.for_(Application).owns(Deployment).reconcile(reconcile))
+    manager.add(runnable(report))   # anything else to run: kubeop.manager.runnable
     manager.run()            # until SIGTERM / SIGINT; or: await manager.start(stop_event)
 
-One informer per watched kind for the whole process, one connection pool, one event recorder.
-Metrics off loopback (or with ``metrics_secure=True``) are served over HTTPS, only to callers the
-API server authenticates and RBAC lets ``get /metrics`` (:mod:`kubeop.manager.delegated_auth`).
-On SIGTERM the manager stops taking new work, lets in-flight reconciles finish (up to
-``graceful_shutdown_timeout``), flushes events, releases the lease and closes everything.
+Each start builds a :class:`~kubeop.cluster.Cluster` (one informer per watched kind for the
+whole process, one connection pool, one event recorder) and runs every part as a
+:class:`~kubeop.manager.Runnable`, phase by phase (:mod:`kubeop.manager.runnable`).
+Metrics off loopback (or with ``Serving(metrics_secure=True)``) are served over HTTPS, only to
+callers the API server authenticates and RBAC lets ``get /metrics``
+(:mod:`kubeop.manager.delegated_auth`). On SIGTERM the manager stops taking new work, lets
+in-flight reconciles finish (up to ``Runtime(graceful_shutdown_timeout=...)``), releases the
+lease, stops the caches and servers, flushes events and closes everything.
 """
 
 from __future__ import annotations

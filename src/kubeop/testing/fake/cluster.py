@@ -5,7 +5,8 @@
     async def test_widget_gets_a_configmap() -> None:
         cluster = FakeCluster()
         cluster.add_crd(Widget)                      # a CustomResource class or a CRD manifest
-        manager = Manager(cluster.client(), clock=cluster.clock, metrics_address=None, health_address=None)
+        quiet = Serving(metrics_address=None, health_address=None)   # kubeop.manager.Serving
+        manager = Manager(cluster.client(), clock=cluster.clock, serving=quiet)
         manager.add(Controller.for_(Widget).owns(CONFIGMAPS).reconcile(reconcile))
         stop = asyncio.Event()
         running = asyncio.ensure_future(manager.start(stop))
@@ -15,7 +16,8 @@
         cluster.step(3600)                           # an hour later: RequeueAfter timers fire
         stop.set(); await running; await api.close()
 
-(``tests/unit/examples/test_demo_on_fake_cluster.py`` is a complete one.)
+(``tests/unit/examples/test_demo_on_fake_cluster.py`` is a complete one.) A runnable runs on a
+``kubeop.cluster.Cluster(cluster.client())`` without any manager.
 
 It stands behind the same :class:`~kubeop.client.transport.Transport` seam as the HTTP transport,
 so everything above it (``Client``, informers, the reconciler client, leader election, events,

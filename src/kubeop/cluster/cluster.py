@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubeop.cache import ServerProbe, SharedInformerFactory, probe_for
+from kubeop.cache import ServerProbe, SharedInformerFactory
 from kubeop.client import Client, ClientConfig, load_config
 from kubeop.client.discovery import Discovery
 from kubeop.controller import EventRecorder, ReconcilerClient
@@ -45,7 +45,7 @@ class Cluster:
         owns_client: close ``client`` in :meth:`close`.
     """
 
-    __slots__ = ("_api", "_cache", "_client", "_closed", "_owns_client", "_probe", "_recorder")
+    __slots__ = ("_api", "_cache", "_client", "_closed", "_owns_client", "_recorder")
 
     def __init__(
         self,
@@ -65,7 +65,6 @@ class Cluster:
         self._client.write_guard = write_guard
         self._client.write_labels = write_labels
         self._recorder = EventRecorder(client, name)
-        self._probe = probe_for(client)
         self._owns_client = owns_client
         self._closed = False
 
@@ -102,8 +101,9 @@ class Cluster:
 
     @property
     def probe(self) -> ServerProbe:
-        """The "is the server back?" signal its watchers share."""
-        return self._probe
+        """The "is the server back?" signal its watchers (and the controllers' parked requests)
+        share: the cache's."""
+        return self._cache.probe
 
     @property
     def mapper(self) -> Discovery:

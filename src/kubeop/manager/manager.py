@@ -336,6 +336,7 @@ class Manager:
             cache_sync_timeout=self.runtime.cache_sync_timeout,
             clock=self.clock,
             shards=self.sharder,
+            probe=cluster.probe,
         )
         timeout = self.runtime.graceful_shutdown_timeout
         controllers = [ControllerRunnable(c, runtime, timeout=timeout) for c in self.controllers]

@@ -16,19 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubeop.cache import ServerProbe, SharedInformerFactory
 from kubeop.client import Client, ClientConfig, load_config
 from kubeop.client.discovery import Discovery
-from kubeop.controller import EventRecorder, ReconcilerClient
-from kubeop.core.resource import ApiResource
+from kubeop.controller import EventRecorder, ReconcilerClient, WritePolicy
 
 __all__ = ["Cluster"]
-
-WriteGuard = Callable[[], None]
-WriteLabels = Callable[[ApiResource, dict[str, Any]], Mapping[str, str] | None]
 
 
 class Cluster:
@@ -39,9 +34,9 @@ class Cluster:
         name: the component named by the events recorded, and the default field manager.
         field_manager: the reconciler client's writes' (default ``name``).
         resync_period: the informers' (0: never).
-        write_guard: called before every write of the reconciler client; raising refuses it
-            (a manager fences writes with its lease).
-        write_labels: labels for the objects the reconciler client writes (shard labels).
+        policy: the reconciler client's write policy: a guard called before every write (a
+            manager fences writes with its lease) and labels for the objects it writes (shard
+            labels).
         owns_client: close ``client`` in :meth:`close`.
     """
 
@@ -54,16 +49,14 @@ class Cluster:
         name: str = "kubeop-operator",
         field_manager: str | None = None,
         resync_period: float = 0.0,
-        write_guard: WriteGuard | None = None,
-        write_labels: WriteLabels | None = None,
+        policy: WritePolicy | None = None,
         owns_client: bool = False,
     ) -> None:
         self._api = client
         self._cache = SharedInformerFactory(client, resync_period=resync_period)
-        self._client = ReconcilerClient(client, self._cache, field_manager=field_manager or name)
-        # The write policy, set once here before anything writes.
-        self._client.write_guard = write_guard
-        self._client.write_labels = write_labels
+        self._client = ReconcilerClient(
+            client, self._cache, field_manager=field_manager or name, policy=policy or WritePolicy()
+        )
         self._recorder = EventRecorder(client, name)
         self._owns_client = owns_client
         self._closed = False

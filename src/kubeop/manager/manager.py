@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from kubeop.client import Client, load_config
 from kubeop.cluster import Cluster
-from kubeop.controller import Controller, EventRecorder, Metrics, ReconcilerClient
+from kubeop.controller import Controller, EventRecorder, Metrics, ReconcilerClient, WritePolicy
 from kubeop.controller.running import ControllerRuntime
 from kubeop.manager._group import RunnableGroup
 from kubeop.manager._runnables import (
@@ -313,8 +313,7 @@ class Manager:
             name=self.name,
             field_manager=self.field_manager,
             resync_period=self.runtime.resync_period,
-            write_guard=guard,
-            write_labels=labels,
+            policy=WritePolicy(guard=guard, labels=labels),
         )
 
     def _runnables(

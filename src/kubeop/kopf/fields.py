@@ -9,7 +9,6 @@ module is loaded only when a handler on it has ``field=``.
 
 from __future__ import annotations
 
-import importlib
 import re
 import types
 import typing
@@ -33,17 +32,17 @@ def _plural(kind: str) -> str:
 
 def _builtin_model(resource: str) -> Any:
     """The kubeop.kinds model of a resource named as kopf names it, if it is a built-in kind."""
-    from kubeop.kinds import _WHERE  # a dict of names: no model is loaded
+    from kubeop import kinds  # its names only: a model loads when first looked up
 
     parts = resource.split(".")
     name, rest = parts[0], parts[1:]
     group: str | None = None
     if rest:
         group = ".".join(rest[1:] if _VERSION.match(rest[0]) else rest).rstrip(".")
-    for kind, module in _WHERE.items():
+    for kind in kinds.__all__:
         if name not in (_plural(kind), kind, kind.lower()):
             continue
-        model = getattr(importlib.import_module(f"kubeop.kinds.{module}"), kind)
+        model = getattr(kinds, kind)
         handle = model.resource
         if handle.plural == _plural(kind) and (group is None or group == handle.group):
             return model

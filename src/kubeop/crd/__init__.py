@@ -8,6 +8,9 @@
 - :func:`crd_manifest` / :func:`crd_manifests` (structural apiextensions.k8s.io/v1 CRDs,
   several versions per kind), :func:`custom_resources` (find the kinds a module declares),
   :func:`openapi_schema`, :func:`render_yaml`;
+- the naming rules a CRD's names must follow (:func:`check_group`, :func:`check_kind`,
+  :func:`check_version`) and :func:`guess_plural`, for tools that make CRDs from other sources
+  (the Helm operator, the scaffolder);
 - :mod:`kubeop.crd.rbac`: RBAC rules declared next to controllers, and the roles built from them.
 
 Everything is checked when the class is defined or the manifest generated: a model or name the
@@ -30,6 +33,7 @@ from kubeop.crd.markers import (
     Schemaless,
     ValidationRule,
 )
+from kubeop.crd.names import check_group, check_kind, check_version, guess_plural
 from kubeop.crd.rbac import Permissions, PolicyRule, rbac_rule
 from kubeop.crd.resource import CamelModel, CustomResource, ObjectMeta
 from kubeop.crd.schema import openapi_schema, resource_schema
@@ -58,10 +62,14 @@ __all__ = [
     "Schemaless",
     "ValidationRule",
     "VersionError",
+    "check_group",
+    "check_kind",
     "check_structural",
+    "check_version",
     "crd_manifest",
     "crd_manifests",
     "custom_resources",
+    "guess_plural",
     "openapi_schema",
     "rbac",
     "rbac_rule",

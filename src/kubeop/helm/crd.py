@@ -35,8 +35,7 @@ from typing import Any
 import yaml
 
 from kubeop.core.yaml_input import load_yaml
-from kubeop.crd.names import check_group, check_kind, check_version, guess_plural
-from kubeop.crd.structural import structural_violations
+from kubeop.crd import check_group, check_kind, check_version, guess_plural, structural_violations
 
 __all__ = [
     "HelmChartError",

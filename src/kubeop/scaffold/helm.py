@@ -37,7 +37,7 @@ import yaml
 
 from kubeop.binaries import HELM_VERSION, find_helm
 from kubeop.core.yaml_input import load_yaml, load_yaml_all
-from kubeop.crd.names import check_group, check_kind, check_version, guess_plural
+from kubeop.crd import check_group, check_kind, check_version, guess_plural
 from kubeop.crd.rbac import (
     PolicyRule,
 )

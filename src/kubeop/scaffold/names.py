@@ -13,8 +13,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from kubeop.crd.errors import DeclarationError
-from kubeop.crd.names import check_group, check_kind, check_version, guess_plural
+from kubeop.crd import DeclarationError, check_group, check_kind, check_version, guess_plural
 from kubeop.scaffold.errors import ScaffoldError
 
 __all__ = [

@@ -15,7 +15,7 @@ API server's next call shakes hands with the new certificate instead of riding a
 for minutes.
 
 HTTP (kubeop's server core on llhttp, shared with the probe server: strict parsing, limits and
-deadlines are described in ``kubeop.client._httpserver``): POST only, ``Content-Length``
+deadlines are described in ``kubeop.client.httpserver``): POST only, ``Content-Length``
 required (ASCII digits), ``Content-Type: application/json``; bodies above ``max_body`` refused with
 413 before they are read; keep-alive. A bad request is one warning line, never a traceback. Each
 request reaches the webhooks with its headers (names as sent) and the caller's verified client
@@ -52,7 +52,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from kubeop.client._httpserver import HttpServer, Limits, Request, Response, Route, parse_address
+from kubeop.client.httpserver import HttpServer, Limits, Request, Response, Route, parse_address
 from kubeop.webhook.certs import CERT_NAME, KEY_NAME, CertPathError, checked_cert_path
 from kubeop.webhook.registry import parse_timeout
 

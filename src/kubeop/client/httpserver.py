@@ -1,7 +1,8 @@
 """The HTTP/1.1 server core shared by kubeop's servers (the webhook server, the probe/metrics server).
 
-Private to kubeop: :class:`~kubeop.webhook.server.WebhookServer` and
-:class:`~kubeop.manager.server.ProbeServer` are built on it. It lives next to the HTTP client
+:class:`~kubeop.webhook.server.WebhookServer` and :class:`~kubeop.manager.server.ProbeServer`
+are built on it, so it is a public module of kubeop.client (not exported from the package's
+namespace: operators use those servers, not this core). It lives next to the HTTP client
 because both layers may import it and both parse HTTP with llhttp (``httptools``).
 
 ::

@@ -2,8 +2,8 @@
 
 One rule for everyone who treats a server outage differently from a failed request: the watcher
 (its backoff waits end early when the readiness probe sees the server come back) and the
-controller runtime (it parks such requests instead of charging them to the rate limiter). Internal
-to kubeop (not exported from :mod:`kubeop.client`).
+controller runtime (it parks such requests instead of charging them to the rate limiter). A public
+module of kubeop.client that its namespace does not export: those two import it from here.
 
 The rule, after client-go's ``apierrors.IsServiceUnavailable`` / ``IsServerTimeout`` /
 ``IsTimeout`` and its net errors:

@@ -34,24 +34,6 @@ import kubeop
 SRC = Path(kubeop.__file__).parent
 """``src/kubeop`` of the tree under test."""
 
-# The only exceptions, and only while kubeop.manager is being rewritten elsewhere: its imports of
-# kubeop.client._httpserver (a re-export of kubeop.client.httpserver kept for it), and
-# kubeop.controller.running, private by its docstring but imported by the manager, so not yet
-# renamed _running.py. Once the rewritten manager is merged: the manager imports
-# kubeop.client.httpserver, client/_httpserver.py is deleted, controller/running.py becomes
-# controller/_running.py with the manager's runnable as its one importer outside the package gone
-# (or its docstring reworded if that import stays), and this set is removed.
-_PENDING_IN_MANAGER: frozenset[str] = frozenset(
-    {
-        "src/kubeop/controller/running.py:1: kubeop.controller.running says it is private in its "
-        "docstring but its name is public",
-        "src/kubeop/manager/manager.py:30: imports from the private module kubeop.client._httpserver",
-        "src/kubeop/manager/server.py:24: imports from the private module kubeop.client._httpserver",
-        "src/kubeop/manager/server.py:25: imports from the private module kubeop.client._httpserver",
-        "src/kubeop/manager/server.py:26: imports from the private module kubeop.client._httpserver",
-    }
-)
-
 _PRIVATE_DOCSTRING = re.compile(
     r"\A\s*(private|internal)\b|\((private|internal)\)|\b(private|internal)\s+to\s+kubeop\b", re.IGNORECASE
 )
@@ -218,22 +200,11 @@ def _violations() -> list[Violation]:
 
 
 def test_no_package_reaches_into_another_packages_privates() -> None:
-    found = [v for v in _violations() if v.key not in _PENDING_IN_MANAGER]
+    found = list(_violations())
     assert not found, (
         f"{len(found)} use(s) of another package's private names (a leading underscore is the "
         "package's own business):\n" + "\n".join(map(str, found))
     )
-
-
-def test_pending_manager_entries_still_exist() -> None:
-    """Every entry of _PENDING_IN_MANAGER is a violation found today, of the manager's rewrite; a fixed
-    one must leave the set, so the set only ever shrinks to empty."""
-    keys = {v.key for v in _violations()}
-    stale = sorted(_PENDING_IN_MANAGER - keys)
-    assert not stale, "fixed, remove from _PENDING_IN_MANAGER:\n" + "\n".join(stale)
-    manager = ("src/kubeop/manager/", "src/kubeop/controller/running.py:")
-    outside = sorted(k for k in _PENDING_IN_MANAGER if not k.startswith(manager))
-    assert not outside, "_PENDING_IN_MANAGER is for the manager's rewrite only:\n" + "\n".join(outside)
 
 
 def _write(tmp: Path, name: str, text: str) -> Path:

@@ -14,7 +14,7 @@ A ``Controller`` is an immutable value, as kube-rs' consuming builder is: every 
 returns a new description and leaves its receiver as it was, so a description can be shared,
 reused as the base of others, and run by several managers at once. It holds no queue, task or
 cache: :meth:`Manager.add <kubeop.manager.Manager.add>` registers it and the manager's
-``start`` makes a running controller of it (``kubeop.controller.running``, private), with its
+``start`` makes a running controller of it (:mod:`kubeop.controller.running`), with its
 own queue and workers, for that run only.
 
 Reconcile semantics are controller-runtime's: an exception is a rate-limited requeue (backoff

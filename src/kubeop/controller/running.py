@@ -1,4 +1,7 @@
-"""The running controller a manager makes of a :class:`~kubeop.controller.Controller` (private).
+"""The running controller a manager makes of a :class:`~kubeop.controller.Controller`.
+
+Used by :mod:`kubeop.manager` (and whoever runs controllers without one); not exported from
+``kubeop.controller``, whose users describe controllers and let a manager run them.
 
 A description says what to watch and reconcile; a :class:`RunningController` is one run of it:
 its queue, its workers, its handlers on the shared informers and its metric series, all made

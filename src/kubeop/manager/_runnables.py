@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubeop.client._httpserver import Request
+from kubeop.client.httpserver import Request
 from kubeop.controller import Controller
 from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.manager._group import until_stop

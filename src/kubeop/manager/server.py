@@ -3,7 +3,7 @@
 Each check is a named callable returning True/raising; ``/readyz?verbose`` lists them, like the
 Kubernetes components do. ``/metrics`` serves the Prometheus text format.
 
-The server is kubeop's small HTTP core (``kubeop.client._httpserver``, on llhttp, shared with the
+The server is kubeop's small HTTP core (``kubeop.client.httpserver``, on llhttp, shared with the
 webhook server) rather than a web framework: it answers GETs from kubelet probes and a Prometheus
 scraper, and importing a framework for that cost an operator ~14 MB of RSS (aiohttp). GET and
 HEAD only, no request bodies, keep-alive; at most ``max_connections`` connections (default 64:
@@ -21,9 +21,9 @@ from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from kubeop.client._httpserver import Authorize, HttpServer, Limits, Request, Response
-from kubeop.client._httpserver import Route as _Route
-from kubeop.client._httpserver import parse_address as _parse_address
+from kubeop.client.httpserver import Authorize, HttpServer, Limits, Request, Response
+from kubeop.client.httpserver import Route as _Route
+from kubeop.client.httpserver import parse_address as _parse_address
 
 __all__ = ["Check", "ProbeServer", "Route", "parse_address"]
 

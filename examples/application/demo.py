@@ -20,6 +20,7 @@ from examples.application.crd import Application
 from examples.application.operator import controller
 from kubeop import Client, Manager, is_true
 from kubeop.kinds import Deployment
+from kubeop.manager import Serving
 from kubeop.testing import ControlPlane
 
 NAMESPACE = "demo"
@@ -45,9 +46,8 @@ async def run(cp: ControlPlane) -> None:
     cp.install_crds([crd.CRD])
     cp.create_namespace(NAMESPACE)
     async with Client.from_kubeconfig(cp.kubeconfig_path, qps=None) as client:
-        manager = Manager(
-            client, name="application-operator", metrics_address="127.0.0.1:0", health_address=None
-        )
+        serving = Serving(metrics_address="127.0.0.1:0", health_address=None)
+        manager = Manager(client, name="application-operator", serving=serving)
         manager.add(controller())
         stop = asyncio.Event()
         task = asyncio.create_task(manager.start(stop))

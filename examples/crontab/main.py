@@ -25,7 +25,7 @@ from examples.crontab.webhooks.crontab_v1 import conversion
 from kubeop.client import Client, load_config
 from kubeop.crd import crd_manifest
 from kubeop.crd.rbac import Permissions, cluster_role
-from kubeop.manager import Manager
+from kubeop.manager import LeaderElection, Manager, Serving
 from kubeop.queue import Clock
 from kubeop.webhook import (
     CertSecret,
@@ -71,18 +71,20 @@ def build_manager(
     client: Client | None = None,
     *,
     name: str = OPERATOR,
-    webhook_address: str | None = None,
+    serving: Serving | None = None,
+    with_webhooks: bool = False,
+    leader_election: bool | LeaderElection = False,
     clock: Clock | None = None,
-    **options: Any,
 ) -> Manager:
-    """The CronTab controller, and the webhooks when ``webhook_address`` is given."""
+    """The CronTab controller, and its webhooks ``with_webhooks`` (served as ``serving`` says:
+    ``Serving(webhook_address=..., webhook_cert_dir=...)``)."""
     manager = Manager(
         client,
         name=name,
-        webhooks=webhooks if webhook_address else None,
-        webhook_address=webhook_address or "127.0.0.1:9443",
+        webhooks=webhooks if with_webhooks else None,
+        serving=serving,
+        leader_election=leader_election,
         clock=clock,
-        **options,
     )
     manager.add(controller())
     return manager
@@ -125,11 +127,14 @@ def main() -> None:
         certs = local_certificates()  # in this user's private cert dir
         asyncio.run(_install(Endpoint.url(f"https://{ADDRESS}", ca_bundle=certs.ca_pem)))
         webhook = {"webhook_address": ADDRESS, "webhook_cert_dir": str(certs.directory)}
+    elect = env.get("LEADER_ELECT", "false").lower() in ("1", "true", "yes")
     manager = build_manager(
-        metrics_address=env.get("METRICS_BIND_ADDRESS", "127.0.0.1:8080") or None,
-        health_address=env.get("HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:8081") or None,
-        leader_election=env.get("LEADER_ELECT", "false").lower() in ("1", "true", "yes"),
-        leader_election_id=f"{OPERATOR}-leader",
-        **webhook,
+        serving=Serving(
+            metrics_address=env.get("METRICS_BIND_ADDRESS", "127.0.0.1:8080") or None,
+            health_address=env.get("HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:8081") or None,
+            **webhook,
+        ),
+        with_webhooks=True,
+        leader_election=LeaderElection(id=f"{OPERATOR}-leader") if elect else False,
     )
     manager.run()

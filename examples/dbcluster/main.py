@@ -12,17 +12,20 @@ import os
 
 from examples.dbcluster.controllers.databasecluster import controller
 from kubeop import Manager, configure_logging
+from kubeop.manager import LeaderElection, Serving
 
 NAME = "dbcluster-operator"
 
 
 def build_manager() -> Manager:
+    elect = os.environ.get("LEADER_ELECT", "false").lower() in ("1", "true", "yes")
     manager = Manager(
         name=NAME,
-        metrics_address=os.environ.get("METRICS_BIND_ADDRESS", "127.0.0.1:8080") or None,
-        health_address=os.environ.get("HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:8081") or None,
-        leader_election=os.environ.get("LEADER_ELECT", "false").lower() in ("1", "true", "yes"),
-        leader_election_id=f"{NAME}-leader",
+        serving=Serving(
+            metrics_address=os.environ.get("METRICS_BIND_ADDRESS", "127.0.0.1:8080") or None,
+            health_address=os.environ.get("HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:8081") or None,
+        ),
+        leader_election=LeaderElection(id=f"{NAME}-leader") if elect else False,
     )
     manager.add(controller())
     return manager

@@ -14,6 +14,7 @@ import os
 from examples.mysql.controllers.mysql import controller
 from examples.mysql.controllers.notify import Mailer
 from kubeop import Manager, configure_logging
+from kubeop.manager import LeaderElection, Serving
 
 NAME = "mysql-operator"
 
@@ -33,12 +34,14 @@ def mailer_from_env() -> Mailer | None:
 
 
 def build_manager(mailer: Mailer | None = None) -> Manager:
+    elect = os.environ.get("LEADER_ELECT", "false").lower() in ("1", "true", "yes")
     manager = Manager(
         name=NAME,
-        metrics_address=os.environ.get("METRICS_BIND_ADDRESS", "127.0.0.1:8080") or None,
-        health_address=os.environ.get("HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:8081") or None,
-        leader_election=os.environ.get("LEADER_ELECT", "false").lower() in ("1", "true", "yes"),
-        leader_election_id=f"{NAME}-leader",
+        serving=Serving(
+            metrics_address=os.environ.get("METRICS_BIND_ADDRESS", "127.0.0.1:8080") or None,
+            health_address=os.environ.get("HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:8081") or None,
+        ),
+        leader_election=LeaderElection(id=f"{NAME}-leader") if elect else False,
     )
     manager.add(controller(mailer))
     return manager

@@ -37,6 +37,7 @@ from examples.kube import JOBS
 from kubeop.client import Client
 from kubeop.core.patch import PatchType
 from kubeop.crd import crd_manifest
+from kubeop.manager import Serving
 from kubeop.queue import SteppedClock
 from kubeop.testing import ControlPlane
 from tests.e2e.controller.conftest import client_for, eventually, running
@@ -60,7 +61,9 @@ async def operator(
     kubeconfig: str, clock: SteppedClock, name: str = "crontab-operator"
 ) -> AsyncIterator[None]:
     async with client_for(kubeconfig) as client:
-        manager = build_manager(client, clock=clock, metrics_address=None, health_address=None, name=name)
+        manager = build_manager(
+            client, clock=clock, serving=Serving(metrics_address=None, health_address=None), name=name
+        )
         async with running(manager):
             yield
 

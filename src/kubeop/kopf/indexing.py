@@ -32,7 +32,7 @@ from kubeop.kopf.registry import Registry, default_registry
 from kubeop.kopf.resource import Resource, of_api_resource
 
 if TYPE_CHECKING:
-    from kubeop.manager import Manager
+    from kubeop.cluster import Cluster
 
 __all__ = ["Index", "IndexSet", "Indexers", "IndexingHandler", "Store", "index", "indexing_handlers"]
 
@@ -216,13 +216,20 @@ class Indexers:
     def pending(self) -> int:
         return self._queue.qsize()
 
+    async def drained(self) -> None:
+        """Return once every object queued so far is indexed (or discarded)."""
+        await self._queue.join()
+
     async def run(self) -> None:
         while True:
             present, obj = await self._queue.get()
-            if present:
-                await self.index(obj)
-            else:
-                self.discard(obj)
+            try:
+                if present:
+                    await self.index(obj)
+                else:
+                    self.discard(obj)
+            finally:
+                self._queue.task_done()
 
     def discard(self, obj: Mapping[str, Any]) -> None:
         key = _key(obj)
@@ -304,23 +311,20 @@ class IndexSet:
         self.indexers = {r: Indexers(hs, memo, self.indices) for r, hs in by_resource.items()}
         self.ready = asyncio.Event()
 
-    async def run(self, manager: Manager, scope: Namespaces) -> None:
-        """Feed the indices from the manager's shared informers of the served namespaces (once
-        it has its cache)."""
-        while manager.cache is None or manager.client is None:  # noqa: ASYNC110 - no event to await
-            await asyncio.sleep(0.02)
+    async def run(self, cluster: Cluster, scope: Namespaces) -> None:
+        """Feed the indices from the cluster's shared informers of the served namespaces; ``ready``
+        is set once they synced and their first listing is indexed."""
         async with asyncio.TaskGroup() as tasks:
             for resource, indexers in self.indexers.items():
-                res = await manager.client.resource(resource)
+                res = await cluster.client.resource(resource)
                 indexers.resource = of_api_resource(res)
                 targets = scope.targets() if res.namespaced else [None]
-                informers = [manager.cache.informer(res, namespace=target) for target in targets]
+                informers = [cluster.cache.informer(res, namespace=target) for target in targets]
                 for informer, target in zip(informers, targets, strict=True):
                     informer.add_event_handler(filtered(indexers.informer_handler(), scope, target))
                 tasks.create_task(indexers.run())
                 for informer in informers:
                     await informer.wait_for_sync()
             for indexers in self.indexers.values():
-                while indexers.pending():  # noqa: ASYNC110 - the queue has no "drained" event
-                    await asyncio.sleep(0.01)
+                await indexers.drained()
             self.ready.set()

@@ -25,10 +25,9 @@ import logging
 import signal
 import sys
 import threading
-import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubeop.client import Client, ClientConfig, load_config
 from kubeop.controller import Controller
@@ -51,8 +50,11 @@ from kubeop.kopf.selectors import UnresolvedResource, resolve_all
 from kubeop.kopf.settings import OperatorSettings, current_settings, reset_settings, use_settings
 from kubeop.kopf.spawning import SpawningHandler
 from kubeop.kopf.watching import EventDispatcher, WatchingHandler
-from kubeop.manager import LeaderElection, Manager, Serving
+from kubeop.manager import LeaderElection, Manager, Phase, Serving
 from kubeop.manager.server import ProbeServer
+
+if TYPE_CHECKING:
+    from kubeop.cluster import Cluster
 
 __all__ = [
     "Flag",
@@ -130,8 +132,7 @@ def build_manager(
     manager = Manager(client, **manager_options)
     admitting = admission_handlers(registry)
     if settings.admission.server is not None and admitting:
-        # kubeop.kopf.serving, in run_manager
-        _ADMISSION[manager] = (admitting, settings, memo or {}, _resolved)
+        manager.add(_Admission(admitting, settings, memo or {}, _resolved))
     elif settings.admission.managed is not None and admitting:
         raise ValueError(
             f"settings.admission.managed={settings.admission.managed!r} needs a server to point the "
@@ -145,7 +146,7 @@ def build_manager(
     indexing = indexing_handlers(registry)
     indexes = IndexSet(indexing, memo or {}, resolved=_resolved) if indexing else None
     if indexes is not None:
-        _INDEXES[manager] = (indexes, scope)
+        manager.add(_Indexing(indexes, scope))
     for resource, keys in _served(registry, _resolved).items():
         processor = Processor(
             resource,
@@ -166,8 +167,7 @@ def build_manager(
             manager.add(controller)
         watchers = [_bind(h, resource) for k in keys for h in registry.watching(k)]
         if watchers:
-            dispatch = _Dispatch(resource, scope, EventDispatcher(watchers, memo or {}))
-            _DISPATCHERS.setdefault(manager, []).append(dispatch)
+            manager.add(_Dispatch(resource, scope, EventDispatcher(watchers, memo or {})))
     return manager
 
 
@@ -212,39 +212,96 @@ async def _resolve(registry: Registry, client: Client) -> dict[str, list[ApiReso
         return resolve_all(keys, mapper.resources, mapper.groups, patching=patching, unwatched=unwatched)
 
 
-@dataclass
+async def _until_stop(work: Awaitable[None], stop: asyncio.Event) -> None:
+    """Run ``work`` until ``stop`` is set (then cancel it); its error is raised."""
+    working = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({working, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (working, stopping):
+            task.cancel()
+        await asyncio.gather(working, stopping, return_exceptions=True)
+    failed = working.exception() if working.done() and not working.cancelled() else None
+    if failed is not None:
+        raise failed
+
+
+@dataclass(eq=False)
 class _Dispatch:
+    """The event handlers of one resource: a runnable subscribing them to the resource's shared
+    informers as the caches start (objects already cached are replayed), on every replica."""
+
     resource: str
     scope: Namespaces
     dispatcher: EventDispatcher
+    phase: Phase = Phase.CACHES
+    needs_leader: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"kopf events {self.resource}"
+
+    async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
+        await _until_stop(self._feed(cluster), stop)
+
+    async def _feed(self, cluster: Cluster) -> None:
+        res = await cluster.client.resource(self.resource)
+        self.dispatcher.resource = of_api_resource(res)
+        for target in self.scope.targets() if res.namespaced else [None]:
+            informer = cluster.cache.informer(res, namespace=target)
+            informer.add_event_handler(filtered(self.dispatcher.informer_handler(), self.scope, target))
+        await self.dispatcher.run()
 
 
-_DISPATCHERS: weakref.WeakKeyDictionary[Manager, list[_Dispatch]] = weakref.WeakKeyDictionary()
-_INDEXES: weakref.WeakKeyDictionary[Manager, tuple[IndexSet, Namespaces]] = weakref.WeakKeyDictionary()
-_ADMISSION: weakref.WeakKeyDictionary[
-    Manager,
-    tuple[
-        list[AdmissionHandler], OperatorSettings, Mapping[str, Any], Mapping[str, list[ApiResource]] | None
-    ],
-] = weakref.WeakKeyDictionary()
+@dataclass(eq=False)
+class _Indexing:
+    """The ``@kopf.index`` indices: a runnable feeding them from the shared informers, started
+    once their first listing is indexed (the handlers using them wait for that too)."""
+
+    indexes: IndexSet
+    scope: Namespaces
+    phase: Phase = Phase.CACHES
+    needs_leader: bool = False
+    name: str = "kopf indices"
+
+    async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
+        await _until_stop(self.indexes.run(cluster, self.scope), stop)
+
+    async def started(self) -> None:
+        await self.indexes.ready.wait()
+
+
+@dataclass(eq=False)
+class _Admission:
+    """The admission handlers served with ``settings.admission.server`` (kubeop.kopf.serving) on
+    every replica; at stop the webhook configurations are cleaned up while it still serves, and an
+    admission server that cannot serve fails the operator, as kopf's does."""
+
+    handlers: list[AdmissionHandler]
+    settings: OperatorSettings
+    memo: Mapping[str, Any]
+    resolved: Mapping[str, list[ApiResource]] | None
+    phase: Phase = Phase.SERVERS
+    needs_leader: bool = False
+    name: str = "kopf admission"
+
+    async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
+        from kubeop.kopf.serving import serve_admission
+
+        await serve_admission(
+            self.handlers,
+            settings=self.settings,
+            client=cluster.api,
+            memo=self.memo,
+            stop=stop,
+            resolved=self.resolved,
+        )
 
 
 def dispatchers(manager: Manager) -> list[_Dispatch]:
     """The event handlers' dispatchers of a manager built by :func:`build_manager`."""
-    return list(_DISPATCHERS.get(manager, ()))
-
-
-async def _watch(manager: Manager, d: _Dispatch) -> None:
-    """Subscribe the event handlers to the resource's shared informer once the manager has its
-    cache (objects already cached are replayed), then feed them."""
-    while manager.cache is None or manager.client is None:  # noqa: ASYNC110 - no event to await
-        await asyncio.sleep(0.02)
-    res = await manager.client.resource(d.resource)
-    d.dispatcher.resource = of_api_resource(res)
-    for target in d.scope.targets() if res.namespaced else [None]:
-        informer = manager.cache.informer(res, namespace=target)
-        informer.add_event_handler(filtered(d.dispatcher.informer_handler(), d.scope, target))
-    await d.dispatcher.run()
+    return [r for r in manager.runnables if isinstance(r, _Dispatch)]
 
 
 def processors(manager: Manager) -> list[Processor]:
@@ -253,46 +310,17 @@ def processors(manager: Manager) -> list[Processor]:
     return list({id(p): p for p in found if isinstance(p, Processor)}.values())
 
 
+def _index_set(manager: Manager) -> IndexSet | None:
+    """The ``@kopf.index`` indices of a manager built by :func:`build_manager`, if it has any."""
+    return next((r.indexes for r in manager.runnables if isinstance(r, _Indexing)), None)
+
+
 async def run_manager(manager: Manager, stop_flag: asyncio.Event | None = None) -> None:
     """Run a manager from :func:`build_manager`; its daemons and timers stop with it."""
-    tasks = [
-        asyncio.create_task(_watch(manager, d), name=f"kopf events {d.resource}")
-        for d in dispatchers(manager)
-    ]
-    if manager in _INDEXES:
-        indexes, scope = _INDEXES[manager]
-        tasks.append(asyncio.create_task(indexes.run(manager, scope), name="kopf indices"))
-    admitting: asyncio.Task[None] | None = None
-    if manager in _ADMISSION:
-        admitting = asyncio.create_task(_admit(manager, stop_flag), name="kopf admission")
-        admitting.add_done_callback(lambda t: manager.stop() if not t.cancelled() and t.exception() else None)
-        tasks.append(admitting)
     try:
         await manager.start(stop_flag)
     finally:
-        if admitting is not None and stop_flag is not None and stop_flag.is_set():
-            # it cleans up the webhook configurations on the stop flag, while still serving
-            await asyncio.wait({admitting}, timeout=15)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(p.stop_all() for p in processors(manager)), return_exceptions=True)
-    failed = admitting.exception() if admitting is not None and not admitting.cancelled() else None
-    if failed is not None:
-        raise failed  # the admission server could not serve: the operator fails, as kopf's does
-
-
-async def _admit(manager: Manager, stop: asyncio.Event | None) -> None:
-    """Serve the admission handlers with ``settings.admission.server`` (kubeop.kopf.serving),
-    through the manager's client once it has one."""
-    from kubeop.kopf.serving import serve_admission
-
-    handlers, settings, memo, resolved = _ADMISSION[manager]
-    while manager.client is None:  # noqa: ASYNC110 - no event to await
-        await asyncio.sleep(0.02)
-    await serve_admission(
-        handlers, settings=settings, client=manager.api, memo=memo, stop=stop, resolved=resolved
-    )
 
 
 class LogFormat(enum.Enum):
@@ -549,8 +577,8 @@ async def _stop_hung(tasks: set[asyncio.Task[Any]], grace: float = 5.0) -> None:
 
 def _indices(manager: Manager) -> Mapping[str, Any]:
     """The ``@kopf.index`` indices of a manager from :func:`build_manager`, by handler id."""
-    found = _INDEXES.get(manager)
-    return found[0].indices if found is not None else {}
+    found = _index_set(manager)
+    return found.indices if found is not None else {}
 
 
 def run(

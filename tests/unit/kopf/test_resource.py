@@ -11,7 +11,7 @@ from typing import Any
 import kubeop.kopf as kopf
 from kubeop.core.resource import ApiResource
 from kubeop.kopf.admission import admission_handlers
-from kubeop.kopf.running import _INDEXES, _resolve, build_manager, run_manager
+from kubeop.kopf.running import _index_set, _resolve, build_manager, run_manager
 from kubeop.kopf.selectors import Selector
 from kubeop.kopf.serving import build_webhooks
 from kubeop.testing import FakeCluster
@@ -112,7 +112,8 @@ async def test_an_index_over_a_category_indexes_the_objects_of_every_resource_in
                 }
             )
         manager = build_manager(registry=reg, client=api, _resolved=resolved)
-        indexes, _ = _INDEXES[manager]
+        indexes = _index_set(manager)
+        assert indexes is not None
         assert len(indexes.indexers) == 2
         stop = asyncio.Event()
         running = asyncio.create_task(run_manager(manager, stop))

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -121,7 +120,6 @@ class AdmissionHandler:
         return True
 
 
-_REGISTERED: weakref.WeakKeyDictionary[Registry, list[AdmissionHandler]] = weakref.WeakKeyDictionary()
 _ALLOWED = (
     "group",
     "version",
@@ -148,7 +146,7 @@ _ALLOWED = (
 
 
 def admission_handlers(registry: Registry) -> list[AdmissionHandler]:
-    return list(_REGISTERED.get(registry, ()))
+    return registry.admission()
 
 
 def _decorator(
@@ -203,12 +201,10 @@ def _decorator(
             when=options.get("when"),
             param=options.get("param"),
         )
-        handlers = _REGISTERED.setdefault(registry, [])
-        if any(h.id == handler.id for h in handlers):
-            raise ValueError(
-                f"{where}: admission handler id {handler.id!r} is registered twice: pass id='...'"
-            )
-        handlers.append(handler)
+        try:
+            registry.add_admission(handler)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
         return fn
 
     return register

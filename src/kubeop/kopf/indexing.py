@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -70,9 +69,6 @@ class IndexingHandler:
         return f"Handler {self.id!r}"
 
 
-_REGISTERED: weakref.WeakKeyDictionary[Registry, list[IndexingHandler]] = weakref.WeakKeyDictionary()
-
-
 def index(*args: Any, **options: Any) -> Callable[[F], F]:
     """``@kopf.index('pods')``: keep an index of the resource's objects (see the module)."""
 
@@ -82,10 +78,7 @@ def index(*args: Any, **options: Any) -> Callable[[F], F]:
         scratch = Registry()
         on._register("index", args, {**options, "registry": scratch}, on._COMMON, None)(fn)
         (h,) = scratch.changing(next(iter(scratch.resources())))
-        handlers = _REGISTERED.setdefault(registry, [])
-        if any(o.id == h.id for o in handlers):
-            raise ValueError(f"index {h.id!r} is registered twice: pass id='...' to one of them")
-        handlers.append(
+        registry.add_index(
             IndexingHandler(
                 fn=fn,
                 id=h.id,
@@ -108,7 +101,7 @@ def index(*args: Any, **options: Any) -> Callable[[F], F]:
 
 
 def indexing_handlers(registry: Registry) -> list[IndexingHandler]:
-    return list(_REGISTERED.get(registry, ()))
+    return registry.indexing()
 
 
 class Store(Generic[V]):

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubeop.kopf.activities import Activity, ActivityHandler
 from kubeop.kopf.handlers import ChangingHandler
 from kubeop.kopf.spawning import SpawningHandler
 from kubeop.kopf.watching import WatchingHandler
+
+if TYPE_CHECKING:
+    from kubeop.kopf.admission import AdmissionHandler
+    from kubeop.kopf.indexing import IndexingHandler
 
 __all__ = [
     "Registry",
@@ -36,6 +40,8 @@ class Registry:
         self._spawning: list[SpawningHandler] = []
         self._watching: list[WatchingHandler] = []
         self._activities: list[ActivityHandler] = []
+        self._indexing: list[IndexingHandler] = []
+        self._admission: list[AdmissionHandler] = []
 
     def add(self, handler: ChangingHandler | SpawningHandler | WatchingHandler | ActivityHandler) -> None:
         if isinstance(handler, ActivityHandler):
@@ -65,6 +71,18 @@ class Registry:
                 )
         self._changing.append(handler)
 
+    def add_index(self, handler: IndexingHandler) -> None:
+        """An ``@kopf.index`` handler; its id names its index (a kwarg of every handler): unique."""
+        if any(h.id == handler.id for h in self._indexing):
+            raise ValueError(f"index {handler.id!r} is registered twice: pass id='...' to one of them")
+        self._indexing.append(handler)
+
+    def add_admission(self, handler: AdmissionHandler) -> None:
+        """An ``@kopf.on.validate``/``@kopf.on.mutate`` handler; its id names its webhook: unique."""
+        if any(h.id == handler.id for h in self._admission):
+            raise ValueError(f"admission handler id {handler.id!r} is registered twice: pass id='...'")
+        self._admission.append(handler)
+
     def resources(self) -> list[str]:
         handlers: list[ChangingHandler | SpawningHandler | WatchingHandler] = [
             *self._changing,
@@ -84,6 +102,14 @@ class Registry:
 
     def activities(self, activity: Activity) -> list[ActivityHandler]:
         return [h for h in self._activities if h.activity is activity]
+
+    def indexing(self) -> list[IndexingHandler]:
+        """The ``@kopf.index`` handlers, of every resource."""
+        return list(self._indexing)
+
+    def admission(self) -> list[AdmissionHandler]:
+        """The admission handlers, of every resource."""
+        return list(self._admission)
 
     def __len__(self) -> int:
         return len(self._changing) + len(self._spawning) + len(self._watching) + len(self._activities)

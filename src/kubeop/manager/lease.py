@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubeop.client import Client
@@ -28,6 +29,21 @@ from kubeop.core.resource import ApiResource
 __all__ = ["LEASES", "check_lease_timing", "microtime", "retry_until", "write_lease"]
 
 LEASES = ApiResource("coordination.k8s.io", "v1", "leases", kind="Lease")
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """A lease holder's timings, in seconds, with client-go's defaults and rule
+    (:func:`check_lease_timing`)."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def checked(self, what: str) -> LeaseTiming:
+        """This timing, if it follows client-go's rule (else ValueError naming ``what``)."""
+        check_lease_timing(what, self.lease_duration, self.renew_deadline, self.retry_period)
+        return self
 
 
 def check_lease_timing(what: str, lease_duration: float, renew_deadline: float, retry_period: float) -> None:

@@ -44,7 +44,7 @@ from kubeop.client import Client, TokenBucket
 from kubeop.core.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kubeop.manager.handover import Handover, Liveness
 from kubeop.manager.leader import LeadershipLost
-from kubeop.manager.lease import LEASES, check_lease_timing, microtime, retry_until, write_lease
+from kubeop.manager.lease import LEASES, LeaseTiming, microtime, retry_until, write_lease
 
 __all__ = ["Membership", "ShardLeaseLost", "is_member_name", "member_identity"]
 
@@ -100,6 +100,9 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
+_DEFAULT_TIMING = LeaseTiming()
+
+
 class Membership:
     """Join the ring ``name`` in ``namespace`` as ``identity`` and keep :attr:`handover` current."""
 
@@ -111,12 +114,14 @@ class Membership:
         namespace: str,
         *,
         identity: str | None = None,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
+        timing: LeaseTiming = _DEFAULT_TIMING,
         on_change: Callable[[], None] | None = None,
     ) -> None:
-        check_lease_timing("sharding", lease_duration, renew_deadline, retry_period)
+        lease_duration, renew_deadline, retry_period = (
+            timing.checked("sharding").lease_duration,
+            timing.renew_deadline,
+            timing.retry_period,
+        )
         self.client = client
         self.cache = cache
         self.name = name

@@ -53,6 +53,7 @@ from kubeop.controller import EventRecorder, Request, request_for
 from kubeop.core.request import label_selector_text
 from kubeop.core.resource import ApiResource
 from kubeop.manager.labeller import LABEL_PREFIX, ShardLabeller, controller_owner
+from kubeop.manager.lease import LeaseTiming
 from kubeop.manager.membership import Membership, ShardLeaseLost
 from kubeop.manager.rendezvous import owner
 
@@ -166,9 +167,7 @@ class Sharder:
             options.name or name,
             options.namespace or namespace,
             identity=options.identity,
-            lease_duration=lease_duration,
-            renew_deadline=renew_deadline,
-            retry_period=retry_period,
+            timing=LeaseTiming(lease_duration, renew_deadline, retry_period),
             on_change=self._changed,
         )
         self.handover = self.membership.handover

@@ -20,7 +20,15 @@ import orjson
 
 from kubeop.core.model import copy_json
 from kubeop.kopf.diffs import FieldPath, FieldSpec, parse_field
-from kubeop.kopf.nested import ABSENT, ensure, field_of, remove, remove_empty_stanzas, resolve_field
+from kubeop.kopf.nested import (
+    ABSENT,
+    ensure,
+    field_of,
+    remove,
+    remove_annotations,
+    remove_empty_stanzas,
+    resolve_field,
+)
 from kubeop.kopf.storagekeys import StorageKeys, marked_prefixes, store_marker
 
 __all__ = ["AnnotationsDiffBaseStorage", "DiffBaseStorage", "MultiDiffBaseStorage", "StatusDiffBaseStorage"]
@@ -76,11 +84,7 @@ class DiffBaseStorage:
 
     @staticmethod
     def remove_annotations(essence: MutableMapping[str, Any], keys_to_remove: Collection[str]) -> None:
-        annotations = (essence.get("metadata") or {}).get("annotations") or {}
-        if frozenset(keys_to_remove) & frozenset(annotations):
-            essence["metadata"]["annotations"] = {
-                k: v for k, v in annotations.items() if k not in keys_to_remove
-            }
+        remove_annotations(essence, keys_to_remove)
 
     @staticmethod
     def remove_empty_stanzas(essence: MutableMapping[str, Any]) -> None:

@@ -4,13 +4,13 @@ when empty."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Collection, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from kubeop.kopf.bodies import Patch
 from kubeop.kopf.diffs import FieldPath, FieldSpec, parse_field
 
-__all__ = ["ensure", "field_of", "remove", "remove_empty_stanzas", "resolve_field"]
+__all__ = ["ensure", "field_of", "remove", "remove_annotations", "remove_empty_stanzas", "resolve_field"]
 
 ABSENT: Any = object()
 _STANZAS = ("metadata", "spec", "status")
@@ -58,6 +58,14 @@ def remove(obj: MutableMapping[str, Any], path: FieldPath) -> None:
         if parent[key]:
             break
         del parent[key]
+
+
+def remove_annotations(essence: MutableMapping[str, Any], keys_to_remove: Collection[str]) -> None:
+    """Drop ``keys_to_remove`` from ``essence``'s annotations (a new dict, only when one is there):
+    what kopf's progress and diff-base storages both strip from an essence."""
+    annotations = (essence.get("metadata") or {}).get("annotations") or {}
+    if frozenset(keys_to_remove) & frozenset(annotations):
+        essence["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k not in keys_to_remove}
 
 
 def remove_empty_stanzas(essence: MutableMapping[str, Any]) -> None:

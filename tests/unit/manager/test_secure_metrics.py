@@ -59,14 +59,18 @@ async def _plain_get(port: int) -> bytes:
     return data
 
 
-async def test_secure_metrics_are_never_served_as_plain_http(unused_tcp_port: int) -> None:
-    cluster = FakeCluster()
-    manager = Manager(
-        cluster.client(),
-        metrics_address=f"127.0.0.1:{unused_tcp_port}",
+def _secure_metrics_manager(port: int) -> Manager:
+    """A manager on a FakeCluster serving HTTPS metrics on ``port`` and no probes."""
+    return Manager(
+        FakeCluster().client(),
+        metrics_address=f"127.0.0.1:{port}",
         metrics_secure=True,
         health_address=None,
     )
+
+
+async def test_secure_metrics_are_never_served_as_plain_http(unused_tcp_port: int) -> None:
+    manager = _secure_metrics_manager(unused_tcp_port)
     stop = asyncio.Event()
     task = asyncio.ensure_future(manager.start(stop))
     answer = b""
@@ -87,13 +91,7 @@ async def test_secure_metrics_are_never_served_as_plain_http(unused_tcp_port: in
 async def test_a_refused_scrape_is_challenged_and_counted(unused_tcp_port: int) -> None:
     """A 401 names the scheme (WWW-Authenticate: Bearer), and every decision is counted in
     kubeop_metrics_auth_decisions_total, so a scraper refused for hours shows on a dashboard."""
-    cluster = FakeCluster()
-    manager = Manager(
-        cluster.client(),
-        metrics_address=f"127.0.0.1:{unused_tcp_port}",
-        metrics_secure=True,
-        health_address=None,
-    )
+    manager = _secure_metrics_manager(unused_tcp_port)
     stop = asyncio.Event()
     task = asyncio.ensure_future(manager.start(stop))
     context = ssl.create_default_context()

@@ -92,10 +92,15 @@ class DiffBaseStorage:
 
 
 def _decode(encoded: Any) -> dict[str, Any] | None:
+    """The essence in ``encoded`` (None: there is none); ValueError naming what is wrong."""
     if encoded is None:
         return None
+    if not isinstance(encoded, str):
+        raise ValueError(f"not a JSON string but {type(encoded).__name__}")
     decoded = orjson.loads(encoded)
-    return decoded if isinstance(decoded, dict) else None
+    if not isinstance(decoded, dict):
+        raise ValueError(f"not a JSON object but {type(decoded).__name__}")
+    return decoded
 
 
 class AnnotationsDiffBaseStorage(StorageKeys, DiffBaseStorage):

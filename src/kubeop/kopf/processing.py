@@ -60,6 +60,7 @@ from kubeop.kopf.resource import of_api_resource
 from kubeop.kopf.settings import current_settings, default_backoff
 from kubeop.kopf.spawning import Spawned, SpawningHandler
 from kubeop.kopf.state import Progress, State, storages_of
+from kubeop.kopf.storagekeys import sharing_one_name
 
 __all__ = ["FINALIZER", "KOPF_DIFFBASE", "LocalObjectLogger", "Memo", "ObjectLogger", "Processor"]
 
@@ -120,6 +121,7 @@ class LocalObjectLogger(ObjectLogger):
 
 
 objects_log = logging.getLogger("kubeop.kopf.objects")
+log = logging.getLogger("kubeop.kopf")
 
 
 @dataclass
@@ -171,6 +173,14 @@ class Processor:
 
     def __post_init__(self) -> None:
         self._handler_ids = [h.id for h in self.handlers]
+        for shared in sharing_one_name(self._handler_ids):
+            log.warning(
+                "%s: the handlers %s get one annotation name in kopf's annotation storages (which "
+                "turn / into . and < > into _), so they would share one progress record: give them "
+                "ids that differ otherwise (id=...)",
+                self.resource_name,
+                " and ".join(repr(k) for k in shared),
+            )
         self._extra_fields = sorted(
             {h.field for h in self.handlers if h.field and h.field[0] in ("status", "metadata")}
         )

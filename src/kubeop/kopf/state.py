@@ -32,9 +32,20 @@ from typing import Any
 
 import orjson
 
-from kubeop.kopf.diffbase import DiffBaseStorage, StatusDiffBaseStorage
+from kubeop.kopf.diffbase import (
+    AnnotationsDiffBaseStorage,
+    DiffBaseStorage,
+    MultiDiffBaseStorage,
+    StatusDiffBaseStorage,
+)
 from kubeop.kopf.diffs import FieldPath
-from kubeop.kopf.progress import ProgressRecord, ProgressStorage, StatusProgressStorage
+from kubeop.kopf.progress import (
+    AnnotationsProgressStorage,
+    MultiProgressStorage,
+    ProgressRecord,
+    ProgressStorage,
+    StatusProgressStorage,
+)
 from kubeop.kopf.settings import DEFAULT_DIFFBASE, DEFAULT_PROGRESS, PersistenceSettings
 
 __all__ = ["LEGACY_ANNOTATION", "LEGACY_STATUS_FIELD", "Progress", "State", "Storages", "storages_of"]
@@ -42,6 +53,7 @@ __all__ = ["LEGACY_ANNOTATION", "LEGACY_STATUS_FIELD", "Progress", "State", "Sto
 LEGACY_ANNOTATION = "kopf.kubeop.dev/state"
 LEGACY_STATUS_FIELD = "kopfState"
 log = logging.getLogger("kubeop.kopf")
+_MAX_RETRIES = 2**31 - 1  # a count beyond is no count kopf wrote (and would not encode back)
 
 
 def _iso(t: float | None) -> str | None:
@@ -103,6 +115,81 @@ class Progress:
             message=record.get("message"),
             subrefs=tuple(record.get("subrefs") or ()),
         )
+
+
+_TIMES = ("started", "stopped", "delayed")
+_FLAGS = ("success", "failure")
+_TEXTS = ("purpose", "message")
+
+
+def _record_problem(record: Any) -> str | None:
+    """What makes a fetched progress record unusable (None: nothing): the record is not a JSON
+    object, or a field has the wrong type. kopf itself fails the object's processing on these."""
+    if not isinstance(record, Mapping):
+        return f"not a JSON object but {_kind(record)}"
+    for name in _TIMES:
+        value = record.get(name)
+        if value is not None and (not isinstance(value, str) or (value and _time(value) is None)):
+            return f"{name} is {_kind(value)}, not an ISO 8601 time"
+    retries = record.get("retries")
+    if retries is not None and (
+        type(retries) is not int or not 0 <= retries <= _MAX_RETRIES  # a bool is no count
+    ):
+        return f"retries is {_kind(retries)}, not a count from 0 to {_MAX_RETRIES}"
+    for name in _FLAGS:
+        value = record.get(name)
+        if value is not None and not isinstance(value, bool):
+            return f"{name} is {_kind(value)}, not true or false"
+    for name in _TEXTS:
+        value = record.get(name)
+        if value is not None and not isinstance(value, str):
+            return f"{name} is {_kind(value)}, not a string"
+    subrefs = record.get("subrefs")
+    if subrefs is not None and (
+        not isinstance(subrefs, list) or not all(isinstance(s, str) and s for s in subrefs)
+    ):
+        return f"subrefs is {_kind(subrefs)}, not a list of handler ids"
+    return None
+
+
+def _kind(value: Any) -> str:
+    """A value's JSON kind, and a number's value (never a string's: it may be anything)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int | float):
+        return f"a number ({value!r:.20})"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    return "an object" if isinstance(value, Mapping) else "a list" if isinstance(value, list) else "a value"
+
+
+def _object(body: Mapping[str, Any]) -> str:
+    md = body.get("metadata")
+    md = md if isinstance(md, Mapping) else {}
+    namespace, name = md.get("namespace"), md.get("name")
+    return f"{body.get('kind') or 'object'} {namespace}/{name}" if namespace else f"{body.get('kind')} {name}"
+
+
+def _progress_place(storage: ProgressStorage, key: str, body: Mapping[str, Any]) -> str:
+    if isinstance(storage, AnnotationsProgressStorage):
+        return " or ".join(f"annotation {k}" for k in storage.make_keys(key, body=body))
+    if isinstance(storage, StatusProgressStorage):
+        return f"field {'.'.join((*storage.field, key))}"
+    if isinstance(storage, MultiProgressStorage):
+        return " or ".join(_progress_place(s, key, body) for s in storage.storages)
+    return type(storage).__name__
+
+
+def _diffbase_place(storage: DiffBaseStorage, body: Mapping[str, Any]) -> str:
+    if isinstance(storage, AnnotationsDiffBaseStorage):
+        return " or ".join(f"annotation {k}" for k in storage.make_keys(storage.key, body=body))
+    if isinstance(storage, StatusDiffBaseStorage):
+        return f"field {'.'.join(storage.field)}"
+    if isinstance(storage, MultiDiffBaseStorage):
+        return " or ".join(_diffbase_place(s, body) for s in storage.storages)
+    return type(storage).__name__
 
 
 def _in_storage(record: ProgressRecord) -> dict[str, Any]:
@@ -176,7 +263,13 @@ class State:
             elif not storages.explicit_diffbase:  # the default's status copy (a status-only write)
                 state.essence = _STATUS_DIFFBASE.fetch(body=body)
         except ValueError as exc:
-            log.warning("ignoring an unreadable last-handled configuration: %s", exc)
+            # no excerpt: the essence holds the object's spec, which may be secret
+            log.warning(
+                "%s: ignoring its last-handled configuration (%s): %s; its handlers see it as new",
+                _object(body),
+                _diffbase_place(storages.diffbase if in_annotations else _STATUS_DIFFBASE, body),
+                exc,
+            )
         if state.essence is not None and storages.explicit_progress:
             state.essence = storages.progress.clear(essence=state.essence)
         pending = list(dict.fromkeys(handler_ids))
@@ -188,8 +281,17 @@ class State:
             seen.add(key)
             try:
                 record = progress_storage.fetch(key=key, body=body)
+                problem = None if record is None else _record_problem(record)
             except ValueError as exc:
-                log.warning("ignoring the unreadable progress of %s: %s", key, exc)
+                record, problem = None, str(exc)
+            if problem is not None:
+                log.warning(
+                    "%s: ignoring the progress of handler %r (%s): %s; the handler starts anew",
+                    _object(body),
+                    key,
+                    _progress_place(progress_storage, key, body),
+                    problem,
+                )
                 record = None
             if record is not None:
                 p = state.progress[key] = Progress.from_record(record, now)

@@ -19,7 +19,13 @@ import warnings
 from collections.abc import Collection, Mapping, MutableMapping
 from typing import Any
 
-__all__ = ["StorageKeyFormingConvention", "StorageKeys", "marked_prefixes", "store_marker"]
+__all__ = [
+    "StorageKeyFormingConvention",
+    "StorageKeys",
+    "marked_prefixes",
+    "sharing_one_name",
+    "store_marker",
+]
 
 _MARKERS = frozenset({"kopf-managed"})
 _KNOWN_PREFIXES = frozenset({"kopf.zalando.org"})
@@ -72,6 +78,15 @@ def make_suffix(key: str) -> str:
     digest = hashlib.blake2b(key.encode("utf-8"), digest_size=4).digest()
     alnums = base64.b64encode(digest, altchars=b"-.").decode("ascii")
     return f"-{alnums}".rstrip("=-.")
+
+
+def sharing_one_name(keys: Collection[str]) -> list[tuple[str, ...]]:
+    """The groups of distinct record keys (handler ids) that get one annotation name, such as
+    ``a/b`` and ``a.b`` (kopf turns ``/`` into ``.``): their handlers would share one record."""
+    by_name: dict[str, list[str]] = {}
+    for key in dict.fromkeys(keys):
+        by_name.setdefault(_keys("", False, key)[0], []).append(key)
+    return [tuple(group) for group in by_name.values() if len(group) > 1]
 
 
 def mark_key(key: str, body: Mapping[str, Any]) -> str:

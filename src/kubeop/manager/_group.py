@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kubeop.manager")
 
+CANCEL_BOUND = 5.0
+"""Seconds a runnable cancelled after its grace has to end before it is left behind."""
+
 T = TypeVar("T")
 
 
@@ -52,7 +55,10 @@ class RunnableGroup:
 
     ``ending`` is set once the run starts to end (stop asked, a runnable failed, the lease lost),
     before anything is stopped; ``on_started(seconds)`` is called once every phase started, with
-    the seconds the last one took.
+    the seconds the last one took. ``grace``: the seconds each phase's runnables have to return
+    once their ``stop`` is set; those still running then are cancelled, named in an error log,
+    and the run raises TimeoutError naming them (as controller-runtime's manager returns an error
+    when its runnables outlast the graceful shutdown timeout).
     """
 
     def __init__(
@@ -62,8 +68,10 @@ class RunnableGroup:
         *,
         ending: asyncio.Event | None = None,
         on_started: Callable[[float], None] | None = None,
+        grace: float = 30.0,
     ) -> None:
         self._cluster = cluster
+        self._grace = grace
         self._phases: dict[Phase, list[_Entry]] = {}
         for item in runnables:
             self._phases.setdefault(effective_phase(item), []).append(_Entry(item))
@@ -176,9 +184,39 @@ class RunnableGroup:
                     entry.stop.set()
                 if not task.done() or not failed:
                     tasks.append(task)
-            for task, result in zip(tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
-                if isinstance(result, Exception) and not task.cancelled():
-                    errors.append(result)
+            try:
+                errors.extend(await self._until_ended(entries, tasks))
+            except asyncio.CancelledError:  # Manager.start() cancelled again while stopping
+                for later in started:
+                    for entry in later:
+                        if entry.task is not None:
+                            entry.task.cancel()
+                raise
+        return errors
+
+    async def _until_ended(
+        self, entries: list[_Entry], tasks: list[asyncio.Task[None]]
+    ) -> list[BaseException]:
+        """Wait for one phase's ``tasks`` up to the grace, then cancel the ones left (and wait
+        for them up to CANCEL_BOUND); the errors they ended with, a TimeoutError for those left."""
+        errors: list[BaseException] = []
+        if not tasks:
+            return errors
+        _, late = await asyncio.wait(tasks, timeout=self._grace)
+        if late:
+            names = ", ".join(e.name for e in entries if e.task in late)
+            log.error("%s did not stop within %.0f s of the stop: cancelled", names, self._grace)
+            for task in late:
+                task.cancel()
+            _, left = await asyncio.wait(late, timeout=CANCEL_BOUND)
+            if left:
+                log.error("%s did not end when cancelled: left behind", names)
+            errors.append(TimeoutError(f"{names} did not stop within {self._grace:.0f} s of the stop"))
+        for task in tasks:
+            if task.done() and not task.cancelled() and task not in late:
+                exc = task.exception()
+                if isinstance(exc, Exception):
+                    errors.append(exc)
         return errors
 
 

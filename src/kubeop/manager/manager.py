@@ -41,7 +41,7 @@ from kubeop.manager._runnables import (
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.options import DeprecatedKeywords, LeaderElection, Runtime, Serving, _resolve
-from kubeop.manager.runnable import Runnable
+from kubeop.manager.runnable import Phase, Runnable
 from kubeop.manager.server import Check, ProbeServer, parse_address
 from kubeop.manager.sharding import Sharder, Sharding
 from kubeop.queue import Clock
@@ -61,6 +61,9 @@ if TYPE_CHECKING:
 __all__ = ["Manager"]
 
 _LOOPBACK_NAMES = ("localhost", "localhost.")
+_STOP_MARGIN = 5.0
+"""Seconds beyond graceful_shutdown_timeout a runnable has to return after its stop (the
+controllers drain within the timeout, then close)."""
 
 log = logging.getLogger("kubeop.manager")
 
@@ -129,6 +132,7 @@ class Manager:
         self.elector: LeaderElector | None = None
         self.sharder: Sharder | None = None
         self._stop: asyncio.Event | None = None
+        self._running = False
         self._cluster: Cluster | None = None
         self._probes: ProbeRunnable | None = None
         self._webhooks: WebhookRunnable | None = None
@@ -137,7 +141,17 @@ class Manager:
     # -- what a user adds ------------------------------------------------------------------------
     def add(self, item: _Added) -> _Added:
         """Register a controller's description or a :class:`~kubeop.manager.Runnable` (before
-        :meth:`start`); each start runs a controller anew."""
+        :meth:`start`: a running manager refuses, as the run's parts are fixed when it starts);
+        each start runs a controller anew."""
+        if self._running:
+            raise RuntimeError(
+                f"Manager.add({_named(item)}) while the manager runs: a run's parts are fixed when it "
+                "starts; add it before start() (or stop, add, and start again)"
+            )
+        if isinstance(item, type):
+            raise TypeError(
+                f"Manager.add takes an instance, got the class {item.__name__}: add {item.__name__}()"
+            )
         if isinstance(item, Controller):
             if item.reconciler is None:
                 raise ValueError(f"controller {item.name!r} has no reconciler: call .reconcile(fn)")
@@ -145,6 +159,13 @@ class Manager:
                 raise ValueError(f"a controller named {item.name!r} is already registered; use .named(...)")
             self.controllers.append(item)
         elif isinstance(item, Runnable):
+            if not isinstance(item.phase, Phase) or not isinstance(item.needs_leader, bool):
+                raise TypeError(
+                    f"Manager.add({_named(item)}): phase must be a kubeop.manager.Phase and needs_leader "
+                    f"a bool, got {item.phase!r} and {item.needs_leader!r}"
+                )
+            if any(added is item for added in self.runnables):
+                raise ValueError(f"Manager.add({_named(item)}): this runnable is added already")
             self.runnables.append(item)
         else:
             raise TypeError(
@@ -278,6 +299,15 @@ class Manager:
         controller (the process should exit; a restart rejoins the election), and the error of a
         runnable that failed (a controller whose caches did not sync...) after stopping the rest.
         """
+        if self._running:
+            raise RuntimeError("Manager.start(): the manager runs already; one start at a time")
+        self._running = True
+        try:
+            await self._start(stop)
+        finally:
+            self._running = False
+
+    async def _start(self, stop: asyncio.Event | None) -> None:
         self._stop = stop = stop or asyncio.Event()
         if self._client is None:
             # No client-side rate limit, as controller-runtime (>= 0.15) does: the API server's
@@ -295,7 +325,14 @@ class Manager:
         try:
             ending = asyncio.Event()
             runnables = self._runnables(cluster, recording, executor, ending)
-            await RunnableGroup(cluster, runnables, ending=ending, on_started=self._all_started).run(stop)
+            group = RunnableGroup(
+                cluster,
+                runnables,
+                ending=ending,
+                on_started=self._all_started,
+                grace=self.runtime.graceful_shutdown_timeout + _STOP_MARGIN,
+            )
+            await group.run(stop)
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
             await cluster.close()
@@ -447,6 +484,11 @@ class Manager:
             histogram.observe(seconds)
 
         api.transport.observer = observe
+
+
+def _named(item: object) -> str:
+    name = getattr(item, "name", None)
+    return repr(name) if isinstance(name, str) else type(item).__name__
 
 
 def _metrics_secure(

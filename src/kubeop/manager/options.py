@@ -67,7 +67,8 @@ class Serving:
 class Runtime:
     """How the run behaves: shutdown and sync bounds, cache resync, writes, sync workers.
 
-    ``graceful_shutdown_timeout``: how long in-flight reconciles may finish after a stop;
+    ``graceful_shutdown_timeout``: how long in-flight reconciles may finish after a stop (a
+    runnable still running 5 s after it is cancelled, and the run raises TimeoutError naming it);
     ``cache_sync_timeout``: how long a controller waits for its caches; ``resync_period``: the
     informers' (0: never); ``field_manager``: the writes' (default: the manager's name);
     ``sync_workers``: threads running synchronous reconcilers.

@@ -19,6 +19,15 @@ started before it is stopped. ``run`` returns once ``stop`` is set; raising ends
 (the Manager stops everything and raises it). A runnable that needs the lease is cancelled
 instead when the lease is lost (it must not act any more).
 
+What a runnable may get wrong: returning before ``stop`` ends that runnable alone, and the
+Manager runs on (as controller-runtime's, where a runnable returning nil is fine). One still
+running ``Runtime.graceful_shutdown_timeout`` + 5 s after its ``stop`` is set is cancelled and
+named in an error log, and ``Manager.start()`` raises TimeoutError naming it once the rest has
+stopped. A runnable that blocks the event loop (a synchronous call, a busy loop) blocks every
+other one, the lease renewal included, so that the lease may be lost: run blocking work with
+``await asyncio.to_thread(...)``. A runnable is added before ``start()``, once, as an instance
+whose ``phase`` is a :class:`Phase`; ``Manager.add`` refuses otherwise.
+
 A runnable may also define ``async started()``: the Manager awaits it before starting the next
 phase (a server that listens, a controller whose caches synced); without it a runnable counts as
 started once its ``run`` is.
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -85,8 +95,11 @@ def runnable(
 ) -> Runnable:
     """A :class:`Runnable` running ``await fn(cluster, stop)`` (named ``name``, default the
     function's name, in the logs)."""
-    if not callable(fn):
-        raise TypeError(f"runnable() takes a coroutine function (cluster, stop), got {fn!r}")
+    if not callable(fn) or (inspect.isfunction(fn) and not inspect.iscoroutinefunction(fn)):
+        raise TypeError(
+            f"runnable() takes a coroutine function (async def f(cluster, stop)), got {fn!r}: "
+            "declare it async, and run blocking work in it with await asyncio.to_thread(...)"
+        )
     if needs_leader and phase != Phase.LEADER:
         raise ValueError(f"runnable({_name(fn)}): needs_leader=True runs in Phase.LEADER, not {phase.name}")
     return _FunctionRunnable(fn, phase, needs_leader, name or _name(fn))

@@ -538,6 +538,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "Serving",
         "ShardLeaseLost",
         "Sharding",
+        "WebhookLimits",
         "configure_logging",
         "runnable",
     ],

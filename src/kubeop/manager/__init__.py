@@ -5,7 +5,7 @@ from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.manager import Manager
 from kubeop.manager.membership import ShardLeaseLost
-from kubeop.manager.options import LeaderElection, Runtime, Serving
+from kubeop.manager.options import LeaderElection, Runtime, Serving, WebhookLimits
 from kubeop.manager.runnable import Phase, Runnable, runnable
 from kubeop.manager.server import ProbeServer
 from kubeop.manager.sharding import Sharding
@@ -22,6 +22,7 @@ __all__ = [
     "Serving",
     "ShardLeaseLost",
     "Sharding",
+    "WebhookLimits",
     "configure_logging",
     "runnable",
 ]

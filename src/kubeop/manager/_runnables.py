@@ -16,6 +16,7 @@ from kubeop.controller import Controller
 from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.manager._group import until_stop
 from kubeop.manager.leader import LeaderElector
+from kubeop.manager.options import WebhookLimits
 from kubeop.manager.runnable import Phase
 from kubeop.manager.server import Check, ProbeServer, parse_address
 from kubeop.manager.sharding import Sharder
@@ -145,9 +146,16 @@ class WebhookRunnable:
     name = "webhook server"
 
     def __init__(
-        self, webhooks: Webhooks, address: str, *, cert_dir: str | None, cert_secret: CertSecret | None
+        self,
+        webhooks: Webhooks,
+        address: str,
+        *,
+        cert_dir: str | None,
+        cert_secret: CertSecret | None,
+        limits: WebhookLimits | None = None,
     ) -> None:
         self._webhooks = webhooks
+        self._limits = limits or WebhookLimits()
         self._address = address
         self._cert_dir = cert_dir
         self._cert_secret = cert_secret
@@ -180,7 +188,17 @@ class WebhookRunnable:
             elif cert_dir is None:
                 host = parse_address(self._address)[0]
                 cert_dir = str(local_certificates(hosts=(host,)).directory)
-            self.server = WebhookServer(self._webhooks, self._address, cert_dir=cert_dir)
+            limits = self._limits
+            self.server = WebhookServer(
+                self._webhooks,
+                self._address,
+                cert_dir=cert_dir,
+                max_body=limits.max_body,
+                max_connections=limits.max_connections,
+                max_bytes_in_flight=limits.max_bytes_in_flight,
+                header_timeout=limits.header_timeout,
+                body_timeout=limits.body_timeout,
+            )
             await self.server.start()
             self._started.set()
             await stop.wait()

@@ -80,7 +80,8 @@ class Manager:
         leader_election: ``True`` or a :class:`LeaderElection`: one replica runs the controllers.
         sharding: a :class:`Sharding`: every replica runs the controllers, on its share of objects.
         webhooks: admission webhooks and conversions to serve (also :meth:`add_webhook`).
-        serving: a :class:`Serving`: the metrics, health probe and webhook addresses and TLS.
+        serving: a :class:`Serving`: the metrics, health probe and webhook addresses and TLS,
+            and the webhook server's caps (:class:`WebhookLimits`).
         runtime: a :class:`Runtime`: shutdown and sync timeouts, resync, field manager, workers.
         clock: the time every controller's queue and reconciler (``ctx.now()``) sees; tests pass
             a :class:`kubeop.queue.SteppedClock` to step a schedule. None: the real one.
@@ -388,6 +389,7 @@ class Manager:
                 serving.webhook_address,
                 cert_dir=serving.webhook_cert_dir,
                 cert_secret=serving.webhook_cert_secret,
+                limits=serving.webhook_limits,
             )
             self.ready_checks["webhook"] = self._webhooks.ready
             servers.append(self._webhooks)

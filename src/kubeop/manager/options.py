@@ -24,7 +24,7 @@ from kubeop.manager.sharding import Sharding
 if TYPE_CHECKING:
     from kubeop.webhook.rotator import CertSecret
 
-__all__ = ["DeprecatedKeywords", "LeaderElection", "Runtime", "Serving"]
+__all__ = ["DeprecatedKeywords", "LeaderElection", "Runtime", "Serving", "WebhookLimits"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,39 @@ class LeaderElection:
 
 
 @dataclass(frozen=True)
+class WebhookLimits:
+    """The webhook server's caps against floods (kubeop.webhook.server): the defaults are its own.
+
+    ``max_body``: the largest request body (bytes; larger ones get 413 before they are read);
+    ``max_connections``: open connections at once (over it the longest idle one is closed);
+    ``max_bytes_in_flight``: request bodies held at once (bytes; at least ``max_body``);
+    ``header_timeout``: seconds for a request head (the TLS handshake included);
+    ``body_timeout``: seconds for its body, and for a peer to read an answer.
+    """
+
+    max_body: int = 7 * 1024 * 1024
+    max_connections: int = 1024
+    max_bytes_in_flight: int = 64 * 1024 * 1024
+    header_timeout: float = 5.0
+    body_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_body", "max_connections", "max_bytes_in_flight"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:  # a bool is no size
+                raise ValueError(f"WebhookLimits({name}={value!r}): must be a whole number of at least 1")
+        for name in ("header_timeout", "body_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"WebhookLimits({name}={value!r}): must be a number of seconds above 0")
+        if self.max_bytes_in_flight < self.max_body:
+            raise ValueError(
+                f"WebhookLimits(max_bytes_in_flight={self.max_bytes_in_flight!r}) is below "
+                f"max_body={self.max_body!r}: the largest request could never be read; raise it"
+            )
+
+
+@dataclass(frozen=True)
 class Serving:
     """What the manager serves over HTTP(S): metrics, the health probes and the webhooks.
 
@@ -52,6 +85,7 @@ class Serving:
     (None: unless the metrics address is loopback); ``metrics_cert_dir``: its ``tls.crt`` and
     ``tls.key`` (None: a self-signed certificate). ``webhook_cert_dir``: the webhook server's
     certificate (None: one made for the address, or kept by ``webhook_cert_secret``'s rotator).
+    ``webhook_limits``: the webhook server's caps (body size, connections, timeouts).
     """
 
     metrics_address: str | None = "127.0.0.1:8080"
@@ -61,6 +95,7 @@ class Serving:
     webhook_address: str = "127.0.0.1:9443"
     webhook_cert_dir: str | None = None
     webhook_cert_secret: CertSecret | None = None
+    webhook_limits: WebhookLimits = WebhookLimits()
 
 
 @dataclass(frozen=True)
@@ -104,7 +139,7 @@ class DeprecatedKeywords(TypedDict, total=False):
     sync_workers: int
 
 
-_SERVING = {f.name for f in dataclasses.fields(Serving)}
+_SERVING = {f.name for f in dataclasses.fields(Serving)} - {"webhook_limits"}  # newer than the keywords
 _RUNTIME = {f.name for f in dataclasses.fields(Runtime)}
 _ELECTION = {
     "leader_election_id": "id",

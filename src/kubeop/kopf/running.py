@@ -375,21 +375,44 @@ def configure(
 LOG_FORMAT = "[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s"
 
 
+_library_default: list[object] = [None]
+"""The kubernetes library's default configuration as the last default login left it."""
+
+
+def _set_by_operator(configuration: Any) -> bool:
+    """Whether the kubernetes library's default configuration was set by someone else than the
+    default login, to something other than the library's blank one."""
+    current = getattr(configuration, "_default", None)
+    if current is None or current is _library_default[0]:
+        return False
+    try:
+        return bool(current.host != configuration().host)
+    except Exception:  # not the library's Configuration: nothing to keep
+        return False
+
+
 def login_via_kubeop(logger: logging.Logger, **_: Any) -> ClientConfig:
     """The login handler used when none is registered (kopf's ``login_via_client`` analogue):
     kubeop's own configuration, in kubectl's order (``$KUBECONFIG``, ``~/.kube/config``, the
     in-cluster service account). When the ``kubernetes`` library is installed, its default
     client is configured too (as kopf's fallback login does), so that handlers calling
     ``kubernetes.client.CoreV1Api()`` without loading a configuration work as under kopf: at
-    once if the operator imported it, else when it first does."""
+    once if the operator imported it, else when it first does. A default the operator set
+    itself (``kubernetes.config.load_kube_config(context=...)`` before) is left as it is."""
     config = load_config()
     logger.debug("Client is configured by kubeop from %s.", config.source)
 
     def configure_kubernetes() -> None:
+        configuration = getattr(getattr(sys.modules.get("kubernetes"), "client", None), "Configuration", None)
+        if _set_by_operator(configuration):
+            logger.debug("The kubernetes library's default client is left as the operator configured it.")
+            return
         try:
             login_via_client(logger=logger)
         except Exception as exc:  # LoginError, or the library's own
             logger.debug("The kubernetes library's default client is not configured: %s", exc)
+        else:
+            _library_default[0] = getattr(configuration, "_default", None)
 
     # Now if the operator imported the library, else when it does (never importing it here:
     # ~20 MB for an operator that does not use it).

@@ -74,15 +74,24 @@ class ReconcilerClient:
         field_manager: str = "kubeop",
         policy: WritePolicy | None = None,
     ) -> None:
-        self.api = api
-        """The underlying API client, for uncached reads (``await client.api.get(...)``)."""
-        self.cache = cache
+        self._api = api
+        self._cache = cache
         self.field_manager = field_manager
         self._policy = policy if policy is not None else _NO_POLICY
         self._reader = CacheReader(api, cache)
         self._ledger = WriteLedger(self._reader.informers.get)
         self._remembered = self._ledger.entries
         self._resources = self._reader.resolved  # how namings resolved (tests and benches seed it)
+
+    @property
+    def api(self) -> Client:
+        """The underlying API client, for uncached reads (``await client.api.get(...)``); fixed
+        when the client is built, as the cache is (its reads and writes must meet one server)."""
+        return self._api
+
+    @property
+    def cache(self) -> SharedInformerFactory:
+        return self._cache
 
     @property
     def policy(self) -> WritePolicy:
@@ -96,6 +105,12 @@ class ReconcilerClient:
 
     @write_guard.setter
     def write_guard(self, guard: WriteGuard | None) -> None:
+        if self._policy.guard is not None and guard is not self._policy.guard:
+            raise ValueError(
+                "ReconcilerClient.write_guard: this client's writes are fenced by the guard of the "
+                "policy it was built with (a Manager's lease); replacing it would drop that fence: "
+                "build a client with ReconcilerClient(..., policy=WritePolicy(guard=...)) instead"
+            )
         warnings.warn(
             "setting ReconcilerClient.write_guard is deprecated: pass "
             "ReconcilerClient(..., policy=WritePolicy(guard=...)) when building the client",
@@ -111,6 +126,12 @@ class ReconcilerClient:
 
     @write_labels.setter
     def write_labels(self, labels: WriteLabels | None) -> None:
+        if self._policy.labels is not None and labels is not self._policy.labels:
+            raise ValueError(
+                "ReconcilerClient.write_labels: this client labels its writes by the policy it was "
+                "built with (a Manager's shards); replacing them would move objects out of their "
+                "shard: build a client with ReconcilerClient(..., policy=WritePolicy(labels=...)) instead"
+            )
         warnings.warn(
             "setting ReconcilerClient.write_labels is deprecated: pass "
             "ReconcilerClient(..., policy=WritePolicy(labels=...)) when building the client",
@@ -205,7 +226,7 @@ class ReconcilerClient:
     async def create(self, obj: Any, **kwargs: Any) -> Any:
         res = await self._reader.resolve(obj)
         self._policy.fence()
-        out: Obj = await self.api.create(self._policy.labelled(res, to_dict(obj)), resource=res, **kwargs)
+        out: Obj = await self._api.create(self._policy.labelled(res, to_dict(obj)), resource=res, **kwargs)
         if not kwargs.get("dry_run"):
             self._ledger.remember(res, out)
             _changed("created", res, out)
@@ -214,7 +235,7 @@ class ReconcilerClient:
     async def update(self, obj: Any, **kwargs: Any) -> Any:
         res = await self._reader.resolve(obj)
         self._policy.fence()
-        out: Obj = await self.api.update(self._policy.labelled(res, to_dict(obj)), resource=res, **kwargs)
+        out: Obj = await self._api.update(self._policy.labelled(res, to_dict(obj)), resource=res, **kwargs)
         if not kwargs.get("dry_run"):
             self._ledger.remember(res, out)
             _changed("updated", res, out, before=obj)
@@ -224,7 +245,7 @@ class ReconcilerClient:
         """PUT the status subresource (optimistic concurrency: Conflict on a stale object)."""
         res = await self._reader.resolve(obj)
         self._policy.fence()
-        out: Obj = await self.api.update_status(to_dict(obj), resource=res)
+        out: Obj = await self._api.update_status(to_dict(obj), resource=res)
         self._ledger.remember(res, out)
         _changed("updated status of", res, out, before=obj)
         return _like(obj, out)
@@ -237,7 +258,7 @@ class ReconcilerClient:
             if log.isEnabledFor(logging.INFO)
             else None
         )
-        out: Obj = await self.api.patch(res, name, patch, **kwargs)
+        out: Obj = await self._api.patch(res, name, patch, **kwargs)
         self._ledger.remember(res, out)
         _changed("patched", res, out, before=before)
         return out  # the server's dict, whatever names the kind (a patch is not an object)
@@ -251,7 +272,7 @@ class ReconcilerClient:
         if log.isEnabledFor(logging.INFO):
             md = body.get("metadata") or {}
             before = self._known_version(res, md.get("name"), md.get("namespace"))
-        out: Obj = await self.api.apply(
+        out: Obj = await self._api.apply(
             body, field_manager=field_manager or self.field_manager, force=force, resource=res
         )
         self._ledger.remember(res, out)
@@ -268,7 +289,7 @@ class ReconcilerClient:
         res = await self._reader.resolve(what)
         self._policy.fence()
         try:
-            await self.api.delete(res, name, namespace=namespace, **kwargs)
+            await self._api.delete(res, name, namespace=namespace, **kwargs)
         except NotFound:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s %s was already gone", res.kind, _ref(res, name, namespace))
@@ -320,9 +341,9 @@ class ReconcilerClient:
         if current is None:
             self._policy.fence()
             try:
-                created: Obj = await self.api.create(want, resource=res)
+                created: Obj = await self._api.create(want, resource=res)
             except AlreadyExists:
-                current = await self.api.get(res, name, namespace=namespace)
+                current = await self._api.get(res, name, namespace=namespace)
             else:
                 self._ledger.remember(res, created)
                 _changed("created", res, created)
@@ -333,18 +354,18 @@ class ReconcilerClient:
         self._policy.fence()
         if patch:
             body = {k: v for k, v in want.items() if k not in ("status", "apiVersion", "kind")}
-            out: Obj = await self.api.patch(res, name, body, namespace=namespace, type=PatchType.MERGE)
+            out: Obj = await self._api.patch(res, name, body, namespace=namespace, type=PatchType.MERGE)
         else:
             merged = merge_desired(current, want)
             try:
-                out = await self.api.update(merged, resource=res)
+                out = await self._api.update(merged, resource=res)
             except Conflict:
-                fresh = await self.api.get(res, name, namespace=namespace)
+                fresh = await self._api.get(res, name, namespace=namespace)
                 if contains(fresh, without_status(want)):
                     self._ledger.remember(res, fresh)
                     return "unchanged", fresh
                 self._policy.fence()
-                out = await self.api.update(merge_desired(fresh, want), resource=res)
+                out = await self._api.update(merge_desired(fresh, want), resource=res)
         self._ledger.remember(res, out)
         _changed("patched" if patch else "updated", res, out, before=current)
         return "updated", out
@@ -360,7 +381,7 @@ class ReconcilerClient:
             return False
         res = await self._reader.resolve(obj)
         self._policy.fence()
-        out = await self.api.patch(
+        out = await self._api.patch(
             res,
             md["name"],
             {"status": dict(status)},
@@ -394,7 +415,7 @@ class ReconcilerClient:
         old = (current.get("metadata") or {}).get("finalizers")
         self._policy.fence()
         try:
-            out = await self.api.patch(
+            out = await self._api.patch(
                 res,
                 m.name(current),
                 finalizers_patch(old, new),

@@ -91,7 +91,7 @@ class RunnableGroup:
                 t0 = time.monotonic()
                 for entry in entries:
                     self._start(entry)
-                outcome = await self._until_started(entries, stop)
+                outcome = await self._until_started(entries, [e for es in started for e in es], stop)
                 if outcome is not None:
                     failure = outcome[1]
                     break
@@ -117,14 +117,15 @@ class RunnableGroup:
             entry.ready = asyncio.ensure_future(started())
 
     async def _until_started(
-        self, entries: list[_Entry], stop: asyncio.Event
+        self, entries: list[_Entry], running: list[_Entry], stop: asyncio.Event
     ) -> tuple[_Entry, BaseException] | None:
-        """Wait until every entry started (or returned): None; or one failed: it and its error;
-        or ``stop`` is set: None (the caller looks)."""
+        """Wait until every entry started (or returned): None; or one of the ``running`` ones
+        (the entries and those of the phases before) failed: it and its error; or ``stop`` is
+        set: None (the caller looks)."""
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while True:
-                for entry in entries:
+                for entry in running:
                     exc = entry.failure()
                     if exc is not None:
                         log.error("%s failed: %s", entry.name, exc)
@@ -138,6 +139,7 @@ class RunnableGroup:
                         waiting.update((entry.ready, entry.task))
                 if not waiting:
                     return None
+                waiting.update(e.task for e in running if e.task is not None and not e.task.done())
                 await asyncio.wait({*waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopping.cancel()

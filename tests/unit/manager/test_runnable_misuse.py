@@ -200,3 +200,28 @@ async def test_a_cancelled_start_stops_everything_in_reverse_order_and_can_start
     await until(lambda: rec.journal.count("start work") == 2)
     stop.set()
     await asyncio.wait_for(again, BOUND)
+
+
+async def test_a_lease_lost_while_the_leader_phase_starts_ends_the_run_at_once() -> None:
+    """An earlier phase's failure (here the lease lost) is seen while a later phase still starts
+    (here a runnable whose ``started()`` never comes): the run does not wait for that phase."""
+    from kubeop.manager import LeadershipLost
+
+    rec = Recorder()
+    lose = asyncio.Event()
+    never = asyncio.Event()
+
+    async def election(cluster: Cluster, stop: asyncio.Event) -> None:
+        await lose.wait()
+        raise LeadershipLost("lease taken over")
+
+    manager = Manager(FakeCluster().client(), serving=QUIET)
+    manager.add(rec.make("index", Phase.CACHES))
+    manager.add(runnable(election, phase=Phase.ELECTION, needs_leader=False))
+    manager.add(rec.make("work", Phase.LEADER, needs_leader=True, gate=never))
+    task = asyncio.ensure_future(manager.start())
+    await until(lambda: "start work" in rec.journal)
+    lose.set()
+    with pytest.raises(LeadershipLost, match="taken over"):
+        await asyncio.wait_for(task, BOUND)
+    assert rec.journal == ["start index", "start work", "cancel work", "stop index"]

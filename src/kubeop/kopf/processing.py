@@ -60,7 +60,7 @@ from kubeop.kopf.resource import of_api_resource
 from kubeop.kopf.settings import current_settings, default_backoff
 from kubeop.kopf.spawning import Spawned, SpawningHandler
 from kubeop.kopf.state import Progress, State, storages_of
-from kubeop.kopf.storagekeys import sharing_one_name
+from kubeop.kopf.storagekeys import sharing_one_name, unfit_for_annotations
 
 __all__ = ["FINALIZER", "KOPF_DIFFBASE", "LocalObjectLogger", "Memo", "ObjectLogger", "Processor"]
 
@@ -180,6 +180,14 @@ class Processor:
                 "ids that differ otherwise (id=...)",
                 self.resource_name,
                 " and ".join(repr(k) for k in shared),
+            )
+        for unfit in unfit_for_annotations(self._handler_ids):
+            log.warning(
+                "%s: the handler id %r makes an annotation name the API server refuses (names start "
+                "and end with a letter or digit, and hold only those, -, _ and .), so kopf's "
+                "annotation storages cannot record its progress: give it an id=... of that form",
+                self.resource_name,
+                unfit,
             )
         self._extra_fields = sorted(
             {h.field for h in self.handlers if h.field and h.field[0] in ("status", "metadata")}

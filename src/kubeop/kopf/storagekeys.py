@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import re
 import warnings
 from collections.abc import Collection, Mapping, MutableMapping
 from typing import Any
@@ -25,10 +26,12 @@ __all__ = [
     "marked_prefixes",
     "sharing_one_name",
     "store_marker",
+    "unfit_for_annotations",
 ]
 
 _MARKERS = frozenset({"kopf-managed"})
 _KNOWN_PREFIXES = frozenset({"kopf.zalando.org"})
+_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")  # an annotation name's part after the /
 
 
 class StorageKeys:
@@ -87,6 +90,16 @@ def sharing_one_name(keys: Collection[str]) -> list[tuple[str, ...]]:
     for key in dict.fromkeys(keys):
         by_name.setdefault(_keys("", False, key)[0], []).append(key)
     return [tuple(group) for group in by_name.values() if len(group) > 1]
+
+
+def unfit_for_annotations(keys: Collection[str]) -> list[str]:
+    """The record keys (handler ids) whose annotation names the API server refuses (kopf's
+    forms: an id ending in ``/`` or ``.``, starting with ``<`` or ``_``, with spaces...)."""
+    return [
+        key
+        for key in dict.fromkeys(keys)
+        if not all(_NAME.fullmatch(name.split("/", 1)[1]) for name in _keys("p", True, key))
+    ]
 
 
 def mark_key(key: str, body: Mapping[str, Any]) -> str:

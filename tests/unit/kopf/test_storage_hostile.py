@@ -185,12 +185,29 @@ def test_handlers_whose_ids_get_one_annotation_name_are_named_in_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     reg = kopf.Registry()
-    for handler_id in ("a/b", "a.b", "x<y>", "x_y_", "fine"):
+    for handler_id in ("a/b", "a.b", "x<y>z", "x_y_z", "fine"):
         kopf.on.create("configmaps", registry=reg, id=handler_id)(lambda **_: None)
     kopf.on.update("configmaps", registry=reg, id="fine")(lambda **_: None)  # one id twice: one record
     with caplog.at_level(logging.WARNING, logger="kubeop.kopf"):
         Processor("configmaps", list(reg.changing("configmaps")))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2, warnings
-    assert "'a/b' and 'a.b'" in warnings[0] and "'x<y>' and 'x_y_'" in warnings[1]
+    assert "'a/b' and 'a.b'" in warnings[0] and "'x<y>z' and 'x_y_z'" in warnings[1]
     assert "id=" in warnings[0]
+
+
+def test_handler_ids_that_make_annotation_names_the_api_server_refuses_are_named_in_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reg = kopf.Registry()
+    for handler_id in ("<lambda>", "trailing/", "with space", "a/../b", "Fine_1.x", "x" * 200):
+        kopf.on.create("configmaps", registry=reg, id=handler_id)(lambda **_: None)
+    with caplog.at_level(logging.WARNING, logger="kubeop.kopf"):
+        Processor("configmaps", list(reg.changing("configmaps")))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w.split("handler id ")[1].split(" makes")[0] for w in warnings] == [
+        "'<lambda>'",
+        "'trailing/'",
+        "'with space'",
+    ]
+    assert all("give it an id=" in w for w in warnings)

@@ -16,6 +16,8 @@ from kubeop.testing.controlplane import ControlPlane, ControlPlaneError
 app = typer.Typer(
     help="Run a local Kubernetes control plane (etcd, kube-apiserver, controllers, KWOK nodes).",
     no_args_is_help=True,
+    rich_markup_mode=None,
+    add_completion=False,
 )
 
 DataDir = Annotated[

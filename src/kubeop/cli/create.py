@@ -13,21 +13,42 @@ from kubeop.cli.output import Directory, errors_as_messages, project_at, report,
 from kubeop.scaffold import create_api, create_webhook
 from kubeop.scaffold.project import check_webhook_certs
 
-app = typer.Typer(help="Add to the project: create api, create webhook.", no_args_is_help=True)
+app = typer.Typer(
+    help="Add to the project: create api, create webhook.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    add_completion=False,
+)
 
 
 @app.command()
 def api(
     group: Annotated[
-        str, typer.Option(help="the API group's first part, e.g. webapp (joined with the domain)")
+        str,
+        typer.Option(
+            help="the API group's first part, e.g. webapp (joined with the domain), or the whole group "
+            "(webapp.example.com)"
+        ),
     ],
     version: Annotated[str, typer.Option(help="the API version: v1, v1beta1, v2alpha1, ...")],
     kind: Annotated[str, typer.Option(help="the CamelCase kind, e.g. Guestbook")],
+    plural: Annotated[
+        str | None,
+        typer.Option(help="the resource name, when the guessed plural is wrong (e.g. people for Person)"),
+    ] = None,
     resource: Annotated[bool, typer.Option(help="scaffold the kind's model, sample and tests")] = True,
     controller: Annotated[bool, typer.Option(help="scaffold the kind's controller and register it")] = True,
     namespaced: Annotated[
         bool, typer.Option("--namespaced/--cluster", help="objects live in namespaces, or cluster-wide")
     ] = True,
+    external_api_domain: Annotated[
+        str | None,
+        typer.Option(
+            help="with --no-resource: a controller for another operator's kind, of group "
+            "<group>.<this domain> (e.g. --group cert-manager --external-api-domain io); built-in "
+            "kinds need no flag (--group apps --version v1 --kind Deployment --no-resource)"
+        ),
+    ] = None,
     directory: Directory = None,
     helm_chart: Annotated[
         Path | None,
@@ -50,15 +71,26 @@ def api(
             resource=resource,
             controller=controller,
             namespaced=namespaced,
+            plural=plural or "",
+            external_api_domain=external_api_domain or "",
         )
-    names = result.resource.names
+    entry = result.resource
+    api_version = f"{entry.full_group}/{entry.version}" if entry.full_group else entry.version
     if result.exists:
-        say(f"{kind} ({names.api_version}) already exists in this project: nothing to do")
+        say(f"{kind} ({api_version}) already exists in this project: nothing to do")
         return
     report(result.changes)
     for todo in result.todo:
         say(f"todo: {todo}")
     pkg = project.package
+    if entry.external:
+        module = result.changes[0].path
+        say(
+            f"\nA controller for {kind} ({api_version}) is in {module}. "
+            "Next: its reconcile, then make manifests run"
+        )
+        return
+    names = entry.names
     say(
         f"\n{kind} ({names.api_version}) is in the project. Next: edit its spec and status in "
         f"{pkg}/api/{version}/{names.module}.py and its reconcile in {pkg}/controllers/{names.module}.py, "

@@ -15,10 +15,13 @@ again, and a second run for the same API changes nothing and says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import keyword
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kubeop.scaffold.errors import ScaffoldError
+from kubeop.scaffold.existing_kind import ExistingKind, builtin_kind, external_kind
 from kubeop.scaffold.files import Change, Planned, write_planned
 from kubeop.scaffold.manifests import generated, plan_manifests
 from kubeop.scaffold.markers import MarkerMissing, insert_at_marker
@@ -40,6 +43,45 @@ class ApiResult:
     todo: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Places:
+    """Where an API's files go: ``api/<version>/`` and ``controllers/``, or in a multigroup project
+    ``api/<group>/<version>/`` and ``controllers/<group>/`` (kubebuilder's multigroup layout)."""
+
+    package: str
+    version: str
+    module: str
+    group_dir: str
+    """"" in a single-group project; else the group's package name (``cache``, ``batch_tools``)."""
+
+    @classmethod
+    def of(cls, project: Project, api: ApiNames) -> _Places:
+        group_dir = ""
+        if project.multigroup:
+            group_dir = re.sub(r"[^a-z0-9_]", "_", api.group or api.group_prefix)
+        return cls(project.package, api.version, api.module, group_dir)
+
+    @property
+    def api_package(self) -> str:
+        return ".".join(p for p in (self.package, "api", self.group_dir, self.version) if p)
+
+    @property
+    def model_module(self) -> str:
+        return f"{self.api_package}.{self.module}"
+
+    @property
+    def controllers_package(self) -> str:
+        return ".".join(p for p in (self.package, "controllers", self.group_dir) if p)
+
+    @property
+    def test_prefix(self) -> str:
+        return f"tests/test_{self.group_dir}_" if self.group_dir else "tests/test_"
+
+    @staticmethod
+    def file(module: str) -> str:
+        return module.replace(".", "/") + ".py"
+
+
 def _values(project: Project, api: ApiNames, namespaced: bool) -> dict[str, str]:
     return {
         "version_options": "",
@@ -58,7 +100,7 @@ def _values(project: Project, api: ApiNames, namespaced: bool) -> dict[str, str]
 
 
 def _model_exists(project: Project, api: ApiNames) -> bool:
-    return (project.root / project.package / "api" / api.version / f"{api.module}.py").is_file()
+    return (project.root / _Places.file(_Places.of(project, api).model_module)).is_file()
 
 
 def create_api(
@@ -70,14 +112,35 @@ def create_api(
     resource: bool = True,
     controller: bool = True,
     namespaced: bool = True,
+    plural: str = "",
+    external_api_domain: str = "",
 ) -> ApiResult:
-    """Add an API to ``project`` (see the module docstring)."""
+    """Add an API to ``project`` (see the module docstring). With ``resource=False`` and a kind
+    the project does not define (a built-in kind, or with ``external_api_domain`` another
+    operator's), only its controller is written (:mod:`kubeop.scaffold.existing_kind`)."""
     project.require_own_package("create api")
-    api = ApiNames(group, version, kind, project.domain)
+    if not resource:
+        existing = _existing_kind(project, group, version, kind, external_api_domain, plural)
+        if existing is not None:
+            return _create_existing_controller(project, existing, namespaced)
+    elif external_api_domain:
+        raise ScaffoldError(
+            "--external-api-domain is for a controller of another operator's kind: add --no-resource "
+            "(the kind's CRD is that operator's to define)"
+        )
+    api = ApiNames(group, version, kind, project.domain, plural)
+    group = api.group  # webapp.example.com -> webapp
+    _refuse_other_group(project, api)
+    api = _with_plural(project, api)
     if not resource and not controller:
         raise ScaffoldError("nothing to create: --no-resource and --no-controller; drop one of them")
     pkg = project.package
+    places = _Places.of(project, api)
     recorded = project.find(Resource(group, version, kind, project.domain))
+    # a recorded model stays where it was written (a project switched to multigroup keeps its old APIs)
+    model_module = (
+        recorded.path if recorded is not None and recorded.api and recorded.path else places.model_module
+    )
     if recorded is not None:
         if (recorded.api or not resource) and (recorded.controller or not controller):
             return ApiResult(project, recorded, exists=True)
@@ -89,9 +152,10 @@ def create_api(
             )
     if not resource and not (recorded is not None and recorded.api) and not _model_exists(project, api):
         raise ScaffoldError(
-            f"--no-resource: the project has no {kind} model ({pkg}/api/{version}/{api.module}.py) for the "
-            "controller to reconcile; create the kind first (drop --no-resource). Controllers for built-in "
-            "kinds are not scaffolded"
+            f"--no-resource: the project has no {kind} model ({_Places.file(places.model_module)}) for the "
+            "controller to reconcile, and kubeop.kinds has no built-in kind of that name; create the kind "
+            "first (drop --no-resource), or for another operator's kind pass its group's domain with "
+            "--external-api-domain (e.g. --group cert-manager --external-api-domain io)"
         )
     has_api = recorded is not None and recorded.api
     other = next(iter(_other_versions(project, api)), None)
@@ -108,32 +172,142 @@ def create_api(
         namespaced=recorded.namespaced if recorded is not None and has_api else namespaced,
         api=has_api or resource,
         controller=(recorded is not None and recorded.controller) or controller,
-        path=f"{pkg}.api.{version}.{api.module}",
+        path=model_module,
+        plural=api.explicit_plural,
     )
     values = _values(project, api, wanted.namespaced)
+    values["model_module"] = model_module
+    values["model_path"] = _Places.file(model_module)
+    if api.explicit_plural:
+        values["version_options"] += f'\n    plural="{api.plural}",'
     if resource and not has_api and other is not None and not _storage_declared(project, api):
         # Several versions of a kind are one CRD with exactly one storage version: a second version
         # becomes it (objects are stored as the newest API) until the user moves storage=True.
-        values["version_options"] = "\n    storage=True,"
+        values["version_options"] += "\n    storage=True,"
     files: dict[str, str] = {}
+    packages: dict[str, str] = {}  # a group's package in a multigroup project: path -> docstring
     if resource and not has_api:
-        files[f"{pkg}/api/{version}/__init__.py"] = "api/version__init__.py.tmpl"
-        files[f"{pkg}/api/{version}/{api.module}.py"] = "api/kind.py.tmpl"
+        if places.group_dir:
+            packages[_Places.file(f"{pkg}.api.{places.group_dir}.__init__")] = f"The {api.full_group} APIs."
+        files[_Places.file(f"{places.api_package}.__init__")] = "api/version__init__.py.tmpl"
+        files[_Places.file(model_module)] = "api/kind.py.tmpl"
         files[f"config/samples/{api.sample_file}"] = "api/sample.yaml.tmpl"
-        files[f"tests/test_{api.module}_{version}.py"] = "api/test_api.py.tmpl"
+        files[f"{places.test_prefix}{api.module}_{version}.py"] = "api/test_api.py.tmpl"
     if controller:
-        files[f"{pkg}/controllers/{api.module}.py"] = "api/controller.py.tmpl"
-        files[f"tests/test_{api.module}_controller.py"] = "api/test_controller.py.tmpl"
-    plans = [Planned(path, render_template(template, values)) for path, template in files.items()]
+        if places.group_dir:
+            packages[_Places.file(f"{places.controllers_package}.__init__")] = (
+                f"The controllers of the {api.full_group} kinds."
+            )
+        files[_Places.file(f"{places.controllers_package}.{api.module}")] = "api/controller.py.tmpl"
+        files[f"{places.test_prefix}{api.module}_controller.py"] = "api/test_controller.py.tmpl"
+    plans = [Planned(path, f'"""{doc}"""\n') for path, doc in packages.items()]
+    plans += [Planned(path, render_template(template, values)) for path, template in files.items()]
     result = ApiResult(project.with_resource(wanted), wanted)
     result.changes = write_planned(project.root, plans)
     if controller:
-        _register(project.root, pkg, api, result)
+        _register(project.root, pkg, api.module, result, places.controllers_package, places.group_dir)
     result.changes += write_planned(project.root, [Planned("PROJECT", result.project.to_yaml(), _always)])
     # Files are written by now: if the code does not import, fixing it and running manifests is the way.
     found = generated(result.project, command="manifests")
     result.changes += write_planned(project.root, plan_manifests(result.project, found))
     return result
+
+
+def _refuse_other_group(project: Project, api: ApiNames) -> None:
+    """A kind's model, controller, sample and tests are named after the kind: in one project, a kind
+    of the same name in another group would take the same files, unless the project keeps a
+    package per group (multigroup)."""
+    if project.multigroup:
+        return
+    for other in project.resources:
+        if other.kind == api.kind and other.full_group != api.full_group:
+            raise ScaffoldError(
+                f"{api.kind} exists in this project in group {other.full_group} ({other.version}): "
+                f"a {api.kind} of group {api.full_group} would share its module, controller and tests. "
+                "Name the kind differently, or switch the project to one package per group first: "
+                "kubeop edit --multigroup"
+            )
+
+
+def _existing_kind(
+    project: Project, group: str, version: str, kind: str, external_domain: str, plural: str
+) -> ExistingKind | None:
+    """The kind a ``--no-resource`` controller reconciles when the project does not define it."""
+    if external_domain:
+        return external_kind(group, version, kind, external_domain, plural)
+    defined = any(r.api and r.kind == kind and not r.external for r in project.resources)
+    module = kind.lower() + "_" if keyword.iskeyword(kind.lower()) else kind.lower()
+    if defined or (project.root / project.package / "api" / version / f"{module}.py").is_file():
+        return None
+    return builtin_kind(group, version, kind)
+
+
+def _create_existing_controller(project: Project, kind: ExistingKind, namespaced: bool) -> ApiResult:
+    pkg = project.package
+    wanted = Resource(
+        group=kind.group,
+        version=kind.version,
+        kind=kind.kind,
+        domain="",
+        api=False,
+        controller=True,
+        path="kubeop.kinds" if kind.builtin else "",
+        external=True,
+    )
+    recorded = project.find(wanted)
+    if recorded is not None and recorded.controller:
+        return ApiResult(project, recorded, exists=True)
+    group_dir = re.sub(r"[^a-z0-9_]", "_", kind.group.split(".")[0] or "core") if project.multigroup else ""
+    controllers = ".".join(p for p in (pkg, "controllers", group_dir) if p)
+    for other in project.resources:
+        if not project.multigroup and other.kind == kind.kind and other.full_group != kind.group:
+            raise ScaffoldError(
+                f"{kind.kind} exists in this project in group {other.full_group} ({other.version}): a "
+                f"controller for {kind.api_version} {kind.kind} would take its module "
+                f"{pkg}/controllers/{kind.module}.py; switch the project to one package per group first: "
+                "kubeop edit --multigroup"
+            )
+    values = kind.template_values(namespaced)
+    plans = []
+    if group_dir:
+        plans.append(
+            Planned(
+                _Places.file(f"{controllers}.__init__"),
+                f'"""The controllers of {kind.group or "core"} kinds."""\n',
+            )
+        )
+    plans.append(
+        Planned(
+            _Places.file(f"{controllers}.{kind.module}"),
+            render_template("api/controller_existing.py.tmpl", values),
+        )
+    )
+    result = ApiResult(project.with_resource(wanted), wanted)
+    result.changes = write_planned(project.root, plans)
+    _register(project.root, pkg, kind.module, result, controllers, group_dir)
+    result.changes += write_planned(project.root, [Planned("PROJECT", result.project.to_yaml(), _always)])
+    found = generated(result.project, command="manifests")
+    result.changes += write_planned(project.root, plan_manifests(result.project, found))
+    return result
+
+
+def _with_plural(project: Project, api: ApiNames) -> ApiNames:
+    """The versions of a kind are one CRD, with one plural: a new version takes the recorded one,
+    and ``--plural`` cannot change it."""
+    recorded = {
+        r.plural
+        for r in project.resources
+        if r.plural and (r.kind, r.full_group) == (api.kind, api.full_group)
+    }
+    if not recorded:
+        return api
+    plural = recorded.pop()
+    if api.explicit_plural and api.explicit_plural != plural:
+        raise ScaffoldError(
+            f"--plural {api.explicit_plural}: {api.kind} ({api.full_group}) is recorded with plural {plural} "
+            "(the versions of a kind share their CRD and its plural); drop --plural"
+        )
+    return replace(api, explicit_plural=plural)
 
 
 def _always(_: str) -> bool:
@@ -158,12 +332,14 @@ def _storage_declared(project: Project, api: ApiNames) -> bool:
     )
 
 
-def _register(root: Path, package: str, api: ApiNames, result: ApiResult) -> None:
+def _register(
+    root: Path, package: str, module: str, result: ApiResult, controllers: str = "", group_dir: str = ""
+) -> None:
     """Add the controller's import and ``controller()`` call to main.py at the scaffold markers."""
     path = root / package / "main.py"
-    alias = f"{api.module}_controller"
+    alias = f"{group_dir}_{module}_controller" if group_dir else f"{module}_controller"
     lines = {  # marker -> (line, below the marker)
-        "imports": (f"from {package}.controllers import {api.module} as {alias}", True),
+        "imports": (f"from {controllers or package + '.controllers'} import {module} as {alias}", True),
         "controllers": (f"{alias}.controller(),", False),
     }
     try:

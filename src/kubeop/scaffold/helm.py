@@ -341,6 +341,8 @@ def helm_api_files(
     sample, and config/crd and config/rbac regenerated for every kind."""
     check_kind(kind)
     check_version(version)
+    if project.domain and (group == project.domain or group.endswith("." + project.domain)):
+        group = group[: -len(project.domain)].rstrip(".")  # given in full: webapp.example.com -> webapp
     full_group = f"{group}.{project.domain}" if group else project.domain
     check_group(full_group)
     chart_dir = project.root / chart

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from kubeop.crd import DeclarationError, check_group, check_kind, check_version, guess_plural
+from kubeop.crd.names import check_plural
 from kubeop.scaffold.errors import ScaffoldError
 
 __all__ = [
@@ -132,19 +133,30 @@ class ApiNames:
     """One API (group, version, kind) of a project, with its derived names.
 
     ``group`` is what ``--group`` says (``webapp``); :attr:`full_group` adds the domain
-    (``webapp.example.com``), as kubebuilder does.
+    (``webapp.example.com``), as kubebuilder does. A group given in full (``webapp.example.com``,
+    its suffix the domain) is taken as its first part, so it never becomes
+    ``webapp.example.com.example.com``. ``explicit_plural`` is ``--plural``: the resource name
+    when English plural rules guess it wrong (``Person`` -> ``people``).
     """
 
     group: str
     version: str
     kind: str
     domain: str
+    explicit_plural: str = ""
 
     def __post_init__(self) -> None:
         try:
             check_kind(self.kind)
         except DeclarationError as e:
             raise ScaffoldError(f"--kind: {e}") from None
+        if self.domain and (self.group == self.domain or self.group.endswith("." + self.domain)):
+            object.__setattr__(self, "group", self.group[: -len(self.domain)].rstrip("."))
+        if self.explicit_plural:
+            try:
+                check_plural(self.explicit_plural)
+            except DeclarationError as e:
+                raise ScaffoldError(f"--plural: {e}") from None
         if self.group and not _DNS1123_SUBDOMAIN.match(self.group):
             raise ScaffoldError(
                 f"--group {self.group!r} is not a DNS subdomain: use lower-case letters, digits, '-' and "
@@ -170,7 +182,7 @@ class ApiNames:
 
     @property
     def plural(self) -> str:
-        return guess_plural(self.kind)
+        return self.explicit_plural or guess_plural(self.kind)
 
     @property
     def lower(self) -> str:

@@ -73,6 +73,7 @@ _KNOWN = (
     "domain",
     "importRoot",
     "layout",
+    "multigroup",
     "namespace",
     "package",
     "projectName",
@@ -96,10 +97,19 @@ class Resource:
     api: bool = True
     controller: bool = True
     path: str = ""
+    plural: str = ""
+    """``--plural`` when it was given (kubebuilder's ``plural``); empty: guessed from the kind."""
+    external: bool = False
+    """A kind the project reconciles but does not define (built-in or another operator's): its
+    group is the whole API group, its domain empty (kubebuilder's ``external: true``)."""
+
+    @property
+    def full_group(self) -> str:
+        return ".".join(p for p in (self.group, self.domain) if p)
 
     @property
     def names(self) -> ApiNames:
-        return ApiNames(self.group, self.version, self.kind, self.domain)
+        return ApiNames(self.group, self.version, self.kind, self.domain, self.plural)
 
     def same_api(self, other: Resource) -> bool:
         return (self.group, self.domain, self.version, self.kind) == (
@@ -116,10 +126,14 @@ class Resource:
         if self.controller:
             out["controller"] = True
         out["domain"] = self.domain
+        if self.external:
+            out["external"] = True
         out["group"] = self.group
         out["kind"] = self.kind
         if self.path:
             out["path"] = self.path
+        if self.plural:
+            out["plural"] = self.plural
         out["version"] = self.version
         return out
 
@@ -141,6 +155,8 @@ class Resource:
                 api=api is not None,
                 controller=bool(data.get("controller", False)),
                 path=str(data.get("path") or ""),
+                plural=str(data.get("plural") or ""),
+                external=bool(data.get("external", False)),
             )
         except KeyError as e:
             raise ScaffoldError(
@@ -166,6 +182,10 @@ class Project:
     """Where the webhook server's certificate comes from in the cluster (:data:`WEBHOOK_CERTS`)."""
     import_root: str = "."
     """PROJECT's ``importRoot``: where the package is imported from, relative to ``root`` (``..`` only)."""
+    multigroup: bool = False
+    """PROJECT's ``multigroup``: new APIs go to ``api/<group>/<version>/`` and their controllers to
+    ``controllers/<group>/`` (``kubeop edit --multigroup``), so kinds of the same name in several
+    groups each have their own modules."""
 
     def __post_init__(self) -> None:
         if not self.namespace:
@@ -224,6 +244,8 @@ class Project:
             data["webhookCerts"] = self.webhook_certs
         if self.import_root != ".":
             data["importRoot"] = self.import_root
+        if self.multigroup:
+            data["multigroup"] = True
         data.update(self.extra)
         return _HEADER + dump_yaml(dict(sorted(data.items())))
 
@@ -302,7 +324,15 @@ def load_project(root: Path) -> Project:
         namespace=namespace,
         webhook_certs=certs,
         import_root=import_root,
+        multigroup=_flag(data, "multigroup", path),
     )
+
+
+def _flag(data: dict[str, Any], key: str, path: Path) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise ScaffoldError(f"{path}: {key} must be true or false, not {value!r}")
+    return value
 
 
 def _text(data: dict[str, Any], key: str, path: Path, default: str) -> str:

@@ -45,10 +45,19 @@ def _spokes(project: Project, api: ApiNames) -> list[Resource]:
     ]
 
 
+def _model_module(project: Project, api: ApiNames, version: str) -> str:
+    """Where the model of ``version`` lives: as PROJECT recorded it (a multigroup project's APIs are
+    under api/<group>/), else api/<version>/."""
+    recorded = project.find(Resource(api.group, version, api.kind, project.domain))
+    if recorded is not None and recorded.path:
+        return recorded.path
+    return f"{project.package}.api.{version}.{api.module}"
+
+
 def _source(
     project: Project, api: ApiNames, defaulting: bool, validation: bool, spokes: list[Resource]
 ) -> str:
-    pkg, kind, mod, ver = project.package, api.kind, api.module, api.version
+    kind, mod, ver = api.kind, api.module, api.version
     names = (["Allowed", "Denied", "FieldError", "validating"] if validation else []) + (
         ["defaulting"] if defaulting else []
     )
@@ -57,8 +66,11 @@ def _source(
     # isort's order, so the project's ruff is happy: classes before functions, modules by name
     ordered = sorted(names, key=lambda n: (not n[0].isupper(), n))
     imports = [f"from kubeop.webhook import {', '.join(ordered)}", ""]
-    own = [(f"{pkg}.api.{ver}.{mod}", kind)]
-    own += [(f"{pkg}.api.{sp.version}.{mod}", f"{kind} as {kind}{sp.version.capitalize()}") for sp in spokes]
+    own = [(_model_module(project, api, ver), kind)]
+    own += [
+        (_model_module(project, api, sp.version), f"{kind} as {kind}{sp.version.capitalize()}")
+        for sp in spokes
+    ]
     imports += [f"from {module} import {name}" for module, name in sorted(own)]
     out = [
         f'"""Webhooks of {kind} ({api.api_version}), served by the Manager over HTTPS.',

@@ -11,6 +11,7 @@ MODULES = {
     "api",
     "confined_copy",
     "errors",
+    "existing_kind",
     "files",
     "helm",
     "image",
@@ -47,7 +48,14 @@ def test_scaffold_imports_only_crd_webhook_and_itself() -> None:
                     # kubeop.webhook: the webhook declarations and their manifests, as crd for CRDs;
                     # a Helm project's CRDs and watches.yaml come from kubeop.helm's pure modules;
                     # YAML written by others is read with kubeop.core's bounded loader (pure too).
-                    allowed = ("kubeop.crd", "kubeop.scaffold", "kubeop.webhook", "kubeop.binaries")
+                    # kubeop.kinds: which built-in kinds exist, for their controllers (pure models).
+                    allowed = (
+                        "kubeop.crd",
+                        "kubeop.scaffold",
+                        "kubeop.webhook",
+                        "kubeop.binaries",
+                        "kubeop.kinds",
+                    )
                     pure = ("kubeop.helm.crd", "kubeop.helm.watches", "kubeop.core.yaml_input")
                     assert name.startswith(allowed) or name in pure, (
                         path.name,

@@ -78,7 +78,8 @@ _FIX_FROM = (
     "https://<index>/simple | git+https://<host>/<repo>@<tag>"
 )
 
-_LOCAL_KUBEOP = re.compile(r"""(["'])kubeop\s*@\s*file:[^"'\n]*\1""", re.IGNORECASE)
+# the runtime dependency and the dev extra's kubeop[cli]
+_LOCAL_KUBEOP = re.compile(r"""(["'])kubeop(\[[A-Za-z0-9_,\s-]*\])?\s*@\s*file:[^"'\n]*\1""", re.IGNORECASE)
 _NO_FROM = "or build the image from this kubeop's wheel: kubeop docker-build (without --kubeop-from)"
 
 
@@ -368,8 +369,9 @@ def write_build_context(project: Project, dest: Path, kubeop_from: str | None = 
     origin, netrc = write_kubeop_source(dest, kubeop_from, pyproject_data)
     copy_into_context(dest, root, copied, ignore=_SKIP)
     if checkout is not None:
-        # "kubeop @ file:///..." (or 'kubeop@file:...') becomes "kubeop": no path of this machine
-        pyproject = _LOCAL_KUBEOP.sub(r"\1kubeop\1", pyproject, count=1)
+        # "kubeop @ file:///..." (or 'kubeop@file:...') becomes "kubeop", "kubeop[cli] @ ..." "kubeop[cli]":
+        # no path of this machine
+        pyproject = _LOCAL_KUBEOP.sub(r"\1kubeop\2\1", pyproject)
     (dest / "pyproject.toml").write_text(pyproject)
     return BuildContext(dest, sorted(p.name for p in dest.iterdir()), origin, netrc)
 

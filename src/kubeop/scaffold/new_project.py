@@ -63,6 +63,30 @@ _FILES = {  # output path -> template (paths use {package})
 }
 
 
+# The README's install step, as it works today: kubeop is not on a package index yet, so it comes
+# from a wheel (or a checkout) first; `pip install -e '.[dev]'` then finds it installed.
+_INSTALL_FROM_WHEEL = """\
+kubeop is not on a package index yet: install it from a wheel first (build one in a kubeop
+checkout with `python -m build --wheel`, or use the one a release ships), then this project:
+
+    python3 -m venv .venv && . .venv/bin/activate
+    pip install '/path/to/kubeop-<version>-py3-none-any.whl[cli]'   # or: pip install '/path/to/kubeop[cli]'
+    pip install -e '.[dev]'
+
+Once kubeop is published, `pip install -e '.[dev]'` alone does it. `kubeop[cli]` is the command
+line (`kubeop`, which the Makefile runs); the operator itself, and its image, need only `kubeop`."""
+
+_INSTALL_FROM_SOURCE = """\
+This project takes kubeop from the checkout it was created with (`{source}`, a path dependency
+in pyproject.toml), so one command installs both:
+
+    python3 -m venv .venv && . .venv/bin/activate
+    pip install -e '.[dev]'
+
+`kubeop[cli]` is the command line (`kubeop`, which the Makefile runs); the operator itself, and its
+image, need only `kubeop`."""
+
+
 @dataclass(frozen=True)
 class _Params:
     domain: str
@@ -75,10 +99,13 @@ class _Params:
         names = self.names
         repo_url = self.repo if "://" in self.repo else f"https://{self.repo}"
         if self.kubeop_source:
-            requirement = f"kubeop @ {Path(self.kubeop_source).resolve().as_uri()}"
+            source = Path(self.kubeop_source).resolve().as_uri()
+            requirement, cli = f"kubeop @ {source}", f"kubeop[cli] @ {source}"
             hatch = "\n[tool.hatch.metadata]\nallow-direct-references = true\n"
+            install = _INSTALL_FROM_SOURCE.format(source=self.kubeop_source)
         else:
-            requirement, hatch = "kubeop>=0.1", ""
+            requirement, cli, hatch = "kubeop>=0.1", "kubeop[cli]>=0.1", ""
+            install = _INSTALL_FROM_WHEEL
         return {
             "project_name": names.name,
             "package": names.package,
@@ -90,7 +117,9 @@ class _Params:
             "deployment": names.deployment,
             "leader_election_id": names.leader_election_id,
             "kubeop_requirement": requirement,
+            "kubeop_cli_requirement": cli,
             "hatch_metadata": hatch,
+            "install_steps": install,
         }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
+import re
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -25,8 +26,11 @@ __all__ = ["WHEEL_DIR", "KubeopDist", "kubeop_dist", "kubeop_wheel"]
 
 WHEEL_DIR = "wheels"  # where a build context keeps it
 _SKIP_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+# The Go modules `kubeop cluster build` compiles the local control plane from: an image runs the
+# operator, never a control plane, so its wheel leaves them out.
+_SKIP_PREFIXES = ("testing/gomod/",)
 _ENTRY_POINTS = (
-    "[console_scripts]\nkubeop = kubeop.cli:main\n\n[pytest11]\nkubeop = kubeop.testing.pytest_plugin\n"
+    "[console_scripts]\nkubeop = kubeop.__main__:main\n\n[pytest11]\nkubeop = kubeop.testing.pytest_plugin\n"
 )
 
 
@@ -59,7 +63,7 @@ def kubeop_dist() -> KubeopDist:
         if project.get("name") == "kubeop":
             return KubeopDist(
                 package_dir,
-                str(project["version"]),
+                _version(package_dir),
                 str(project.get("requires-python") or ""),
                 tuple(str(d) for d in project.get("dependencies") or ()),
                 f"checkout {checkout}",
@@ -79,6 +83,16 @@ def kubeop_dist() -> KubeopDist:
         requires,
         "installed",
     )
+
+
+def _version(package_dir: Path) -> str:
+    """``__version__`` of ``kubeop/__init__.py``: the one place the version is written (the build
+    backend reads it there too)."""
+    init = package_dir / "__init__.py"
+    match = re.search(r'^__version__ = "([^"]+)"$', init.read_text(), re.MULTILINE)
+    if match is None:
+        raise ScaffoldError(f'{init} has no __version__ = "..." line: it says which kubeop to pack')
+    return match.group(1)
 
 
 def _record_hash(data: bytes) -> str:
@@ -105,7 +119,12 @@ def kubeop_wheel(dest: Path) -> tuple[Path, KubeopDist]:
     entries: list[tuple[str, bytes]] = []
     for path in sorted(dist.package_dir.rglob("*")):
         rel = path.relative_to(dist.package_dir)
-        if path.is_file() and not _SKIP_DIRS.intersection(rel.parts) and path.suffix != ".pyc":
+        if (
+            path.is_file()
+            and not _SKIP_DIRS.intersection(rel.parts)
+            and path.suffix != ".pyc"
+            and not rel.as_posix().startswith(_SKIP_PREFIXES)
+        ):
             entries.append((f"kubeop/{rel.as_posix()}", path.read_bytes()))
     entries += [
         (f"{info}/METADATA", ("\n".join(metadata) + "\n").encode()),

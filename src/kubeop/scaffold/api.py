@@ -83,7 +83,10 @@ class _Places:
 
 
 def _values(project: Project, api: ApiNames, namespaced: bool) -> dict[str, str]:
+    model_module = _Places.of(project, api).model_module
     return {
+        "model_module": model_module,
+        "model_path": _Places.file(model_module),
         "version_options": "",
         "project_name": project.project_name,
         "package": project.package,

@@ -6,7 +6,10 @@
 - docs/reference/metrics.md: every Prometheus series a Manager exports, read from a fresh
   ``kubeop.controller.Metrics`` registry (names, types, labels, help).
 - docs/performance.md and its plots (docs/assets/perf-*.svg, drawn with matplotlib): tables
-  and plots from the benchmarks' JSON results under bench/.
+  and plots from the benchmarks' JSON results under bench/, every number quoted through
+  scripts/bench_numbers.py's markers (tests/docs/test_bench_numbers.py recomputes them);
+- docs/guides/compatibility.md: the versions the tests run against (kubeop.binaries, kopf's pin,
+  pyproject's requires-python).
 
 ``python scripts/docs_gen.py`` rewrites them; ``--check`` only compares and exits 1 when a page is
 stale (tests/docs/test_site.py runs that, so a new option or metric cannot miss the docs). The
@@ -377,7 +380,52 @@ def performance_page() -> str:
     return HEADER + page
 
 
+def compatibility_page() -> str:
+    from kubeop import binaries
+
+    sys.path.insert(0, str(ROOT))
+    from tests.e2e.kopf.sdist import KOPF_VERSION
+
+    python = _load_pyproject()["project"]["requires-python"]
+    rows = [
+        (
+            "Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)",
+            binaries.KUBERNETES_VERSION,
+        ),
+        ("etcd", binaries.ETCD_VERSION),
+        ("KWOK (the fake nodes)", binaries.KWOK_VERSION),
+        ("Helm (the Helm operator)", binaries.HELM_VERSION),
+        ("kopf (the API `kubeop.kopf` follows)", KOPF_VERSION),
+        ("Python (the package requires)", python),
+    ]
+    out = [
+        HEADER,
+        "# Kubernetes version compatibility\n\n",
+        "kubeop's own tests run against a real control plane built from these pinned versions\n",
+        "(`kubeop/binaries.py`); `kubeop version` prints them with the binaries in use.\n\n",
+        "| component | version the tests run against |\n|---|---|\n",
+    ]
+    out.extend(f"| {name} | `{version}` |\n" for name, version in rows)
+    out.append(
+        "\nkubeop's client speaks the Kubernetes API's stable conventions (discovery, watches with\n"
+        "bookmarks, server-side apply, the status and scale subresources, `coordination.k8s.io/v1`\n"
+        "Leases, `apiextensions.k8s.io/v1` CRDs, `admissionregistration.k8s.io/v1` webhooks), so an\n"
+        "operator usually works against older and newer API servers too; only the versions above are\n"
+        "tested. The typed models of `kubeop.kinds` keep fields they do not know, so objects of a newer\n"
+        "server round-trip unchanged. To test against the cluster you ship to, point the tests at it\n"
+        "with `KUBEOP_TEST_KUBECONFIG` ([Testing](testing.md)).\n"
+    )
+    return "".join(out)
+
+
+def _load_pyproject() -> Any:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 PAGES: dict[str, Callable[[], str]] = {
+    "docs/guides/compatibility.md": compatibility_page,
     "docs/reference/cli.md": cli_reference,
     "docs/reference/metrics.md": metrics_reference,
     "docs/performance.md": performance_page,

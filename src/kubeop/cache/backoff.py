@@ -48,6 +48,9 @@ class Backoff:
     _last: float | None = None
 
     def next_delay(self) -> float:
+        """The next delay: ``initial`` after a reset or a quiet spell longer than ``reset_after``, else the
+        last one times ``factor``, at most ``cap`` (with jitter when configured).
+        """
         cfg = self.config
         now = self.clock()
         if self._last is None or now - self._last > cfg.reset_after or self._duration <= 0:
@@ -60,5 +63,6 @@ class Backoff:
         return delay
 
     def reset(self) -> None:
+        """Start again from ``initial`` at the next delay."""
         self._duration = 0.0
         self._last = None

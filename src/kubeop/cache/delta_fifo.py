@@ -39,6 +39,10 @@ __all__ = ["Delta", "DeltaFIFO", "DeltaType", "Deltas", "FIFOClosed", "KnownObje
 
 
 class DeltaType(StrEnum):
+    """What happened to an object, as a delta of a DeltaFIFO: added, updated, deleted, replaced by a relist,
+    or resynced.
+    """
+
     ADDED = "Added"
     UPDATED = "Updated"
     DELETED = "Deleted"
@@ -160,6 +164,7 @@ class DeltaFIFO:
         return self._synced.is_set()
 
     async def wait_synced(self) -> None:
+        """Wait until the items of the first list have all been popped."""
         await self._synced.wait()
 
     def _check_synced(self) -> None:
@@ -168,6 +173,7 @@ class DeltaFIFO:
 
     @property
     def closed(self) -> bool:
+        """True once the queue is closed: pops return nothing more."""
         return self._closed
 
     def key_of(self, obj: Any) -> str:
@@ -194,11 +200,13 @@ class DeltaFIFO:
     # -- producer ---------------------------------------------------------------------------------
 
     def add(self, obj: Any) -> None:
+        """Queue an Added delta for ``obj``."""
         self._populate()
         self._known_empty = False  # (for a replace in progress: the known store gets more)
         self._queue_action(ADDED, obj)
 
     def update(self, obj: Any) -> None:
+        """Queue an Updated delta for ``obj``."""
         self._populate()
         self._known_empty = False
         self._queue_action(UPDATED, obj)

@@ -72,6 +72,7 @@ class SharedInformerFactory:
 
     @property
     def informers(self) -> list[Informer]:
+        """Every informer the factory has made."""
         return list(self._informers.values())
 
     def informer(

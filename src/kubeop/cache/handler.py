@@ -35,11 +35,16 @@ MINIMUM_RESYNC_PERIOD = 1.0
 class ResourceEventHandler(Protocol):
     """Receives an informer's notifications (see the module docs for the contract)."""
 
-    def on_add(self, obj: Any, is_in_initial_list: bool) -> None: ...
+    def on_add(self, obj: Any, is_in_initial_list: bool) -> None:
+        """An object appeared (``is_in_initial_list``: it came with the informer's first list)."""
 
-    def on_update(self, old: Any, new: Any) -> None: ...
+    def on_update(self, old: Any, new: Any) -> None:
+        """An object changed from ``old`` to ``new`` (a resync passes the same object twice)."""
 
-    def on_delete(self, obj: Any) -> None: ...
+    def on_delete(self, obj: Any) -> None:
+        """An object was deleted (a ``DeletedFinalStateUnknown`` when the deletion was missed and found by a
+        relist).
+        """
 
 
 class FuncHandler:
@@ -61,14 +66,17 @@ class FuncHandler:
         self.on_delete_func = on_delete
 
     def on_add(self, obj: Any, is_in_initial_list: bool) -> None:
+        """Call ``on_add_func``, if given."""
         if self.on_add_func is not None:
             self.on_add_func(obj, is_in_initial_list)
 
     def on_update(self, old: Any, new: Any) -> None:
+        """Call ``on_update_func``, if given."""
         if self.on_update_func is not None:
             self.on_update_func(old, new)
 
     def on_delete(self, obj: Any) -> None:
+        """Call ``on_delete_func``, if given."""
         if self.on_delete_func is not None:
             self.on_delete_func(obj)
 
@@ -110,9 +118,11 @@ class HandlerRegistration:
         self._has_synced = has_synced
 
     def has_synced(self) -> bool:
+        """Whether the handler is registered and has been given every object of the informer's first list."""
         return self.active and self._has_synced()
 
     def should_resync(self, now: float) -> bool:
+        """Whether the handler's resync is due at ``now`` (and if so, schedule the next one)."""
         if self.resync_period <= 0:
             return False
         if now >= self.next_resync:

@@ -113,6 +113,7 @@ class Indexer:
         return list(self._items.values())
 
     def list_keys(self) -> _Keys:
+        """The keys of every object in the store."""
         return list(self._items)
 
     def by_index(self, index_name: str, value: str) -> _Objs:
@@ -148,6 +149,7 @@ class Indexer:
         return list(self._index(index_name))
 
     def get_indexers(self) -> dict[str, IndexFunc]:
+        """The index functions by index name (a copy)."""
         return dict(self._indexers)
 
     def _bucket(self, index_name: str, value: str) -> Collection[str] | None:

@@ -159,6 +159,7 @@ class Informer:
 
     @property
     def started(self) -> bool:
+        """True once the informer has been started."""
         return self._started
 
     # -- handlers and indexers --------------------------------------------------------------------
@@ -208,6 +209,7 @@ class Informer:
 
     @property
     def handlers(self) -> tuple[HandlerRegistration, ...]:
+        """The registrations of the event handlers added to the informer."""
         return self._distributor.registrations
 
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:

@@ -135,6 +135,7 @@ class ListWatch:
 
     @property
     def description(self) -> str:
+        """What is listed and watched, for logs: the resource, namespace and selectors."""
         res = self._api_resource
         what = res.display_name if res is not None else str(getattr(self.resource, "__name__", self.resource))
         if self.metadata_only:
@@ -166,6 +167,7 @@ class ListWatch:
         resource_version: str | None,
         resource_version_match: ResourceVersionMatch | None = None,
     ) -> ObjectList[Obj]:
+        """One page of the list (with the source's namespace and selectors)."""
         return await self.client.list(
             await self._resolved(),
             **self._scope(),
@@ -184,6 +186,7 @@ class ListWatch:
         resource_version: str | None,
         resource_version_match: ResourceVersionMatch | None = None,
     ) -> AsyncIterator[ObjectList[Obj]]:
+        """The list, in parts as they arrive (with the source's namespace and selectors)."""
         async for part in self.client.list_stream(
             await self._resolved(),
             **self._scope(),
@@ -202,6 +205,7 @@ class ListWatch:
         send_initial_events: bool = False,
         allow_bookmarks: bool = True,
     ) -> AsyncIterator[WatchEvent[Obj]]:
+        """A watch from ``resource_version`` (with the source's namespace and selectors)."""
         return self.client.watch(
             await self._resolved(),
             **self._scope(),

@@ -61,6 +61,7 @@ class MutationDetector:
         self.failures: list[str] = []
 
     def add_object(self, obj: Any) -> None:
+        """Remember a copy of a cached object, to compare it with the object later."""
         if isinstance(obj, DeletedFinalStateUnknown) or not isinstance(obj, dict):
             return
         self._current.append((obj, _snapshot(obj)))
@@ -90,6 +91,7 @@ class MutationDetector:
             raise CacheMutationError("\n".join(self.failures))
 
     async def run(self) -> None:
+        """Compare the cached objects with their copies every ``period`` seconds, until cancelled."""
         while True:
             await asyncio.sleep(self.period)
             self.compare()

@@ -169,6 +169,7 @@ class ServerProbe:
         asyncio.get_running_loop().call_later(delay, fire)
 
     async def close(self) -> None:
+        """Stop probing."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

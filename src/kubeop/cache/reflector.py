@@ -33,15 +33,20 @@ log = logging.getLogger("kubeop.cache")
 class ReflectorStore(Protocol):
     """What a reflector writes to (client-go ``ReflectorStore``)."""
 
-    def add(self, obj: Any) -> None: ...
+    def add(self, obj: Any) -> None:
+        """An object was added."""
 
-    def update(self, obj: Any) -> None: ...
+    def update(self, obj: Any) -> None:
+        """An object was updated."""
 
-    def delete(self, obj: Any) -> None: ...
+    def delete(self, obj: Any) -> None:
+        """An object was deleted."""
 
-    def replace(self, objects: list[Any], resource_version: str) -> None: ...
+    def replace(self, objects: list[Any], resource_version: str) -> None:
+        """A (re)list: ``objects`` are now the whole content, as of ``resource_version``."""
 
-    def resync(self) -> None: ...
+    def resync(self) -> None:
+        """A periodic resync: hand every object on again."""
 
 
 @runtime_checkable
@@ -93,6 +98,7 @@ class Reflector:
         return self._last_sync_rv
 
     async def run(self) -> None:
+        """List, then watch, and keep the store in step (with resyncs when configured), until cancelled."""
         resync: asyncio.Task[None] | None = None
         if self.resync_period > 0:
             resync = asyncio.get_running_loop().create_task(self._resync_loop(), name=f"resync {self.name}")

@@ -203,10 +203,12 @@ class Watcher:
 
     @property
     def description(self) -> str:
+        """What is watched, for logs (see :attr:`ListWatch.description`)."""
         return self.source.description
 
     @property
     def resource_version(self) -> str:
+        """The resourceVersion the watcher has reached (where a new watch resumes)."""
         return self._state.resource_version
 
     @resource_version.setter

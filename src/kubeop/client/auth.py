@@ -72,7 +72,10 @@ class Credentials:
 
 
 class Auth(Protocol):
-    async def credentials(self) -> Credentials: ...
+    """How a client authenticates: the headers of each request, renewed after a 401."""
+
+    async def credentials(self) -> Credentials:
+        """The headers (and client certificate, if any) to send with the next request."""
 
     async def refresh(self) -> bool:
         """After a 401: renew what can be renewed; True if retrying the request may now succeed."""
@@ -125,7 +128,12 @@ async def refresh_after_unauthorized(auth: Auth, used: Credentials) -> bool:
 
 
 class NoAuth(_Generations):
+    """No credentials: for an API server that allows anonymous requests, or one reached through a proxy that
+    authenticates.
+    """
+
     async def credentials(self) -> Credentials:
+        """Empty credentials."""
         return Credentials()
 
     def __repr__(self) -> str:
@@ -133,10 +141,13 @@ class NoAuth(_Generations):
 
 
 class StaticToken(_Generations):
+    """A bearer token that never changes (a kubeconfig's ``token``); it is never shown in a repr."""
+
     def __init__(self, token: str) -> None:
         self._creds = Credentials({"Authorization": f"Bearer {token}"})
 
     async def credentials(self) -> Credentials:
+        """The ``Authorization: Bearer`` header."""
         return self._creds
 
     def __repr__(self) -> str:
@@ -144,12 +155,17 @@ class StaticToken(_Generations):
 
 
 class BasicAuth(_Generations):
+    """HTTP basic authentication (a kubeconfig's ``username`` and ``password``); the password is never shown
+    in a repr.
+    """
+
     def __init__(self, username: str, password: str) -> None:
         self.username = username
         raw = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
         self._creds = Credentials({"Authorization": f"Basic {raw}"})
 
     async def credentials(self) -> Credentials:
+        """The ``Authorization: Basic`` header."""
         return self._creds
 
     def __repr__(self) -> str:
@@ -186,11 +202,15 @@ class TokenFile(_Generations):
         return Credentials({"Authorization": header}, generation=self.generation)
 
     async def credentials(self) -> Credentials:
+        """The token read from the file, read again once ``reload_after`` seconds have passed (a projected
+        service account token rotates).
+        """
         if self._creds is None or self._clock() - self._read_at >= self.reload_after:
             self._creds = self._read()
         return self._creds
 
     async def refresh(self) -> bool:
+        """Read the file again after a 401; True when it held another token."""
         old = self._creds
         self._creds = self._read()
         return self._creds is not old
@@ -235,6 +255,9 @@ class ExecAuth(_Generations):
         return f"ExecAuth(spec={self.spec!r}, source={self.source!r}, credentials={token})"
 
     async def credentials(self) -> Credentials:
+        """The credentials the exec plugin returned, running it again when they have expired (one run at a
+        time).
+        """
         if self._valid():
             assert self._creds is not None
             return self._creds
@@ -245,6 +268,7 @@ class ExecAuth(_Generations):
         return self._creds
 
     async def refresh(self) -> bool:
+        """Run the exec plugin again after a 401; always True (its new credentials may be accepted)."""
         async with self._lock:
             await self._run()
         return True

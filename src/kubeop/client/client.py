@@ -170,6 +170,9 @@ class Client:
     def from_kubeconfig(
         cls, path: str | Sequence[str] | None = None, *, context: str | None = None, **overrides: Any
     ) -> Client:
+        """A client for a kubeconfig's cluster: ``path`` (default ``$KUBECONFIG``, then ``~/.kube/config``),
+        its ``context`` (default: the current one), and ``overrides`` of the :class:`ClientConfig` fields.
+        """
         from kubeop.client.kubeconfig import load_kubeconfig
 
         return cls(load_kubeconfig(path, context=context, **overrides))
@@ -180,6 +183,9 @@ class Client:
         return self.config.namespace
 
     async def close(self) -> None:
+        """Close the client's connections; in-flight requests fail. ``async with Client(...)`` closes it for
+        you.
+        """
         await self.transport.close()
 
     async def __aenter__(self) -> Client:
@@ -735,6 +741,9 @@ class Client:
     async def apply_status(
         self, obj: O, *, field_manager: str, force: bool = False, dry_run: bool = False
     ) -> O:
+        """Server-side apply ``obj``'s status (the status subresource) as ``field_manager``; see
+        :meth:`apply`.
+        """
         return await self.apply(
             obj, field_manager=field_manager, force=force, subresource="status", dry_run=dry_run
         )

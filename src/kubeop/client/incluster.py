@@ -19,6 +19,7 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 def is_in_cluster(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the process runs in a pod: the service host and port variables Kubernetes sets are there."""
     env = os.environ if env is None else env
     return bool(env.get("KUBERNETES_SERVICE_HOST") and env.get("KUBERNETES_SERVICE_PORT"))
 

@@ -71,5 +71,6 @@ class TokenBucket:
 
     @property
     def tokens(self) -> float:
+        """The tokens available now (refilled at ``qps`` up to ``burst``)."""
         self._advance()
         return self._tokens

@@ -47,10 +47,12 @@ class RESTMapper:
 
     @property
     def resources(self) -> list[ApiResource]:
+        """Every resource discovery found, one per group, version and plural."""
         return list(self._by_gvr.values())
 
     @property
     def groups(self) -> Mapping[str, Sequence[str]]:
+        """Each API group's versions, the preferred one first."""
         return self._preferred
 
     def _version_order(self, group: str) -> list[str]:
@@ -67,9 +69,11 @@ class RESTMapper:
         return None
 
     def for_gvk(self, gvk: GroupVersionKind) -> ApiResource | None:
+        """The resource serving a group, version and kind, or None."""
         return self._by_gvk.get(gvk)
 
     def for_gvr(self, gvr: GroupVersionResource) -> ApiResource | None:
+        """The resource of a group, version and plural, or None."""
         return self._by_gvr.get(gvr)
 
     def find(self, name: str) -> ApiResource | None:
@@ -102,6 +106,7 @@ class RESTMapper:
         return None
 
     def kinds_in_group(self, group: str) -> list[str]:
+        """The kinds a group serves, sorted (for an error message naming what exists)."""
         return sorted({r.kind for r in self._by_gvr.values() if r.group == group})
 
 

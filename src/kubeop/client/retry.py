@@ -52,6 +52,9 @@ class RetryPolicy:
         return False
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry ``attempt`` (from 1): the server's ``Retry-After`` when given, else a
+        jittered exponential backoff from ``base_delay``, at most ``max_delay``.
+        """
         if retry_after is not None:
             return min(retry_after, self.max_delay)
         ceiling = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))

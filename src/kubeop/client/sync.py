@@ -45,6 +45,7 @@ class SyncClient:
     def from_kubeconfig(
         cls, path: str | None = None, *, context: str | None = None, **overrides: Any
     ) -> SyncClient:
+        """A synchronous client for a kubeconfig's cluster (see :meth:`Client.from_kubeconfig`)."""
         from kubeop.client.kubeconfig import load_kubeconfig
 
         return cls(load_kubeconfig(path, context=context, **overrides))
@@ -62,50 +63,71 @@ class SyncClient:
 
     @property
     def namespace(self) -> str:
+        """The default namespace for namespaced resources."""
         return self._client.namespace
 
     def resource(self, what: Any) -> ApiResource:
+        """The :class:`~kubeop.core.resource.ApiResource` for any accepted way of naming one (see
+        :meth:`Client.resource`).
+        """
         return self._run(self._client.resource(what))
 
     def get(self, *args: Any, **kwargs: Any) -> Any:
+        """Read one object; raises NotFound when it does not exist (see :meth:`Client.get`)."""
         return self._run(self._client.get(*args, **kwargs))
 
     def get_or_none(self, *args: Any, **kwargs: Any) -> Any:
+        """Read one object, or None when it does not exist (see :meth:`Client.get_or_none`)."""
         return self._run(self._client.get_or_none(*args, **kwargs))
 
     def list(self, *args: Any, **kwargs: Any) -> Any:
+        """List objects, one page (see :meth:`Client.list`)."""
         return self._run(self._client.list(*args, **kwargs))
 
     def list_all(self, *args: Any, **kwargs: Any) -> Any:
+        """List every object, following the continue tokens (see :meth:`Client.list_all`)."""
         return self._run(self._client.list_all(*args, **kwargs))
 
     def create(self, *args: Any, **kwargs: Any) -> Any:
+        """Create an object and return it as the server stored it (see :meth:`Client.create`)."""
         return self._run(self._client.create(*args, **kwargs))
 
     def update(self, *args: Any, **kwargs: Any) -> Any:
+        """Replace an object (PUT; a stale resourceVersion raises Conflict) and return the stored one (see
+        :meth:`Client.update`).
+        """
         return self._run(self._client.update(*args, **kwargs))
 
     replace = update
 
     def update_status(self, *args: Any, **kwargs: Any) -> Any:
+        """Replace an object's status subresource (see :meth:`Client.update_status`)."""
         return self._run(self._client.update_status(*args, **kwargs))
 
     def patch(self, *args: Any, **kwargs: Any) -> Any:
+        """Patch an object (merge, strategic merge, JSON or apply patch) and return the result (see
+        :meth:`Client.patch`).
+        """
         return self._run(self._client.patch(*args, **kwargs))
 
     def apply(self, *args: Any, **kwargs: Any) -> Any:
+        """Server-side apply an object as a field manager (see :meth:`Client.apply`)."""
         return self._run(self._client.apply(*args, **kwargs))
 
     def delete(self, *args: Any, **kwargs: Any) -> Any:
+        """Delete an object (see :meth:`Client.delete`)."""
         return self._run(self._client.delete(*args, **kwargs))
 
     def delete_collection(self, *args: Any, **kwargs: Any) -> Any:
+        """Delete every object a selector matches (see :meth:`Client.delete_collection`)."""
         return self._run(self._client.delete_collection(*args, **kwargs))
 
     def get_scale(self, *args: Any, **kwargs: Any) -> Any:
+        """Read an object's scale subresource (see :meth:`Client.get_scale`)."""
         return self._run(self._client.get_scale(*args, **kwargs))
 
     def scale(self, *args: Any, **kwargs: Any) -> Any:
+        """Set an object's replicas through its scale subresource (see :meth:`Client.scale`)."""
         return self._run(self._client.scale(*args, **kwargs))
 
     def watch(self, *args: Any, **kwargs: Any) -> Iterator[WatchEvent[Any]]:
@@ -126,6 +148,7 @@ class SyncClient:
                 self._run(stream.aclose())
 
     def close(self) -> None:
+        """Close the client and stop its event loop thread; closing twice does nothing."""
         if self._closed:
             return
         try:

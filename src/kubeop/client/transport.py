@@ -91,17 +91,27 @@ class Transport(Protocol):
     observer: Observer | None
 
     @property
-    def config(self) -> ClientConfig: ...
+    def config(self) -> ClientConfig:
+        """The configuration the transport was made from (server, TLS, rate limits)."""
 
-    async def request(self, req: ApiRequest) -> Any: ...
+    async def request(self, req: ApiRequest) -> Any:
+        """Send one request and return its decoded JSON body (``None`` when empty); raise the matching
+        :class:`~kubeop.core.errors.ApiError` for an error answer.
+        """
 
-    def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]: ...
+    def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
+        """Send a watch and yield its events; an ERROR event raises its typed error (``Gone`` for an expired
+        resourceVersion).
+        """
 
-    def stream_list(self, req: ApiRequest) -> AsyncGenerator[ListPart, None]: ...
+    def stream_list(self, req: ApiRequest) -> AsyncGenerator[ListPart, None]:
+        """Send a list and yield its items in parts as they arrive."""
 
-    async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int: ...
+    async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int:
+        """One health check of ``path``: its HTTP status, within ``time_limit`` seconds."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close the transport's connections."""
 
 
 class HttpTransport:
@@ -190,6 +200,7 @@ class HttpTransport:
         task.add_done_callback(self._retiring.discard)
 
     async def close(self) -> None:
+        """Close every connection, waiting for the ones being retired; later requests fail."""
         self._closed = True
         tasks = list(self._retiring)
         for task in tasks:

@@ -33,6 +33,7 @@ class WatchEvent(NamedTuple, Generic[T]):
 
     @property
     def resource_version(self) -> str:
+        """The resourceVersion of the event's object (``""`` when it has none)."""
         obj: Any = self.object
         meta = obj.get("metadata") if isinstance(obj, dict) else getattr(obj, "metadata", None)
         if isinstance(meta, dict):

@@ -90,6 +90,7 @@ class Cluster:
 
     @property
     def recorder(self) -> EventRecorder:
+        """The event recorder writing Kubernetes Events as the manager."""
         return self._recorder
 
     @property

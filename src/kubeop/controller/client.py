@@ -224,6 +224,9 @@ class ReconcilerClient:
 
     # -- writes (API) --------------------------------------------------------------------------
     async def create(self, obj: Any, **kwargs: Any) -> Any:
+        """Create an object and return it as stored (a model when ``obj`` is one); the client remembers the
+        write until its cache has it. Raises AlreadyExists when it exists.
+        """
         res = await self._reader.resolve(obj)
         self._policy.fence()
         out: Obj = await self._api.create(self._policy.labelled(res, to_dict(obj)), resource=res, **kwargs)
@@ -233,6 +236,9 @@ class ReconcilerClient:
         return _like(obj, out)
 
     async def update(self, obj: Any, **kwargs: Any) -> Any:
+        """Replace an object (PUT; Conflict when ``obj``'s resourceVersion is stale) and return it as stored;
+        the client remembers the write until its cache has it.
+        """
         res = await self._reader.resolve(obj)
         self._policy.fence()
         out: Obj = await self._api.update(self._policy.labelled(res, to_dict(obj)), resource=res, **kwargs)
@@ -251,6 +257,9 @@ class ReconcilerClient:
         return _like(obj, out)
 
     async def patch(self, what: ResourceLike, name: str, patch: Any, **kwargs: Any) -> Any:
+        """Patch the object ``name`` of ``what`` with ``patch`` (a JSON merge patch unless ``patch_type=``
+        says otherwise) and return it as stored; the client remembers the write until its cache has it.
+        """
         res = await self._reader.resolve(what)
         self._policy.fence()
         before = (
@@ -404,6 +413,7 @@ class ReconcilerClient:
         return True
 
     async def remove_finalizer(self, obj: Any, finalizer: str) -> bool:
+        """Remove ``finalizer`` from the object; True when it was there (and a write was made)."""
         current = to_dict(obj)
         if not m.has_finalizer(current, finalizer):
             return False

@@ -14,6 +14,7 @@ def _now() -> str:
 
 
 def find_condition(conditions: Any, type_: str) -> Mapping[str, Any] | None:
+    """The condition of type ``type_`` in a list of conditions, or None."""
     for cond in conditions or ():
         if cond.get("type") == type_:
             return cond  # type: ignore[no-any-return]
@@ -21,6 +22,7 @@ def find_condition(conditions: Any, type_: str) -> Mapping[str, Any] | None:
 
 
 def is_true(conditions: Any, type_: str) -> bool:
+    """Whether the condition of type ``type_`` is there with status ``"True"``."""
     cond = find_condition(conditions, type_)
     return cond is not None and cond.get("status") == "True"
 

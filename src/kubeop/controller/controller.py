@@ -165,6 +165,7 @@ class Controller:
     # -- reading -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
+        """The controller's name in logs and metrics (:meth:`named`, else the primary kind in lower case)."""
         return self._name or kind_name(self._for.what).lower()
 
     @property

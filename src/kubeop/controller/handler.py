@@ -34,6 +34,7 @@ def _self(obj: Obj) -> Iterable[Request]:
 
 
 def enqueue_for_object() -> EventHandler:
+    """The event handler that enqueues the object itself (``namespace/name``), as ``Controller.for_`` does."""
     return EventHandler(_self)
 
 

@@ -160,6 +160,7 @@ class Metrics:
             self.event_recorder.labels(kind).set_function(size(kind))
 
     def controller(self, name: str) -> ControllerSeries:
+        """The series of one controller, labelled with its name."""
         return ControllerSeries(self, name)
 
 

@@ -86,6 +86,7 @@ def label_selector(selector: str | LabelSelector) -> Predicate:
 
 
 def and_(*preds: Predicate) -> Predicate:
+    """A predicate passing an event when every one of ``preds`` passes it."""
     return Predicate(
         create=lambda o: all(p.create(o) for p in preds),
         update=lambda a, b: all(p.update(a, b) for p in preds),
@@ -95,6 +96,7 @@ def and_(*preds: Predicate) -> Predicate:
 
 
 def or_(*preds: Predicate) -> Predicate:
+    """A predicate passing an event when any of ``preds`` passes it."""
     return Predicate(
         create=lambda o: any(p.create(o) for p in preds),
         update=lambda a, b: any(p.update(a, b) for p in preds),
@@ -104,6 +106,7 @@ def or_(*preds: Predicate) -> Predicate:
 
 
 def not_(pred: Predicate) -> Predicate:
+    """A predicate passing exactly the events ``pred`` rejects."""
     return Predicate(
         create=lambda o: not pred.create(o),
         update=lambda a, b: not pred.update(a, b),

@@ -106,10 +106,14 @@ class ApiError(Exception):
 
     @property
     def kind(self) -> str:
+        """The kind the error is about, from the Status's ``details`` (empty when the server gave none)."""
         return _text(self.details.get("kind"))
 
     @property
     def name(self) -> str:
+        """The name of the object the error is about, from the Status's ``details`` (empty when the server
+        gave none).
+        """
         return _text(self.details.get("name"))
 
     @property
@@ -128,6 +132,8 @@ class ApiError(Exception):
 
 
 class BadRequest(ApiError):
+    """HTTP 400: the request was malformed (a bad selector, patch or body)."""
+
     default_code = 400
 
 
@@ -144,10 +150,14 @@ class Forbidden(ApiError):
 
 
 class NotFound(ApiError):
+    """HTTP 404: the object, or its namespace or resource, does not exist."""
+
     default_code = 404
 
 
 class MethodNotAllowed(ApiError):
+    """HTTP 405: the resource does not support the verb (a subresource it does not have, say)."""
+
     default_code = 405
 
 
@@ -195,6 +205,8 @@ class TooManyRequests(ApiError):
 
 
 class InternalError(ApiError):
+    """HTTP 500: the API server failed; retried for idempotent requests."""
+
     default_code = 500
 
 
@@ -205,6 +217,10 @@ class ServerTimeout(ApiError):
 
 
 class ServiceUnavailable(ApiError):
+    """HTTP 503: the API server (or an aggregated API or webhook behind it) is not available; retried for
+    idempotent requests.
+    """
+
     default_code = 503
 
 

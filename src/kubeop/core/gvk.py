@@ -47,6 +47,7 @@ class GroupVersionKind:
 
     @classmethod
     def from_api_version(cls, api_version: str, kind: str) -> GroupVersionKind:
+        """The GroupVersionKind of an ``apiVersion`` (``apps/v1``, ``v1``) and a kind."""
         group, version = split_api_version(api_version)
         return cls(group, version, kind)
 
@@ -63,6 +64,7 @@ class GroupVersionKind:
 
     @property
     def api_version(self) -> str:
+        """``group/version``, or just ``version`` for the core group."""
         return join_api_version(self.group, self.version)
 
     def __str__(self) -> str:
@@ -79,6 +81,7 @@ class GroupVersionResource:
 
     @property
     def api_version(self) -> str:
+        """``group/version``, or just ``version`` for the core group."""
         return join_api_version(self.group, self.version)
 
     def __str__(self) -> str:

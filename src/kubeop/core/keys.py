@@ -56,6 +56,7 @@ class ObjectRef:
 
     @property
     def key(self) -> ObjectKey:
+        """The object's namespace and name, without its kind."""
         return ObjectKey(self.namespace, self.name)
 
     def to_dict(self) -> dict[str, str]:

@@ -16,6 +16,10 @@ __all__ = ["PatchType"]
 
 
 class PatchType(enum.Enum):
+    """The kinds of patch the API server takes, each its Content-Type: a JSON merge patch, a JSON patch, a
+    strategic merge patch (built-in kinds only) or a server-side apply.
+    """
+
     MERGE = "application/merge-patch+json"
     JSON = "application/json-patch+json"
     STRATEGIC = "application/strategic-merge-patch+json"
@@ -23,4 +27,5 @@ class PatchType(enum.Enum):
 
     @property
     def content_type(self) -> str:
+        """The Content-Type header of this kind of patch."""
         return self.value

@@ -261,9 +261,13 @@ class RequestBuilder:
 
     @property
     def collection_path(self) -> str:
+        """The URL path of the resource's collection (in the builder's namespace, if namespaced)."""
         return self._collection
 
     def object_path(self, name: str, subresource: str | None = None) -> str:
+        """The URL path of one object (and of its ``subresource``); raises ValueError for a namespaced
+        resource without a namespace, or an invalid name.
+        """
         if self.resource.namespaced and not self.namespace:
             raise ValueError(
                 f"{self.resource.display_name} is namespaced: a namespace is needed to address {shown(name)}"
@@ -287,6 +291,7 @@ class RequestBuilder:
     def get(
         self, name: str, *, subresource: str | None = None, resource_version: str | None = None
     ) -> ApiRequest:
+        """A GET of one object (or its subresource), optionally at ``resource_version``."""
         query = (("resourceVersion", resource_version),) if resource_version is not None else ()
         return _built(
             "GET", self.object_path(name, subresource), query, target=self._target(name, subresource)
@@ -303,6 +308,9 @@ class RequestBuilder:
         resource_version_match: ResourceVersionMatch | None = None,
         timeout_seconds: int | None = None,
     ) -> ApiRequest:
+        """A LIST of the collection, with selectors, paging (``limit``, ``continue_``) and resourceVersion
+        semantics.
+        """
         if resource_version_match and resource_version is None:
             raise ValueError("resource_version_match needs resource_version")
         if continue_ and resource_version:
@@ -395,6 +403,9 @@ class RequestBuilder:
         field_manager: str | None = None,
         field_validation: FieldValidation | None = None,
     ) -> ApiRequest:
+        """A PUT of ``body`` as the object (or its subresource): optimistic concurrency on its
+        resourceVersion.
+        """
         path = self.object_path(name, subresource)
         query = _write_query(dry_run, field_manager, field_validation)
         return _built("PUT", path, query, _encode(body), "application/json", self._target(name, subresource))
@@ -411,6 +422,9 @@ class RequestBuilder:
         field_validation: FieldValidation | None = None,
         force: bool = False,
     ) -> ApiRequest:
+        """A PATCH of the object (or its subresource) with ``body`` of ``patch_type``; an apply patch needs
+        ``field_manager``.
+        """
         if patch_type is PatchType.APPLY and not field_manager:
             raise ValueError("server-side apply needs a field_manager (the name of the owner of the fields)")
         if force and patch_type is not PatchType.APPLY:
@@ -456,6 +470,7 @@ class RequestBuilder:
         grace_period_seconds: int | None = None,
         dry_run: bool = False,
     ) -> ApiRequest:
+        """A DELETE of every object of the collection the selectors match."""
         if self.resource.namespaced and not self.namespace:
             # The server supports this (all namespaces), but an unscoped delete_collection is far
             # too easy to issue by accident; ask for it explicitly with a cluster-scoped builder.

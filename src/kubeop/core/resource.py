@@ -92,14 +92,17 @@ class ApiResource:
 
     @property
     def api_version(self) -> str:
+        """``group/version``, or just ``version`` for the core group."""
         return join_api_version(self.group, self.version)
 
     @property
     def gvk(self) -> GroupVersionKind:
+        """The resource's group, version and kind."""
         return GroupVersionKind(self.group, self.version, self.kind)
 
     @property
     def gvr(self) -> GroupVersionResource:
+        """The resource's group, version and plural."""
         return GroupVersionResource(self.group, self.version, self.plural)
 
     @property

@@ -34,6 +34,10 @@ class SelectorError(ValueError):
 
 
 class Operator(enum.StrEnum):
+    """The operators of a label selector requirement (``=``, ``!=``, ``in``, ``notin``, exists, ``!`` does not
+    exist, ``gt``, ``lt``).
+    """
+
     EQUALS = "="
     NOT_EQUALS = "!="
     IN = "in"
@@ -90,6 +94,9 @@ class Requirement:
 
     @classmethod
     def create(cls, key: str, operator: Operator | str, values: Iterable[str] = ()) -> Requirement:
+        """A validated requirement: the key is a valid label key, ``=`` and ``!=`` have one value, ``in`` and
+        ``notin`` at least one, existence tests none; raises SelectorError naming what is wrong.
+        """
         op = Operator(operator)
         vals = tuple(sorted(set(values)))
         validate_label_key(key)
@@ -114,6 +121,7 @@ class Requirement:
         return cls(key, op, vals)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether ``labels`` satisfy this requirement."""
         op = self.operator
         if op is Operator.EXISTS:
             return self.key in labels
@@ -159,10 +167,14 @@ class LabelSelector:
 
     @classmethod
     def of(cls, requirements: Iterable[Requirement]) -> LabelSelector:
+        """A selector of ``requirements`` (sorted by key, so equal selectors compare equal)."""
         return cls(tuple(sorted(requirements, key=lambda r: r.key)))
 
     @classmethod
     def parse(cls, text: str) -> LabelSelector:
+        """Parse a label selector's text (``app=web,tier in (a,b),!canary``); raises SelectorError naming the
+        problem.
+        """
         try:
             return cls.of(_LabelParser(text).parse())
         except SelectorError as e:
@@ -170,6 +182,7 @@ class LabelSelector:
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, str]) -> LabelSelector:
+        """The selector matching exactly these labels (each ``key=value``)."""
         return cls.of(Requirement.create(k, Operator.EQUALS, (v,)) for k, v in labels.items())
 
     @classmethod
@@ -220,9 +233,11 @@ class LabelSelector:
 
     @property
     def is_empty(self) -> bool:
+        """True when the selector has no requirement (it matches everything)."""
         return not self.requirements
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
+        """Whether ``labels`` (None: no labels) satisfy every requirement."""
         labels = labels or {}
         return all(r.matches(labels) for r in self.requirements)
 
@@ -392,6 +407,9 @@ class FieldSelector:
 
     @classmethod
     def parse(cls, text: str) -> FieldSelector:
+        """Parse a field selector's text (``metadata.name=web,status.phase!=Running``); raises SelectorError
+        naming the problem.
+        """
         reqs: list[FieldRequirement] = []
         for term in _split_unescaped(text):
             if not term:
@@ -408,16 +426,20 @@ class FieldSelector:
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> FieldSelector:
+        """The selector matching exactly these field values (each ``field=value``)."""
         return cls(tuple(sorted((FieldRequirement(k, v) for k, v in fields.items()), key=lambda r: r.field)))
 
     @property
     def is_empty(self) -> bool:
+        """True when the selector has no requirement (it matches everything)."""
         return not self.requirements
 
     def matches(self, fields: Mapping[str, str]) -> bool:
+        """Whether the given field values satisfy every requirement."""
         return all(r.matches(fields) for r in self.requirements)
 
     def matches_object(self, obj: Mapping[str, Any]) -> bool:
+        """Whether an object (a dict) satisfies every requirement, reading each field by its dotted path."""
         fields = {r.field: _dotted(obj, r.field) for r in self.requirements}
         return all(r.matches(fields) for r in self.requirements)  # type: ignore[arg-type]
 

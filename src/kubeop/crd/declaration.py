@@ -104,6 +104,7 @@ class Scale:
                 )
 
     def to_dict(self) -> dict[str, Any]:
+        """The CRD's ``subresources.scale`` stanza."""
         out = {"specReplicasPath": self.spec_replicas_path, "statusReplicasPath": self.status_replicas_path}
         if self.label_selector_path:
             out["labelSelectorPath"] = self.label_selector_path
@@ -141,14 +142,17 @@ class Declaration:
 
     @property
     def api_version(self) -> str:
+        """``group/version`` of the kind."""
         return join_api_version(self.group, self.version)
 
     @property
     def gvk(self) -> GroupVersionKind:
+        """The kind's group, version and kind."""
         return GroupVersionKind(self.group, self.version, self.kind)
 
     @property
     def namespaced(self) -> bool:
+        """Whether the kind is namespaced (scope ``Namespaced``)."""
         return self.scope == "Namespaced"
 
     @property
@@ -158,10 +162,12 @@ class Declaration:
 
     @property
     def list_kind(self) -> str:
+        """The kind of its lists (``<Kind>List``)."""
         return f"{self.kind}List"
 
     @property
     def subresources(self) -> tuple[str, ...]:
+        """The subresources the CRD serves: ``status`` and/or ``scale``."""
         return (*(("status",) if self.status_subresource else ()), *(("scale",) if self.scale else ()))
 
     def resource(self) -> ApiResource:

@@ -58,6 +58,9 @@ class HelmChartError(ValueError):
 
 
 def open_spec_schema(kind: str, chart: str = "") -> dict[str, Any]:
+    """The schema of a spec that takes any values (``x-kubernetes-preserve-unknown-fields``): for a chart
+    without values.schema.json.
+    """
     what = f" of chart {chart}" if chart else ""
     return {
         "type": "object",

@@ -162,6 +162,7 @@ class DependentWatches:
 
     @property
     def resources(self) -> list[ApiResource]:
+        """The kinds of the releases' objects being watched."""
         return list(self._informers)
 
     async def watch(self, resources: Iterable[ApiResource], timeout: float = 60.0) -> None:
@@ -213,6 +214,9 @@ class DependentWatches:
         return FuncHandler(on_update=on_update, on_delete=on_delete)
 
     def cached(self, res: ApiResource, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The cached object of kind ``res`` named ``namespace/name``, or None (not cached, or its kind not
+        watched).
+        """
         informer = self._informers.get(res)
         if informer is None:
             return None

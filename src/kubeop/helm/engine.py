@@ -281,6 +281,7 @@ class Helm:
         await self._run("uninstall", args)
 
     async def version(self) -> str:
+        """The helm binary's version (``helm version --short``)."""
         return (await self._run("version", ["version", "--short"], cluster=False)).strip()
 
     # -- running --------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ class HelmOperator:
         return self.runtime.helm
 
     def controllers(self) -> list[Controller]:
+        """One controller per watch, each reconciling its kind's releases."""
         return [r.controller() for r in self.reconcilers]
 
     def add_to(self, manager: Manager) -> None:

@@ -307,6 +307,7 @@ class HelmReconciler:
 
     @property
     def name(self) -> str:
+        """The controller's name: ``<kind>-controller``, as operator-sdk names it."""
         return f"{self.watch.kind.lower()}-controller"
 
     def controller(self) -> Controller:
@@ -348,6 +349,9 @@ class HelmReconciler:
     # -- reconcile ------------------------------------------------------------------------------
 
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
+        """Bring one custom resource's release in step: install, upgrade, restore or uninstall it, and write
+        the status.
+        """
         cr = await ctx.client.get(self.gvk, req.name, namespace=req.namespace or None)
         if cr is not None and not self._selects(cr):
             cr = None  # brought here by a release or object event, but not ours to manage

@@ -60,6 +60,7 @@ class Release:
 
     @property
     def deployed(self) -> bool:
+        """Whether this revision is the deployed one (status ``deployed``)."""
         return self.status == "deployed"
 
     @property

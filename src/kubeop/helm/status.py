@@ -98,9 +98,11 @@ class HelmStatus:
         set_condition(self.conditions, type_, status, reason, message, observed_generation=self.generation)
 
     def remove(self, type_: str) -> None:
+        """Remove the condition of type ``type_``, if any."""
         self.conditions = [c for c in self.conditions if c.get("type") != type_]
 
     def initialized(self) -> None:
+        """Set ``Initialized=True``."""
         self._set(INITIALIZED, True, Reason.INITIALIZED)
 
     def deployed(self, name: str, manifest: str, *, reason: str, notes: str = "") -> None:
@@ -129,9 +131,11 @@ class HelmStatus:
         self.remove(RELEASE_FAILED)
 
     def irreconcilable(self, message: str) -> None:
+        """Set ``Irreconcilable=True`` with reason ReconcileError and ``message``."""
         self._set(IRRECONCILABLE, True, Reason.RECONCILE_ERROR, _cut(message))
 
     def reconciled(self) -> None:
+        """Remove ``Irreconcilable``: the release could be read and restored again."""
         self.remove(IRRECONCILABLE)
 
     def uninstalled(self, *, waiting: bool = False) -> None:
@@ -145,6 +149,7 @@ class HelmStatus:
     # -- reading --------------------------------------------------------------------------------
 
     def condition(self, type_: str) -> Mapping[str, Any] | None:
+        """The condition of type ``type_``, or None."""
         return find_condition(self.conditions, type_)
 
     def to_dict(self) -> dict[str, Any]:

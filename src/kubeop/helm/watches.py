@@ -91,6 +91,7 @@ class Watch:
 
     @property
     def api_version(self) -> str:
+        """``group/version`` of the watched kind."""
         return f"{self.group}/{self.version}"
 
     @property

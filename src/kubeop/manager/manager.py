@@ -184,14 +184,21 @@ class Manager:
         self.webhooks.add(webhook)
 
     def add_health_check(self, name: str, check: Check) -> None:
+        """Add a liveness check served on ``/healthz`` (a function returning, or awaiting to, True when
+        healthy).
+        """
         self.health_checks[name] = check
 
     def add_ready_check(self, name: str, check: Check) -> None:
+        """Add a readiness check served on ``/readyz`` (a function returning, or awaiting to, True when
+        ready).
+        """
         self.ready_checks[name] = check
 
     # -- what a run made (None before the first start) ---------------------------------------------
     @property
     def api(self) -> Client:
+        """The manager's API client; raises RuntimeError before :meth:`start`."""
         if self._client is None:
             raise RuntimeError("the manager's client exists once start() runs")
         return self._client
@@ -203,55 +210,76 @@ class Manager:
 
     @property
     def cache(self) -> SharedInformerFactory | None:
+        """The running cluster's shared informers (None before :meth:`start`)."""
         return self._cluster.cache if self._cluster is not None else None
 
     @property
     def client(self) -> ReconcilerClient | None:
+        """The running cluster's reconciler client, which reads from the cache (None before :meth:`start`)."""
         return self._cluster.client if self._cluster is not None else None
 
     @property
     def recorder(self) -> EventRecorder | None:
+        """The running cluster's event recorder (None before :meth:`start`)."""
         return self._cluster.recorder if self._cluster is not None else None
 
     @property
     def servers(self) -> list[ProbeServer]:
+        """The running metrics and probe servers (empty before :meth:`start`)."""
         return self._probes.servers if self._probes is not None else []
 
     @property
     def metrics_auth(self) -> DelegatedAuth | None:
+        """How ``/metrics`` authenticates and authorizes callers when served securely (None otherwise)."""
         return self._probes.metrics_auth if self._probes is not None else None
 
     @property
     def metrics_tls(self) -> SelfSigned | None:
+        """The self-signed certificate ``/metrics`` is served with when no certificate was given (None
+        otherwise).
+        """
         return self._probes.metrics_tls if self._probes is not None else None
 
     @property
     def webhook_server(self) -> WebhookServer | None:
+        """The running webhook server (None without webhooks or before :meth:`start`)."""
         return self._webhooks.server if self._webhooks is not None else None
 
     @property
     def cert_rotator(self) -> CertRotator | None:
+        """What keeps the webhook server's self-managed certificate and CA bundles current (None when it does
+        not manage them).
+        """
         return self._webhooks.rotator if self._webhooks is not None else None
 
     # -- the options of before, read ----------------------------------------------------------------
     @property
     def leader_election(self) -> bool:
+        """Whether the manager runs leader election."""
         return self.election is not None
 
     @property
     def graceful_shutdown_timeout(self) -> float:
+        """How long in-flight reconciles may finish after a stop (seconds;
+        ``Runtime(graceful_shutdown_timeout=...)``).
+        """
         return self.runtime.graceful_shutdown_timeout
 
     @property
     def cache_sync_timeout(self) -> float:
+        """How long a controller waits for its caches to sync (seconds)."""
         return self.runtime.cache_sync_timeout
 
     @property
     def resync_period(self) -> float:
+        """How often the informers hand every cached object to the handlers again (seconds; 0: never)."""
         return self.runtime.resync_period
 
     @property
     def field_manager(self) -> str:
+        """The field manager of the manager's writes (``Runtime(field_manager=...)``, else the manager's
+        name).
+        """
         return self.runtime.field_manager or self.name
 
     @property

@@ -66,14 +66,16 @@ class Runnable(Protocol):
     """Something the Manager runs (see the module docstring)."""
 
     @property
-    def phase(self) -> Phase: ...
+    def phase(self) -> Phase:
+        """When the Manager starts it (see :class:`Phase`)."""
 
     @property
     def needs_leader(self) -> bool:
         """Run only while this replica leads or holds its shards (in :attr:`Phase.LEADER`)."""
         ...
 
-    async def run(self, cluster: Cluster, stop: asyncio.Event) -> None: ...
+    async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set (or until done); an exception stops the Manager, which raises it."""
 
 
 RunFn = Callable[["Cluster", asyncio.Event], Awaitable[None]]

@@ -71,6 +71,7 @@ class ProbeServer:
         self._http: HttpServer | None = None
 
     async def start(self) -> None:
+        """Start serving on the server's address."""
         self._http = HttpServer(
             lambda _path: self._route,
             self.host,
@@ -84,6 +85,7 @@ class ProbeServer:
         self.port = self._http.port
 
     async def stop(self) -> None:
+        """Stop serving; stopping a stopped server does nothing."""
         if self._http is None:
             return
         await self._http.stop()

@@ -32,7 +32,8 @@ __all__ = ["Clock", "FakeClock", "LoopClock", "SteppedClock", "TimerHandle"]
 class TimerHandle(Protocol):
     """A scheduled callback that can still be cancelled (``asyncio.TimerHandle`` is one)."""
 
-    def cancel(self) -> None: ...
+    def cancel(self) -> None:
+        """Cancel the call if it has not run yet."""
 
 
 class Clock(Protocol):
@@ -62,15 +63,18 @@ class LoopClock:
     __slots__ = ()
 
     def now(self) -> float:
+        """The running event loop's monotonic time (``time.monotonic()`` outside a loop), in seconds."""
         try:
             return asyncio.get_running_loop().time()
         except RuntimeError:
             return time.monotonic()
 
     def utcnow(self) -> dt.datetime:
+        """The current wall-clock time, in UTC."""
         return dt.datetime.now(dt.UTC)
 
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
+        """Run ``callback`` after ``delay`` seconds on the running event loop."""
         return asyncio.get_running_loop().call_later(delay, callback)
 
 
@@ -104,12 +108,15 @@ class FakeClock:
         self._seq = itertools.count()
 
     def now(self) -> float:
+        """The fake monotonic time: it moves only when the test steps it."""
         return self._now
 
     def utcnow(self) -> dt.datetime:
+        """The fake wall-clock time (UTC): the start's wall time plus the seconds stepped."""
         return self._wall + dt.timedelta(seconds=self._now - self._start)
 
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
+        """Run ``callback`` once the fake time has been stepped ``delay`` seconds further."""
         timer = _FakeTimer(self._now + max(delay, 0.0), callback)
         heapq.heappush(self._timers, (timer.when, next(self._seq), timer))
         return timer
@@ -190,6 +197,7 @@ class SteppedClock:
         self._timers: set[_SteppedTimer] = set()
 
     def now(self) -> float:
+        """The event loop's time plus every step taken so far, in seconds."""
         try:
             base = asyncio.get_running_loop().time()
         except RuntimeError:
@@ -197,9 +205,13 @@ class SteppedClock:
         return base + self.offset
 
     def utcnow(self) -> dt.datetime:
+        """The wall-clock time (UTC) plus every step taken so far."""
         return self._wall + dt.timedelta(seconds=time.monotonic() + self.offset - self._origin)
 
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
+        """Run ``callback`` after ``delay`` seconds of this clock: real time passing, or a step, whichever
+        comes first.
+        """
         timer = _SteppedTimer(self, self.now() + max(delay, 0.0), callback)
         timer.arm()
         self._timers.add(timer)

@@ -60,6 +60,9 @@ class ItemExponentialFailureRateLimiter(Generic[T]):
         self._failures: dict[T, int] = {}
 
     def when(self, item: T) -> float:
+        """Count one more failure of ``item`` and return its delay: ``base_delay * 2**failures``, at most
+        ``max_delay``.
+        """
         exp = self._failures.get(item, 0)
         self._failures[item] = exp + 1
         if exp >= 1024:  # 2.0**1024 overflows a float; the cap was reached long before
@@ -67,9 +70,11 @@ class ItemExponentialFailureRateLimiter(Generic[T]):
         return min(self._base_delay * 2.0**exp, self._max_delay)
 
     def forget(self, item: T) -> None:
+        """Forget ``item``'s failures: its next delay starts from ``base_delay`` again."""
         self._failures.pop(item, None)
 
     def num_requeues(self, item: T) -> int:
+        """How many failures of ``item`` were counted since it was last forgotten."""
         return self._failures.get(item, 0)
 
 
@@ -85,14 +90,19 @@ class ItemFastSlowRateLimiter(Generic[T]):
         self._failures: dict[T, int] = {}
 
     def when(self, item: T) -> float:
+        """Count one more failure of ``item`` and return its delay: ``fast_delay`` for the first
+        ``max_fast_attempts``, then ``slow_delay``.
+        """
         failures = self._failures.get(item, 0) + 1
         self._failures[item] = failures
         return self._fast_delay if failures <= self._max_fast_attempts else self._slow_delay
 
     def forget(self, item: T) -> None:
+        """Forget ``item``'s failures: its next delays are fast again."""
         self._failures.pop(item, None)
 
     def num_requeues(self, item: T) -> int:
+        """How many failures of ``item`` were counted since it was last forgotten."""
         return self._failures.get(item, 0)
 
 
@@ -122,6 +132,9 @@ class BucketRateLimiter(Generic[T]):
         self._last: float | None = None
 
     def when(self, item: T) -> float:
+        """The delay before ``item`` may be processed: none within the burst, then one token every ``1/qps``
+        seconds (shared by all items).
+        """
         if self._qps == math.inf:
             return 0.0
         now = self._clock()
@@ -136,9 +149,11 @@ class BucketRateLimiter(Generic[T]):
         return -tokens / self._qps if tokens < 0 else 0.0
 
     def forget(self, item: T) -> None:
+        """Nothing to forget: the bucket keeps no per-item state."""
         pass
 
     def num_requeues(self, item: T) -> int:
+        """Always 0: the bucket does not count failures."""
         return 0
 
 
@@ -155,16 +170,19 @@ class MaxOfRateLimiter(Generic[T]):
         self._limiters = limiters
 
     def when(self, item: T) -> float:
+        """The longest delay any of the limiters gives ``item`` (each of them counts the call)."""
         delay = 0.0
         for limiter in self._limiters:  # every limiter must see the call, so no max() shortcut
             delay = max(delay, limiter.when(item))
         return delay
 
     def forget(self, item: T) -> None:
+        """Forget ``item`` in every limiter."""
         for limiter in self._limiters:
             limiter.forget(item)
 
     def num_requeues(self, item: T) -> int:
+        """The highest count any of the limiters has for ``item``."""
         return max((limiter.num_requeues(item) for limiter in self._limiters), default=0)
 
 
@@ -178,12 +196,15 @@ class WithMaxWaitRateLimiter(Generic[T]):
         self._max_delay = max_delay
 
     def when(self, item: T) -> float:
+        """The wrapped limiter's delay for ``item``, at most ``max_delay``."""
         return min(self._limiter.when(item), self._max_delay)
 
     def forget(self, item: T) -> None:
+        """Forget ``item`` in the wrapped limiter."""
         self._limiter.forget(item)
 
     def num_requeues(self, item: T) -> int:
+        """The wrapped limiter's count for ``item``."""
         return self._limiter.num_requeues(item)
 
 

@@ -42,38 +42,61 @@ T = TypeVar("T", bound=Hashable)
 class GaugeMetric(Protocol):
     """A value that goes up and down by one (the queue depth)."""
 
-    def inc(self) -> None: ...
-    def dec(self) -> None: ...
+    def inc(self) -> None:
+        """Add one."""
+
+    def dec(self) -> None:
+        """Subtract one."""
 
 
 class SettableGaugeMetric(Protocol):
     """A value that is set outright (unfinished work, longest running processor)."""
 
-    def set(self, value: float) -> None: ...
+    def set(self, value: float) -> None:
+        """Set the value."""
 
 
 class CounterMetric(Protocol):
     """A value that only goes up (adds, retries)."""
 
-    def inc(self) -> None: ...
+    def inc(self) -> None:
+        """Add one."""
 
 
 class HistogramMetric(Protocol):
     """Observations in seconds (queue latency, work duration)."""
 
-    def observe(self, value: float) -> None: ...
+    def observe(self, value: float) -> None:
+        """Record one observation (seconds)."""
 
 
 class MetricsProvider(Protocol):
     """Makes the metric objects for one named queue; each method is called once per queue."""
 
-    def new_depth_metric(self, name: str) -> GaugeMetric: ...
-    def new_adds_metric(self, name: str) -> CounterMetric: ...
-    def new_latency_metric(self, name: str) -> HistogramMetric: ...
-    def new_work_duration_metric(self, name: str) -> HistogramMetric: ...
-    def new_unfinished_work_seconds_metric(self, name: str) -> SettableGaugeMetric: ...
-    def new_longest_running_processor_seconds_metric(self, name: str) -> SettableGaugeMetric: ...
-    def new_retries_metric(self, name: str) -> CounterMetric: ...
+    def new_depth_metric(self, name: str) -> GaugeMetric:
+        """The metric for the current depth of the queue named ``name``."""
+
+    def new_adds_metric(self, name: str) -> CounterMetric:
+        """The metric for the adds to the queue named ``name``."""
+
+    def new_latency_metric(self, name: str) -> HistogramMetric:
+        """The metric for how long items wait in the queue named ``name`` before being processed (seconds)."""
+
+    def new_work_duration_metric(self, name: str) -> HistogramMetric:
+        """The metric for how long processing an item of the queue named ``name`` takes (seconds)."""
+
+    def new_unfinished_work_seconds_metric(self, name: str) -> SettableGaugeMetric:
+        """The metric for the seconds of work in progress not yet observed by the work duration, for the queue
+        named ``name``.
+        """
+
+    def new_longest_running_processor_seconds_metric(self, name: str) -> SettableGaugeMetric:
+        """The metric for how long the longest running processor of the queue named ``name`` has run
+        (seconds).
+        """
+
+    def new_retries_metric(self, name: str) -> CounterMetric:
+        """The metric for the retries (rate-limited adds) of the queue named ``name``."""
 
 
 class _NoopMetric:
@@ -101,24 +124,31 @@ class NoopMetricsProvider:
     __slots__ = ()
 
     def new_depth_metric(self, name: str) -> GaugeMetric:
+        """A metric that records nothing."""
         return _NOOP
 
     def new_adds_metric(self, name: str) -> CounterMetric:
+        """A metric that records nothing."""
         return _NOOP
 
     def new_latency_metric(self, name: str) -> HistogramMetric:
+        """A metric that records nothing."""
         return _NOOP
 
     def new_work_duration_metric(self, name: str) -> HistogramMetric:
+        """A metric that records nothing."""
         return _NOOP
 
     def new_unfinished_work_seconds_metric(self, name: str) -> SettableGaugeMetric:
+        """A metric that records nothing."""
         return _NOOP
 
     def new_longest_running_processor_seconds_metric(self, name: str) -> SettableGaugeMetric:
+        """A metric that records nothing."""
         return _NOOP
 
     def new_retries_metric(self, name: str) -> CounterMetric:
+        """A metric that records nothing."""
         return _NOOP
 
 

@@ -55,6 +55,7 @@ class RateLimitingQueue(DelayingQueue[T]):
 
     @property
     def rate_limiter(self) -> RateLimiter[T]:
+        """The rate limiter that ``add_rate_limited`` asks for each item's delay."""
         return self._rate_limiter
 
     def add_rate_limited(self, item: T) -> None:

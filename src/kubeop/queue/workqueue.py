@@ -114,6 +114,7 @@ class WorkQueue(Generic[T]):
 
     @property
     def name(self) -> str:
+        """The queue's name in metrics (empty: no metrics)."""
         return self._name
 
     def __len__(self) -> int:

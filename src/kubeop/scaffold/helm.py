@@ -145,12 +145,15 @@ class HelmProject:
 
     @property
     def names(self) -> ProjectNames:
+        """The names derived from the project's name."""
         return ProjectNames(self.project_name)
 
     def save(self) -> None:
+        """Write the project's PROJECT file."""
         (self.root / PROJECT_FILE).write_text(self.to_yaml())
 
     def to_yaml(self) -> str:
+        """The PROJECT file's text."""
         data: dict[str, Any] = {
             "domain": self.domain,
             "layout": [HELM_LAYOUT],

@@ -83,14 +83,17 @@ class ProjectNames:
 
     @property
     def service_account(self) -> str:
+        """The operator's ServiceAccount name."""
         return self.prefixed("controller-manager")
 
     @property
     def deployment(self) -> str:
+        """The operator's Deployment name."""
         return self.prefixed("controller-manager")
 
     @property
     def leader_election_id(self) -> str:
+        """The operator's leader election Lease name."""
         return self.prefixed("leader")
 
 
@@ -174,18 +177,22 @@ class ApiNames:
 
     @property
     def full_group(self) -> str:
+        """The API group with the project's domain (``cache.example.com``)."""
         return ".".join(p for p in (self.group, self.domain) if p)
 
     @property
     def api_version(self) -> str:
+        """``<full group>/<version>``."""
         return f"{self.full_group}/{self.version}"
 
     @property
     def plural(self) -> str:
+        """The kind's plural resource name: the one given (``--plural``), else guessed as kubebuilder does."""
         return self.explicit_plural or guess_plural(self.kind)
 
     @property
     def lower(self) -> str:
+        """The kind in lower case."""
         return self.kind.lower()
 
     @property
@@ -200,4 +207,5 @@ class ApiNames:
 
     @property
     def sample_file(self) -> str:
+        """The sample's file name under config/samples."""
         return f"{self.group_prefix}_{self.version}_{self.lower}.yaml"

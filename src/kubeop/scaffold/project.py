@@ -109,9 +109,11 @@ class Resource:
 
     @property
     def names(self) -> ApiNames:
+        """The names derived from the resource's group, version, kind, domain and plural."""
         return ApiNames(self.group, self.version, self.kind, self.domain, self.plural)
 
     def same_api(self, other: Resource) -> bool:
+        """Whether ``other`` has the same group, domain, version and kind."""
         return (self.group, self.domain, self.version, self.kind) == (
             other.group,
             other.domain,
@@ -120,6 +122,7 @@ class Resource:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The resource as a PROJECT file entry."""
         out: dict[str, Any] = {}
         if self.api:
             out["api"] = {"crdVersion": "v1", "namespaced": self.namespaced}
@@ -139,6 +142,7 @@ class Resource:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Resource:
+        """A resource from a PROJECT file entry; raises ScaffoldError naming a malformed field."""
         api = data.get("api")
         if api is not None and not isinstance(api, dict):
             raise ScaffoldError(
@@ -193,6 +197,7 @@ class Project:
 
     @property
     def names(self) -> ProjectNames:
+        """The names derived from the project's name."""
         return ProjectNames(self.project_name)
 
     @property
@@ -219,6 +224,7 @@ class Project:
             )
 
     def find(self, api: Resource) -> Resource | None:
+        """The project's resource of the same group, domain, version and kind as ``api``, or None."""
         return next((r for r in self.resources if r.same_api(api)), None)
 
     def with_resource(self, resource: Resource) -> Project:
@@ -229,6 +235,7 @@ class Project:
         return replace(self, resources=tuple(kept))
 
     def to_yaml(self) -> str:
+        """The PROJECT file's text."""
         data: dict[str, Any] = {
             "domain": self.domain,
             "layout": list(self.layout),
@@ -250,6 +257,7 @@ class Project:
         return _HEADER + dump_yaml(dict(sorted(data.items())))
 
     def save(self) -> None:
+        """Write the project's PROJECT file."""
         (self.root / PROJECT_FILE).write_text(self.to_yaml())
 
 

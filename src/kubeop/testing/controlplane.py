@@ -230,10 +230,12 @@ class ControlPlane:
     # -- paths ---------------------------------------------------------------------------------
     @property
     def pki_dir(self) -> Path:
+        """Where the control plane's CA, serving and client certificates are written."""
         return self.data_dir / "pki"
 
     @property
     def log_dir(self) -> Path:
+        """Where each component's log is written (one file per component)."""
         return self.data_dir / "logs"
 
     @property
@@ -243,18 +245,24 @@ class ControlPlane:
 
     @property
     def ca_file(self) -> str:
+        """The CA certificate that signed the API server's serving certificate."""
         return str(self.pki_dir / "ca.crt")
 
     @property
     def server(self) -> str:
+        """The API server's URL (``https://127.0.0.1:<port>``)."""
         return f"https://{HOST}:{self.ports['apiserver']}"
 
     @property
     def state_file(self) -> Path:
+        """The file recording the running components (ports, process ids), which :meth:`attach` reads."""
         return self.data_dir / "state.json"
 
     @property
     def binaries(self) -> Binaries:
+        """The binaries the control plane runs: built once when missing (unless ``build=False``, which only
+        looks them up).
+        """
         if self._binaries is None:
             self._binaries = (
                 ensure_binaries(progress=self._progress, full=self.full)
@@ -284,6 +292,9 @@ class ControlPlane:
         self.stop()
 
     def start(self) -> ControlPlane:
+        """Start the components and wait until the API server is ready (and, in full mode, the nodes); returns
+        the control plane. Raises ControlPlaneError naming the component that failed and its log.
+        """
         t0 = time.monotonic()
         binaries = self.binaries
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -511,6 +522,7 @@ class ControlPlane:
             raise ControlPlaneError(f"creating node {name} failed: HTTP {status} {body[:300]!r}")
 
     def nodes_ready(self) -> bool:
+        """Whether at least the expected number of nodes report Ready."""
         nodes = self.api.call("GET", "/api/v1/nodes")["items"]
         ready = 0
         for node in nodes:
@@ -606,9 +618,11 @@ class ControlPlane:
         return cp
 
     def component_status(self) -> dict[str, bool]:
+        """Each component's name and whether its process is alive."""
         return {name: proc.alive() for name, proc in self._procs.items()}
 
     def healthy(self) -> bool:
+        """Whether every component is alive and the API server answers ``/readyz``."""
         return bool(self._procs) and all(self.component_status().values()) and self.api.ok("/readyz")
 
     def kill_leftovers(self) -> None:
@@ -642,6 +656,7 @@ class ControlPlane:
         self._save_state()
 
     def etcd_revision(self) -> int:
+        """etcd's current revision (every write to the cluster raises it)."""
         return int(self._etcd("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
 
     def compact_etcd(self, revision: int | None = None) -> int:
@@ -727,9 +742,11 @@ class ControlPlane:
         return str(path)
 
     def create_namespace(self, name: str) -> None:
+        """Create a namespace."""
         self.api.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
 
     def delete_namespace(self, name: str) -> None:
+        """Delete a namespace (a missing one is fine); raises ControlPlaneError if the server refuses."""
         status, body = self.api.raw("DELETE", f"/api/v1/namespaces/{name}")
         if status not in (200, 202, 404):
             raise ControlPlaneError(f"deleting namespace {name} failed: HTTP {status} {body[:300]!r}")

@@ -52,6 +52,9 @@ class ExistingCluster:
         kubeconfig: str | None = None,
         timeout: float = 60.0,
     ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against the cluster (or with another ``kubeconfig``); with ``check``, a failure raises
+        naming the command and its output.
+        """
         cmd = [self._kubectl_path(), f"--kubeconfig={kubeconfig or self.kubeconfig_path}", *args]
         res = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False)
         if check and res.returncode != 0:
@@ -59,9 +62,11 @@ class ExistingCluster:
         return res
 
     def create_namespace(self, name: str) -> None:
+        """Create a namespace."""
         self.kubectl("create", "namespace", name)
 
     def delete_namespace(self, name: str) -> None:
+        """Start deleting a namespace without waiting (a missing one is fine)."""
         self.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
 
     def install_crds(
@@ -96,9 +101,13 @@ class ExistingCluster:
         return names
 
     def env(self) -> dict[str, str]:
+        """The process environment with ``KUBECONFIG`` pointing at the cluster."""
         return dict(os.environ, KUBECONFIG=self.kubeconfig_path)
 
     def kubeconfig_for_user(self, name: str, groups: tuple[str, ...] = ()) -> str:
+        """Not possible on an existing cluster: raises NotImplementedError saying to run the test against the
+        local control plane.
+        """
         raise NotImplementedError(
             "minting users needs the cluster's CA key, which an existing cluster does not give kubeop; "
             "run this test against the local control plane (unset KUBEOP_TEST_KUBECONFIG)"

@@ -153,6 +153,7 @@ class Rule:
     scope: Literal["*", "Cluster", "Namespaced"] = "*"
 
     def to_dict(self) -> dict[str, Any]:
+        """The rule as a webhook configuration's ``rules`` entry."""
         return {
             "apiGroups": list(self.api_groups),
             "apiVersions": list(self.api_versions),

@@ -366,10 +366,12 @@ class LocalCertificates:
 
     @property
     def cert_file(self) -> Path:
+        """The serving certificate's file (``tls.crt``) in the directory."""
         return self.directory / CERT_NAME
 
     @property
     def key_file(self) -> Path:
+        """The serving key's file (``tls.key``) in the directory."""
         return self.directory / KEY_NAME
 
 

@@ -66,10 +66,12 @@ DEFAULT_MAX_OBJECTS = 10_000
 class Spoke(Protocol):
     """What a spoke model implements (checked by :meth:`Conversion.of_models`)."""
 
-    def to_hub(self) -> CustomResource: ...
+    def to_hub(self) -> CustomResource:
+        """This object converted to the hub (storage) version's model."""
 
     @classmethod
-    def from_hub(cls, hub: Any) -> Any: ...
+    def from_hub(cls, hub: Any) -> Any:
+        """An object of this version converted from a hub version object."""
 
 
 @dataclass
@@ -99,6 +101,7 @@ class Conversion:
 
     @property
     def versions(self) -> list[str]:
+        """Every version the conversion serves: the hub first, then the spokes."""
         return [self.hub, *self.spokes]
 
     @property

@@ -48,6 +48,9 @@ class Endpoint:
     def url(
         cls, base_url: str, *, ca_bundle: bytes | None = None, cert_manager: str | None = None
     ) -> Endpoint:
+        """The API server calls the webhooks at ``base_url`` (https only; raises ValueError otherwise),
+        trusting ``ca_bundle`` or the CA cert-manager injects from the Certificate ``cert_manager`` names.
+        """
         if not base_url.startswith("https://"):
             raise ValueError(f"a webhook URL must be https://, not {base_url!r}")
         return cls(base_url=base_url.rstrip("/"), ca_bundle=ca_bundle, cert_manager=cert_manager)
@@ -62,6 +65,9 @@ class Endpoint:
         ca_bundle: bytes | None = None,
         cert_manager: str | None = None,
     ) -> Endpoint:
+        """The API server calls the webhooks through the Service ``namespace/name`` on ``port``, trusting
+        ``ca_bundle`` or the CA cert-manager injects from the Certificate ``cert_manager`` names.
+        """
         return cls(
             service_name=name,
             service_namespace=namespace,
@@ -71,6 +77,7 @@ class Endpoint:
         )
 
     def client_config(self, path: str) -> Obj:
+        """The ``clientConfig`` of a webhook served at ``path`` on this endpoint."""
         config: Obj
         if self.base_url is not None:
             config = {"url": f"{self.base_url}{path}"}
@@ -88,6 +95,9 @@ class Endpoint:
         return config
 
     def annotations(self) -> Obj:
+        """The annotations a configuration needs for cert-manager to inject its CA (none without
+        cert-manager).
+        """
         return {INJECT_CA: self.cert_manager} if self.cert_manager else {}
 
 

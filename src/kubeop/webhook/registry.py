@@ -53,6 +53,9 @@ class Webhooks:
             self.add(item)
 
     def add(self, item: AdmissionWebhook | Conversion) -> None:
+        """Add an admission webhook or a conversion; raises ValueError when its path or name is taken (give it
+        ``path=`` or ``name=``).
+        """
         path = item.path
         if path in self._admission or path in self._conversion:
             raise ValueError(f"two webhooks share the path {path}; give one of them path=")
@@ -65,10 +68,12 @@ class Webhooks:
 
     @property
     def admission(self) -> list[AdmissionWebhook]:
+        """The admission (validating and mutating) webhooks."""
         return list(self._admission.values())
 
     @property
     def conversions(self) -> list[Conversion]:
+        """The conversions."""
         return list(self._conversion.values())
 
     def __iter__(self) -> Iterator[AdmissionWebhook | Conversion]:

@@ -159,6 +159,7 @@ class CertSecret:
 
     @property
     def renew_window(self) -> dt.timedelta:
+        """How long before expiry the certificate is renewed: ``renew_before``, else a third of validity."""
         return self.renew_before if self.renew_before is not None else self.validity / 3
 
 
@@ -338,6 +339,7 @@ class CertRotator:
 
     @property
     def secret(self) -> str:
+        """The Secret holding the CA and serving certificate, as ``namespace/name``."""
         return f"{self.namespace}/{self.spec.name}"
 
     async def ensure(self) -> bytes:

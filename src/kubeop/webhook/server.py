@@ -200,11 +200,13 @@ class WebhookServer:
 
     @property
     def url(self) -> str:
+        """The server's base URL (``https://host:port``; ``*`` for every address)."""
         host = "*" if self.host is None else f"[{self.host}]" if ":" in self.host else self.host
         return f"{'http' if self.insecure else 'https'}://{host}:{self.port}"
 
     @property
     def certificate_reloads(self) -> int:
+        """How many times the serving certificate was reloaded from disk since the start."""
         return self._watcher.reloads if self._watcher is not None else 0
 
     def ready(self) -> bool:
@@ -212,6 +214,7 @@ class WebhookServer:
         return self._http is not None and self._http.serving
 
     async def start(self) -> None:
+        """Start serving (over TLS unless insecure), reloading the certificate when its files change."""
         tls = None
         if not self.insecure:
             self._watcher = CertWatcher(self._cert_file, self._key_file, self._key_password, self._tls_setup)
@@ -256,6 +259,7 @@ class WebhookServer:
         return context
 
     async def stop(self) -> None:
+        """Stop serving; stopping a stopped server does nothing."""
         if self._http is None:
             return
         if self._poller is not None:

@@ -78,6 +78,7 @@ class Permissions:
         self._rules: list[PolicyRule] = list(rules)
 
     def add(self, *rules: PolicyRule) -> Self:
+        """Add rules; returns the Permissions, for chaining."""
         self._rules.extend(rules)
         return self
 

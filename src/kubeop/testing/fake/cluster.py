@@ -75,7 +75,8 @@ class SteppableClock(Clock, Protocol):
     """A clock a test moves forward: :class:`~kubeop.queue.SteppedClock` or
     :class:`~kubeop.queue.FakeClock`."""
 
-    def advance(self, seconds: float) -> None: ...
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` forward and run the callbacks due by then."""
 
 
 # The reason kube-apiserver gives with each status code a test may inject.

@@ -39,6 +39,7 @@ class FakeTransport:
 
     @property
     def config(self) -> ClientConfig:
+        """The client configuration this transport pretends to connect with."""
         return self._config
 
     def _check(self, req: ApiRequest) -> None:
@@ -51,6 +52,7 @@ class FakeTransport:
             self.observer(req.method, str(code), 0.0)
 
     async def request(self, req: ApiRequest) -> Any:
+        """Answer one request from the fake cluster (or with the failure :meth:`FakeCluster.fail` set up)."""
         self._check(req)
         await asyncio.sleep(0)  # a request is a suspension point, as on a real connection
         try:
@@ -65,11 +67,13 @@ class FakeTransport:
         return answer
 
     async def stream_list(self, req: ApiRequest) -> AsyncGenerator[ListPart, None]:
+        """Answer a list in one part."""
         doc = dict(await self.request(req))
         items = doc.pop("items", None) or []
         yield ListPart(doc, items)
 
     async def stream(self, req: ApiRequest) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
+        """Open a watch on the fake cluster and yield its events until it ends."""
         self._check(req)
         await asyncio.sleep(0)
         try:
@@ -95,10 +99,12 @@ class FakeTransport:
             self._cluster._store.watches.discard(watch)
 
     async def probe(self, path: str = "/readyz", *, time_limit: float = 2.0) -> int:
+        """Always healthy (200) while the transport is open."""
         if self._closed:
             raise RuntimeError("the client is closed")
         return 200
 
     async def close(self) -> None:
+        """Close the transport and end its open watches."""
         self._closed = True
         self._cluster._end_watches(owner=self)

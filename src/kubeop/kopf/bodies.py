@@ -142,48 +142,62 @@ class _View(Mapping[str, Any]):
 
 
 class Meta(_View):
+    """A read-only view of an object's metadata, as kopf's handlers get it (``meta``)."""
+
     @property
     def name(self) -> str | None:
+        """The object's name."""
         return self._data.get("name")
 
     @property
     def namespace(self) -> str | None:
+        """The object's namespace (None when cluster-scoped)."""
         return self._data.get("namespace")
 
     @property
     def uid(self) -> str | None:
+        """The object's uid."""
         return self._data.get("uid")
 
     @property
     def labels(self) -> Mapping[str, str]:
+        """The object's labels (empty when none)."""
         return _View(self._data.get("labels"))
 
     @property
     def annotations(self) -> Mapping[str, str]:
+        """The object's annotations (empty when none)."""
         return _View(self._data.get("annotations"))
 
     @property
     def creation_timestamp(self) -> str | None:
+        """When the object was created (RFC 3339 text)."""
         return self._data.get("creationTimestamp")
 
     @property
     def deletion_timestamp(self) -> str | None:
+        """When the object's deletion was requested (None while it lives)."""
         return self._data.get("deletionTimestamp")
 
 
 class Body(_View):
+    """A read-only view of a whole object, as kopf's handlers get it (``body``)."""
+
     @property
     def metadata(self) -> Meta:
+        """The object's metadata (also as ``meta``)."""
         return Meta(self._data.get("metadata"))
 
     meta = metadata
 
     @property
     def spec(self) -> Mapping[str, Any]:
+        """The object's spec (empty when none)."""
         return _View(self._data.get("spec"))
 
     @property
     def status(self) -> Mapping[str, Any]:
+        """The object's status (empty when none)."""
         return _View(self._data.get("status"))
 
 
@@ -204,16 +218,19 @@ class Patch(dict[str, Any]):
 
     @property
     def metadata(self) -> _Stanza:
+        """The patch's metadata stanza (also as ``meta``), created on first write."""
         return self._stanza("metadata")  # type: ignore[no-any-return]
 
     meta = metadata
 
     @property
     def spec(self) -> _Stanza:
+        """The patch's spec stanza, created on first write."""
         return self._stanza("spec")  # type: ignore[no-any-return]
 
     @property
     def status(self) -> _Stanza:
+        """The patch's status stanza, created on first write."""
         return self._stanza("status")  # type: ignore[no-any-return]
 
 

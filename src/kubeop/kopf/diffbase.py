@@ -77,17 +77,21 @@ class DiffBaseStorage:
         return essence
 
     def fetch(self, *, body: Body) -> dict[str, Any] | None:
+        """The essence stored on ``body`` when it was last handled, or None."""
         raise NotImplementedError
 
     def store(self, *, body: Body, patch: Patch, essence: Mapping[str, Any]) -> None:
+        """Write ``essence`` as the last-handled state into ``patch``."""
         raise NotImplementedError
 
     @staticmethod
     def remove_annotations(essence: MutableMapping[str, Any], keys_to_remove: Collection[str]) -> None:
+        """Remove the annotations ``keys_to_remove`` from ``essence`` (in place)."""
         remove_annotations(essence, keys_to_remove)
 
     @staticmethod
     def remove_empty_stanzas(essence: MutableMapping[str, Any]) -> None:
+        """Remove the stanzas left empty in ``essence`` (in place)."""
         remove_empty_stanzas(essence)
 
 
@@ -122,12 +126,16 @@ class AnnotationsDiffBaseStorage(StorageKeys, DiffBaseStorage):
         return f"{type(self).__name__}(prefix={self.prefix!r}, key={self.key!r}, v1={self.v1!r})"
 
     def build(self, *, body: Body, extra_fields: Iterable[FieldSpec] | None = None) -> dict[str, Any]:
+        """The essence of ``body``: what is compared to find changes, without kopf's own fields (and with
+        ``extra_fields`` when given).
+        """
         essence = super().build(body=body, extra_fields=extra_fields)
         self.remove_annotations(essence, set(self.make_keys(self.key, body=body)))
         self.remove_empty_stanzas(essence)
         return essence
 
     def fetch(self, *, body: Body) -> dict[str, Any] | None:
+        """The essence stored on ``body`` when it was last handled, or None, in an annotation."""
         annotations = (body.get("metadata") or {}).get("annotations") or {}
         for full_key in self.make_keys(self.key, body=body):
             decoded = _decode(annotations.get(full_key))
@@ -136,6 +144,7 @@ class AnnotationsDiffBaseStorage(StorageKeys, DiffBaseStorage):
         return None
 
     def store(self, *, body: Body, patch: Patch, essence: Mapping[str, Any]) -> None:
+        """Write ``essence`` as the last-handled state into ``patch``, in an annotation."""
         encoded = orjson.dumps(essence).decode() + "\n"  # a newline as kubectl's own
         for full_key in self.make_keys(self.key, body=body):
             ensure(patch, ("metadata", "annotations", full_key), encoded)
@@ -161,6 +170,9 @@ class StatusDiffBaseStorage(DiffBaseStorage):
 
     @property
     def field(self) -> FieldPath:
+        """Where in the status the last-handled essence lives (default
+        ``status.kopf.last-handled-configuration``).
+        """
         return self._field
 
     @field.setter
@@ -168,14 +180,19 @@ class StatusDiffBaseStorage(DiffBaseStorage):
         self._field = field_of(field, self._name)
 
     def build(self, *, body: Body, extra_fields: Iterable[FieldSpec] | None = None) -> dict[str, Any]:
+        """The essence of ``body``: what is compared to find changes, without kopf's own fields (and with
+        ``extra_fields`` when given).
+        """
         essence = super().build(body=body, extra_fields=extra_fields)
         remove(essence, self.field)
         return essence
 
     def fetch(self, *, body: Body) -> dict[str, Any] | None:
+        """The essence stored on ``body`` when it was last handled, or None, in the status."""
         return _decode(resolve_field(body, self.field, None))
 
     def store(self, *, body: Body, patch: Patch, essence: Mapping[str, Any]) -> None:
+        """Write ``essence`` as the last-handled state into ``patch``, in the status."""
         ensure(patch, self.field, orjson.dumps(essence).decode())
 
 
@@ -190,12 +207,18 @@ class MultiDiffBaseStorage(DiffBaseStorage):
         return f"{type(self).__name__}({list(self.storages)!r})"
 
     def build(self, *, body: Body, extra_fields: Iterable[FieldSpec] | None = None) -> dict[str, Any]:
+        """The essence of ``body``: what is compared to find changes, without kopf's own fields (and with
+        ``extra_fields`` when given).
+        """
         essence = super().build(body=body, extra_fields=extra_fields)
         for storage in self.storages:
             essence = storage.build(body=essence, extra_fields=extra_fields)
         return essence
 
     def fetch(self, *, body: Body) -> dict[str, Any] | None:
+        """The essence stored on ``body`` when it was last handled, or None, in every one of its storages
+        (read from the first that has it).
+        """
         for storage in self.storages:
             found = storage.fetch(body=body)
             if found is not None:
@@ -203,5 +226,8 @@ class MultiDiffBaseStorage(DiffBaseStorage):
         return None
 
     def store(self, *, body: Body, patch: Patch, essence: Mapping[str, Any]) -> None:
+        """Write ``essence`` as the last-handled state into ``patch``, in every one of its storages (read from
+        the first that has it).
+        """
         for storage in self.storages:
             storage.store(body=body, patch=patch, essence=essence)

@@ -61,14 +61,21 @@ def event(obj: Any, *, type: str, reason: str, message: str = "") -> None:
 
 
 def info(obj: Any, *, reason: str, message: str = "") -> None:
+    """Post a Normal Event about ``obj`` (a body, a dict or an object reference) with ``reason`` and
+    ``message``.
+    """
     _post(obj, "Normal", reason, message)
 
 
 def warn(obj: Any, *, reason: str, message: str = "") -> None:
+    """Post a Warning Event about ``obj`` with ``reason`` and ``message``."""
     _post(obj, "Warning", reason, message)
 
 
 def exception(obj: Any, *, reason: str = "", message: str = "", exc: BaseException | None = None) -> None:
+    """Post a Warning Event about ``obj`` for ``exc`` (default: the exception being handled), its type as the
+    reason unless ``reason`` is given.
+    """
     if exc is None:
         import sys
 

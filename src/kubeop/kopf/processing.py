@@ -109,6 +109,9 @@ class ObjectLogger(logging.LoggerAdapter[logging.Logger]):
         super().__init__(logger if logger is not None else objects_log, extra)
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        """Prefix the message with the object's ``[namespace/name]``, as kopf's per-object logger does, and
+        pass its fields on as ``extra``.
+        """
         extra = self.extra or {}
         kwargs["extra"] = {**extra, **(kwargs.get("extra") or {})}
         return f"[{extra['object_namespace']}/{extra['object_name']}] {msg}" if extra.get(

@@ -66,15 +66,21 @@ class ProgressStorage:
     """The interface of kopf's progress storages (subclass it for a storage of your own)."""
 
     def fetch(self, *, key: str, body: Body) -> ProgressRecord | None:
+        """The progress record of handler ``key`` on ``body``, or None."""
         raise NotImplementedError
 
     def store(self, *, key: str, record: ProgressRecord, body: Body, patch: Patch) -> None:
+        """Write handler ``key``'s progress ``record`` into ``patch``."""
         raise NotImplementedError
 
     def purge(self, *, key: str, body: Body, patch: Patch) -> None:
+        """Remove handler ``key``'s progress record through ``patch``."""
         raise NotImplementedError
 
     def touch(self, *, body: Body, patch: Patch, value: str | None) -> None:
+        """Set kopf's wake-up marker to ``value`` through ``patch`` when it differs (kubeop.kopf requeues
+        instead, and uses this to clear a marker kopf left).
+        """
         raise NotImplementedError
 
     def clear(self, *, essence: dict[str, Any]) -> dict[str, Any]:
@@ -82,14 +88,17 @@ class ProgressStorage:
         return copy_json(essence)  # type: ignore[no-any-return]
 
     def flush(self) -> None:
+        """Write out what is pending (nothing: records go out with the handlers' patch)."""
         pass
 
     @staticmethod
     def remove_annotations(essence: MutableMapping[str, Any], keys_to_remove: Collection[str]) -> None:
+        """Remove the annotations ``keys_to_remove`` from ``essence`` (in place)."""
         remove_annotations(essence, keys_to_remove)
 
     @staticmethod
     def remove_empty_stanzas(essence: MutableMapping[str, Any]) -> None:
+        """Remove the stanzas left empty in ``essence`` (in place)."""
         remove_empty_stanzas(essence)
 
 
@@ -123,6 +132,7 @@ class AnnotationsProgressStorage(StorageKeys, ProgressStorage):
         )
 
     def fetch(self, *, key: str, body: Body) -> ProgressRecord | None:
+        """The progress record of handler ``key`` on ``body``, or None, in the object's annotations."""
         annotations = (body.get("metadata") or {}).get("annotations") or {}
         for full_key in self.make_keys(key, body=body):
             encoded = annotations.get(full_key)
@@ -132,6 +142,7 @@ class AnnotationsProgressStorage(StorageKeys, ProgressStorage):
         return None
 
     def store(self, *, key: str, record: ProgressRecord, body: Body, patch: Patch) -> None:
+        """Write handler ``key``'s progress ``record`` into ``patch``, in the object's annotations."""
         decoded = {k: v for k, v in record.items() if self.verbose or v is not None}
         encoded = orjson.dumps(decoded).decode()
         for full_key in self.make_keys(key, body=body):
@@ -139,10 +150,14 @@ class AnnotationsProgressStorage(StorageKeys, ProgressStorage):
         store_marker(self.prefix, patch, body)
 
     def purge(self, *, key: str, body: Body, patch: Patch) -> None:
+        """Remove handler ``key``'s progress record through ``patch``, in the object's annotations."""
         for full_key in self.make_keys(key, body=body):
             _purge(body, patch, ("metadata", "annotations", full_key))
 
     def touch(self, *, body: Body, patch: Patch, value: str | None) -> None:
+        """Set kopf's wake-up marker to ``value`` through ``patch`` when it differs (kubeop.kopf requeues
+        instead, and uses this to clear a marker kopf left), in the object's annotations.
+        """
         for full_key in self.make_keys(self.touch_key, body=body):
             path = ("metadata", "annotations", full_key)
             if resolve_field(body, path, None) != value:
@@ -150,6 +165,7 @@ class AnnotationsProgressStorage(StorageKeys, ProgressStorage):
                 store_marker(self.prefix, patch, body)
 
     def clear(self, *, essence: dict[str, Any]) -> dict[str, Any]:
+        """``essence`` without this storage's own fields."""
         essence = super().clear(essence=essence)
         annotations = (essence.get("metadata") or {}).get("annotations") or {}
         self.remove_annotations(essence, {k for k in annotations if k.startswith(f"{self.prefix}/")})
@@ -179,6 +195,7 @@ class StatusProgressStorage(ProgressStorage):
 
     @property
     def field(self) -> FieldPath:
+        """Where in the status the progress records live (default ``status.kopf.progress``)."""
         return self._field
 
     @field.setter
@@ -187,6 +204,7 @@ class StatusProgressStorage(ProgressStorage):
 
     @property
     def touch_field(self) -> FieldPath:
+        """Where the touch marker lives (default ``status.kopf.dummy``)."""
         return self._touch_field
 
     @touch_field.setter
@@ -194,21 +212,28 @@ class StatusProgressStorage(ProgressStorage):
         self._touch_field = field_of(field, self._name)
 
     def fetch(self, *, key: str, body: Body) -> ProgressRecord | None:
+        """The progress record of handler ``key`` on ``body``, or None, in the object's status."""
         container = resolve_field(body, self.field, None)
         found = container.get(key) if isinstance(container, Mapping) else None
         return cast(ProgressRecord, found) if found is not None else None
 
     def store(self, *, key: str, record: ProgressRecord, body: Body, patch: Patch) -> None:
+        """Write handler ``key``'s progress ``record`` into ``patch``, in the object's status."""
         ensure(patch, (*self.field, key), dict(record))  # the API server drops the nulls
 
     def purge(self, *, key: str, body: Body, patch: Patch) -> None:
+        """Remove handler ``key``'s progress record through ``patch``, in the object's status."""
         _purge(body, patch, (*self.field, key))
 
     def touch(self, *, body: Body, patch: Patch, value: str | None) -> None:
+        """Set kopf's wake-up marker to ``value`` through ``patch`` when it differs (kubeop.kopf requeues
+        instead, and uses this to clear a marker kopf left), in the object's status.
+        """
         if resolve_field(body, self.touch_field, None) != value:
             ensure(patch, self.touch_field, value)
 
     def clear(self, *, essence: dict[str, Any]) -> dict[str, Any]:
+        """``essence`` without this storage's own fields."""
         essence = super().clear(essence=essence)
         remove(essence, self.field)
         self.remove_empty_stanzas(essence)
@@ -235,6 +260,9 @@ class MultiProgressStorage(ProgressStorage):
         return f"{type(self).__name__}({list(self.storages)!r})"
 
     def fetch(self, *, key: str, body: Body) -> ProgressRecord | None:
+        """The progress record of handler ``key`` on ``body``, or None, in every one of its storages (read
+        from the first that has it).
+        """
         for storage in self.storages:
             found = storage.fetch(key=key, body=body)
             if found is not None:
@@ -242,23 +270,35 @@ class MultiProgressStorage(ProgressStorage):
         return None
 
     def store(self, *, key: str, record: ProgressRecord, body: Body, patch: Patch) -> None:
+        """Write handler ``key``'s progress ``record`` into ``patch``, in every one of its storages (read from
+        the first that has it).
+        """
         for storage in self.storages:
             storage.store(key=key, record=record, body=body, patch=patch)
 
     def purge(self, *, key: str, body: Body, patch: Patch) -> None:
+        """Remove handler ``key``'s progress record through ``patch``, in every one of its storages (read from
+        the first that has it).
+        """
         for storage in self.storages:
             storage.purge(key=key, body=body, patch=patch)
 
     def touch(self, *, body: Body, patch: Patch, value: str | None) -> None:
+        """Set kopf's wake-up marker to ``value`` through ``patch`` when it differs (kubeop.kopf requeues
+        instead, and uses this to clear a marker kopf left), in every one of its storages (read from the first
+        that has it).
+        """
         for storage in self.storages:
             storage.touch(body=body, patch=patch, value=value)
 
     def clear(self, *, essence: dict[str, Any]) -> dict[str, Any]:
+        """``essence`` without this storage's own fields."""
         for storage in self.storages:
             essence = storage.clear(essence=essence)
         return essence
 
     def flush(self) -> None:
+        """Write out what is pending (nothing: records go out with the handlers' patch)."""
         for storage in self.storages:
             storage.flush()
 

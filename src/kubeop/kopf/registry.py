@@ -44,6 +44,9 @@ class Registry:
         self._admission: list[AdmissionHandler] = []
 
     def add(self, handler: ChangingHandler | SpawningHandler | WatchingHandler | ActivityHandler) -> None:
+        """Register a handler; raises ValueError when an operator handler of the same id is registered twice
+        for an activity (pass ``id=``).
+        """
         if isinstance(handler, ActivityHandler):
             if any(h.id == handler.id and h.activity is handler.activity for h in self._activities):
                 raise ValueError(f"{handler} is registered twice for {handler.activity}: pass id='...'")
@@ -84,6 +87,7 @@ class Registry:
         self._admission.append(handler)
 
     def resources(self) -> list[str]:
+        """The resources that have handlers, in registration order."""
         handlers: list[ChangingHandler | SpawningHandler | WatchingHandler] = [
             *self._changing,
             *self._spawning,
@@ -92,15 +96,19 @@ class Registry:
         return list(dict.fromkeys(h.resource for h in handlers))
 
     def changing(self, resource: str) -> Iterator[ChangingHandler]:
+        """The create, update, delete, resume and field handlers of ``resource``."""
         return (h for h in self._changing if h.resource == resource)
 
     def spawning(self, resource: str) -> Iterator[SpawningHandler]:
+        """The daemons and timers of ``resource``."""
         return (h for h in self._spawning if h.resource == resource)
 
     def watching(self, resource: str) -> Iterator[WatchingHandler]:
+        """The event handlers of ``resource``."""
         return (h for h in self._watching if h.resource == resource)
 
     def activities(self, activity: Activity) -> list[ActivityHandler]:
+        """The operator handlers of ``activity`` (startup, cleanup, login, probe...)."""
         return [h for h in self._activities if h.activity is activity]
 
     def indexing(self) -> list[IndexingHandler]:
@@ -119,6 +127,7 @@ _default = Registry()
 
 
 def default_registry() -> Registry:
+    """The registry the ``kopf.on`` decorators add handlers to by default."""
     return _default
 
 

@@ -103,9 +103,11 @@ class DaemonStopped:
         return self._event.is_set()
 
     def is_set(self) -> bool:
+        """Whether the daemon has been asked to stop."""
         return self._event.is_set()
 
     def set(self) -> None:
+        """Ask the daemon to stop."""
         self._event.set()
 
     def __repr__(self) -> str:
@@ -113,12 +115,20 @@ class DaemonStopped:
 
 
 class SyncDaemonStopped(DaemonStopped):
+    """The ``stopped`` flag of a synchronous daemon (kopf's ``SyncDaemonStopperChecker``): true once it should
+    stop; ``wait()`` blocks its thread.
+    """
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block the daemon's thread until stopped or ``timeout`` (True if stopped)."""
         return self._event.wait(timeout)
 
 
 class AsyncDaemonStopped(DaemonStopped):
+    """The ``stopped`` flag of an async daemon (kopf's ``AsyncDaemonStopperChecker``): true once it should
+    stop; ``await wait()`` sleeps until then.
+    """
+
     async def wait(self, timeout: float | None = None) -> bool:
         """Sleep until stopped or ``timeout`` (True if stopped)."""
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -107,6 +107,8 @@ class UserInfo(TypedDict):
 
 
 class WebhookClientConfigService(TypedDict, total=False):
+    """The ``service`` of a webhook's ``clientConfig``: the Service's namespace, name, path and port."""
+
     namespace: str | None
     name: str | None
     path: str | None

@@ -17,6 +17,7 @@ import pytest
 from tests.docs.blocks import page_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
+# Not CHANGELOG.md: it names what was renamed or removed.
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 # `kubeop.client.Client`, `kubeop.testing.FakeCluster`: a dotted name in inline code.

@@ -1,4 +1,4 @@
-"""The user pages speak to users: no words from how the project is developed.
+"""The user pages (docs/, README, CHANGELOG) speak to users: no words from how the project is developed.
 
 Issue numbers, and the words of the project's own development process (seeds, sessions,
 leads, briefs, worktrees), mean nothing to a reader of the documentation or the README.
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 INTERNAL = re.compile(
     r"\bissues? #?\d+"  # "issue 12", "issues 3"

@@ -8,6 +8,8 @@
 - docs/performance.md and its plots (docs/assets/perf-*.svg, drawn with matplotlib): tables
   and plots from the benchmarks' JSON results under bench/, every number quoted through
   scripts/bench_numbers.py's markers (tests/docs/test_bench_numbers.py recomputes them);
+- docs/assets/{reconcile-sequence,sharding-handover,webhook-certificates}.svg: sequence diagrams
+  drawn by scripts/sequence_svg.py (plain SVG: they show without any script);
 - docs/guides/compatibility.md: the versions the tests run against (kubeop.binaries, kopf's pin,
   pyproject's requires-python).
 
@@ -424,8 +426,87 @@ def _load_pyproject() -> Any:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
+def _diagrams() -> dict[str, Callable[[], str]]:
+    from sequence_svg import Message, Note, render
+
+    def reconcile() -> str:
+        api, informer, queue, rec, client = (
+            "kube-apiserver",
+            "shared informer",
+            "work queue",
+            "reconcile",
+            "reconciler client",
+        )
+        return render(
+            "A reconcile, from an event to a write",
+            [api, informer, queue, rec, client],
+            [
+                Message(api, informer, "watch event: ConfigMap web modified", reply=True),
+                Message(informer, informer, "update the cache"),
+                Message(informer, queue, "owner reference: add Widget default/web"),
+                Note("a key already queued is not added twice; a key being reconciled waits its turn"),
+                Message(queue, rec, "reconcile(Request(default, web), ctx)"),
+                Message(rec, client, "get(Widget, web): from the cache"),
+                Message(rec, client, "create_or_update(desired ConfigMap)"),
+                Message(client, client, "same as the cache: no request"),
+                Message(rec, client, "patch_status(widget, {...})"),
+                Message(client, api, "PATCH widgets/web/status, only if it differs"),
+                Message(client, client, "remember the write until the cache has it"),
+                Message(rec, queue, "done: forget the key's failures", reply=True),
+                Note("an exception instead: the key comes back after a backoff (5 ms doubling to 1000 s)"),
+            ],
+        )
+
+    def sharding() -> str:
+        a, leases, b = "replica A", "Leases", "replica B (new)"
+        return render(
+            "The sharding handover when a replica joins",
+            [a, leases, b],
+            [
+                Message(b, leases, "create and renew its member Lease"),
+                Message(a, leases, "write the ring: A and B, generation 2"),
+                Message(leases, a, "ring 2: some of A's keys are B's now", reply=True),
+                Message(a, a, "take no more of B's keys; running reconciles end"),
+                Message(a, leases, "acknowledge generation 2 (in A's Lease)"),
+                Message(b, leases, "acknowledge generation 2 (in B's Lease)"),
+                Message(leases, b, "ring 2 settled: every member acknowledged it", reply=True),
+                Message(b, b, "reconcile its keys; a ShardAcquired Event on each moved object"),
+                Note(
+                    "until ring 2 settles no member starts a reconcile: two replicas never reconcile one key"
+                ),
+            ],
+        )
+
+    def certificates() -> str:
+        op, secret, configs, api = "operator", "Secret", "webhook configs, CRDs", "kube-apiserver"
+        return render(
+            "Webhook certificates managed by the operator",
+            [op, secret, configs, api],
+            [
+                Message(op, secret, "create a CA and a serving certificate (if missing or due)"),
+                Message(op, configs, "patch caBundle with the CA"),
+                Message(op, op, "serve HTTPS, reloading the certificate when it changes"),
+                Message(api, op, "admission or conversion review over TLS, verified with caBundle"),
+                Message(
+                    op, api, "the answer: allowed or denied (a JSON patch), converted objects", reply=True
+                ),
+                Note(
+                    "with cert-manager: its Certificate fills the Secret, mounted into the pod, "
+                    "and its CA injector fills caBundle"
+                ),
+            ],
+        )
+
+    return {
+        "docs/assets/reconcile-sequence.svg": reconcile,
+        "docs/assets/sharding-handover.svg": sharding,
+        "docs/assets/webhook-certificates.svg": certificates,
+    }
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "docs/guides/compatibility.md": compatibility_page,
+    **_diagrams(),
     "docs/reference/cli.md": cli_reference,
     "docs/reference/metrics.md": metrics_reference,
     "docs/performance.md": performance_page,

@@ -1,6 +1,5 @@
-"""The Memcached controller: a Deployment of spec.size memcached Pods, an Available condition
-derived from the Deployment's ready replicas, and a finalizer that records an Event before a
-Memcached goes.
+"""The Memcached controller: a Deployment of spec.size memcached Pods, a Ready condition, and a
+finalizer that records an Event before a Memcached goes.
 
 The Memcached tutorial (docs/tutorials/memcached.md) shows this file, and
 tests/e2e/cli/test_tutorial_e2e.py copies it into a project made by ``kubeop init`` as
@@ -66,17 +65,13 @@ async def reconcile(req: Request, ctx: Context) -> Result | None:
         },
     }
     set_controller_reference(obj, deployment)
-    _, current = await ctx.client.create_or_update(deployment)
+    await ctx.client.create_or_update(deployment)
     # --8<-- [end:deployment]
     # --8<-- [start:status]
     generation = obj.metadata.generation
-    ready = (current.get("status") or {}).get("readyReplicas") or 0
-    status = obj.status.model_dump(exclude_none=True) if obj.status else {}
-    conditions: list[dict[str, Any]] = list(status.get("conditions", []))
-    available = ready >= obj.spec.size  # observed, not assumed: False until the Pods are ready
-    reason = "MinimumReplicasAvailable" if available else "ReplicasNotReady"
-    message = f"{ready} of {obj.spec.size} replicas ready"
-    set_condition(conditions, "Available", available, reason, message, observed_generation=generation)
+    current = obj.status.model_dump(exclude_none=True) if obj.status else {}
+    conditions: list[dict[str, Any]] = list(current.get("conditions", []))
+    set_condition(conditions, "Ready", True, "Reconciled", "", observed_generation=generation)
     await ctx.client.patch_status(obj, {"observedGeneration": generation, "conditions": conditions})
     return None
     # --8<-- [end:status]

@@ -91,6 +91,7 @@ class ReconcilerClient:
 
     @property
     def cache(self) -> SharedInformerFactory:
+        """The shared informers its reads are served from (read-only)."""
         return self._cache
 
     @property

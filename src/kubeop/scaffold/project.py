@@ -105,6 +105,7 @@ class Resource:
 
     @property
     def full_group(self) -> str:
+        """The API group with the project's domain (``cache.example.com``)."""
         return ".".join(p for p in (self.group, self.domain) if p)
 
     @property

@@ -4,6 +4,7 @@
 named after what they hold (``kubeop.client``, ``kubeop.cache``, ``kubeop.crd``, ``kubeop.webhook``...).
 
 - running: :class:`Manager` (with :func:`configure_logging`), :class:`Controller`;
+- children kept from a declaration: :class:`Dependent`, :class:`Workflow` (``Controller.dependents``);
 - reconciling: :class:`Request`, :class:`Context`, :class:`Result`, :class:`TerminalError`,
   :class:`GenerationChanged`;
 - objects: :class:`Client`, :class:`ApiResource`, :class:`PatchType`, the API errors
@@ -28,10 +29,12 @@ if TYPE_CHECKING:
     from kubeop.controller import (
         Context,
         Controller,
+        Dependent,
         GenerationChanged,
         Request,
         Result,
         TerminalError,
+        Workflow,
         find_condition,
         is_true,
         set_condition,
@@ -66,6 +69,7 @@ __all__ = [
     "Context",
     "Controller",
     "CustomResource",
+    "Dependent",
     "Format",
     "GenerationChanged",
     "ListType",
@@ -77,6 +81,7 @@ __all__ = [
     "Request",
     "Result",
     "TerminalError",
+    "Workflow",
     "configure_logging",
     "crd_manifest",
     "find_condition",
@@ -99,6 +104,7 @@ _HOME = {
     "Context": "kubeop.controller",
     "Controller": "kubeop.controller",
     "CustomResource": "kubeop.crd",
+    "Dependent": "kubeop.controller",
     "Format": "kubeop.crd",
     "GenerationChanged": "kubeop.controller",
     "ListType": "kubeop.crd",
@@ -110,6 +116,7 @@ _HOME = {
     "Request": "kubeop.controller",
     "Result": "kubeop.controller",
     "TerminalError": "kubeop.controller",
+    "Workflow": "kubeop.controller",
     "configure_logging": "kubeop.manager",
     "crd_manifest": "kubeop.crd",
     "find_condition": "kubeop.controller",

@@ -4,13 +4,15 @@
 description, which the manager runs); ``Trigger`` for requests from elsewhere; ``Request`` /
 ``Result`` / ``TerminalError``; predicates; handlers; the reconciler client (cached reads,
 compare-before-write helpers, finalizers) and the ``WritePolicy`` that fences and labels its
-writes; ownership helpers; status conditions; events.
+writes; dependents and their workflow (``Dependent``, ``Workflow``); ownership helpers; status
+conditions; events.
 """
 
 from kubeop.controller.client import ReconcilerClient, contains, merge_desired
 from kubeop.controller.conditions import find_condition, is_true, set_condition
 from kubeop.controller.context import Context
 from kubeop.controller.controller import Controller, Reconciler
+from kubeop.controller.dependent import Dependent, DependentState
 from kubeop.controller.events import EventRecorder
 from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_for_owner, enqueue_from_map
 from kubeop.controller.metrics import Metrics
@@ -28,12 +30,16 @@ from kubeop.controller.predicate import (
 )
 from kubeop.controller.request import Request, Result, TerminalError, request_for
 from kubeop.controller.trigger import Trigger
+from kubeop.controller.workflow import DependentError, Workflow, WorkflowResult
 from kubeop.controller.write_policy import WritePolicy
 
 __all__ = [
     "AnnotationChanged",
     "Context",
     "Controller",
+    "Dependent",
+    "DependentError",
+    "DependentState",
     "EventHandler",
     "EventRecorder",
     "GenerationChanged",
@@ -48,6 +54,8 @@ __all__ = [
     "Result",
     "TerminalError",
     "Trigger",
+    "Workflow",
+    "WorkflowResult",
     "WritePolicy",
     "and_",
     "contains",

@@ -17,6 +17,7 @@ from kubeop.queue import Clock, LoopClock
 if TYPE_CHECKING:
     from kubeop.controller.client import ReconcilerClient
     from kubeop.controller.events import EventRecorder
+    from kubeop.controller.workflow import WorkflowResult
 
 __all__ = ["Context", "SyncClient", "current_reconcile"]
 
@@ -60,7 +61,7 @@ class Context:
     Cheap to build: the logger and the text of the reconcile id are made only when used.
     """
 
-    __slots__ = ("_log", "_n", "client", "clock", "controller", "kind", "recorder", "request")
+    __slots__ = ("_log", "_n", "client", "clock", "controller", "dependents", "kind", "recorder", "request")
 
     def __init__(
         self,
@@ -78,6 +79,9 @@ class Context:
         self.clock = clock
         self.kind = kind
         self._n = next(_ids)
+        #: The dependents' states of this reconcile (a :class:`~kubeop.controller.WorkflowResult`)
+        #: when the controller has a workflow (``Controller.dependents``), else None.
+        self.dependents: WorkflowResult | None = None
         self._log: logging.LoggerAdapter[logging.Logger] | None = None
 
     def now(self) -> dt.datetime:

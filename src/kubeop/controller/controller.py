@@ -36,10 +36,12 @@ from typing import Any
 from kubeop.client import ResourceLike
 from kubeop.client.restmapper import resource_key
 from kubeop.controller.context import Context
+from kubeop.controller.dependent import Dependent, owner_request
 from kubeop.controller.handler import EventHandler, enqueue_for_object, enqueue_from_map
 from kubeop.controller.predicate import Predicate
 from kubeop.controller.request import Request, Result
 from kubeop.controller.trigger import Trigger
+from kubeop.controller.workflow import DEFAULT_FINALIZER, Workflow
 from kubeop.queue import RateLimiter
 
 __all__ = ["Controller", "Reconciler"]
@@ -92,6 +94,7 @@ class Controller:
     _reconciler: Reconciler | None = None
     _rate_limiter: RateLimiterSource | None = None
     _triggers: tuple[Trigger, ...] = ()
+    _workflow: Workflow | None = None
 
     # -- building ------------------------------------------------------------------------------
     @classmethod
@@ -162,6 +165,29 @@ class Controller:
             )
         return dataclasses.replace(self, _reconciler=fn)
 
+    def dependents(self, *dependents: Dependent | Workflow, finalizer: str = DEFAULT_FINALIZER) -> Controller:
+        """Keep these dependents of each primary (:class:`~kubeop.controller.Dependent`s, or one
+        :class:`~kubeop.controller.Workflow`): every reconcile runs the workflow, then the
+        function given to :meth:`reconcile` if any (with the result at ``ctx.dependents``), then
+        writes the primary's conditions in one status write. Also watches the kinds the
+        dependents write (as :meth:`owns` does; by their owner annotations for those deleted by
+        finalizer)."""
+        if len(dependents) == 1 and isinstance(dependents[0], Workflow):
+            workflow = dependents[0]
+        else:
+            if any(isinstance(d, Workflow) for d in dependents):
+                raise TypeError("dependents takes one Workflow, or Dependent declarations, not both")
+            workflow = Workflow(*dependents, finalizer=finalizer)  # type: ignore[arg-type]
+        if self._workflow is not None:
+            raise ValueError(f"controller {self.name!r} has dependents already: declare them in one call")
+        out = dataclasses.replace(self, _workflow=workflow)
+        for kind, by_finalizer in workflow.owned_kinds():
+            if by_finalizer:
+                out = out.watches(kind, owner_request)
+            elif not any(w.handler is None and w.what == kind for w in out._watches):
+                out = out.owns(kind)
+        return out
+
     # -- reading -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
@@ -170,5 +196,13 @@ class Controller:
 
     @property
     def reconciler(self) -> Reconciler | None:
-        """The function set by :meth:`reconcile` (None until then)."""
+        """The function set by :meth:`reconcile` (None until then); with :meth:`dependents`, the
+        function that runs the workflow and then it."""
+        if self._workflow is not None:
+            return self._workflow.reconciler(self._for.what, self._reconciler)
         return self._reconciler
+
+    @property
+    def workflow(self) -> Workflow | None:
+        """The dependents given to :meth:`dependents` (None without)."""
+        return self._workflow

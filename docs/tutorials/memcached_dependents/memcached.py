@@ -39,8 +39,8 @@ def available(d: Deployment) -> bool:
 
 
 def service(memcached: Memcached, ctx: Any) -> dict[str, Any]:
-    selector = {"app.kubernetes.io/instance": memcached.metadata.name}
-    return {"metadata": {"name": memcached.metadata.name}, "spec": {"selector": selector, "ports": [{"port": 11211}]}}
+    spec = {"selector": {"app.kubernetes.io/instance": memcached.metadata.name}, "ports": [{"port": 11211}]}
+    return {"metadata": {"name": memcached.metadata.name}, "spec": spec}
 
 
 controller = Controller.for_(Memcached).dependents(

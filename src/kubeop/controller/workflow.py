@@ -22,7 +22,9 @@ One reconcile of a workflow:
    reconciler put in :attr:`WorkflowResult.status` (no request when nothing changed).
 
 A dependent that fails is reported (``Degraded``, its condition's message) and the reconcile
-raises :class:`DependentError` after the status write, so the controller retries with backoff.
+raises :class:`DependentError` after the status write, so the controller retries with backoff;
+a ``desired`` that raises :class:`~kubeop.controller.TerminalError` (a spec that cannot work)
+makes the reconcile raise it: reported the same, not retried.
 
 When a dependent is deleted by finalizer (``deletion="finalizer"``), the workflow keeps
 :attr:`Workflow.finalizer` on the primary and, when the primary is deleted, deletes the
@@ -44,7 +46,7 @@ from kubeop.client import ResourceLike
 from kubeop.controller.conditions import set_condition
 from kubeop.controller.context import Context, SyncClient
 from kubeop.controller.dependent import Dependent, DependentState, delete_dependent, reconcile_dependent
-from kubeop.controller.request import Request, Result
+from kubeop.controller.request import Request, Result, TerminalError
 from kubeop.core import meta as m
 from kubeop.core.model import to_dict
 
@@ -71,13 +73,14 @@ class DependentError(Exception):
 
 @dataclass(slots=True)
 class WorkflowResult:
-    """One reconcile of a workflow: each dependent's state, the aggregate, and what the status
-    write will carry (``status``: more fields for the primary's status, set by the reconciler;
-    :meth:`set_condition`: more conditions)."""
+    """One reconcile of a workflow: the primary it ran for, each dependent's state, the
+    aggregate, and what the status write will carry (``status``: more fields for the primary's
+    status, set by the reconciler; :meth:`set_condition`: more conditions)."""
 
     states: dict[str, DependentState]
     conditions_of: dict[str, str]  # dependent name -> its condition type
     deleting: bool = False  # the primary is being deleted
+    primary: Any = None  # the primary object the workflow ran for, as read
     status: dict[str, Any] = field(default_factory=dict)
     _extra_conditions: list[tuple[str, bool | str, str, str]] = field(default_factory=list)
 
@@ -153,8 +156,12 @@ class WorkflowResult:
         return bool(await ctx.client.patch_status(primary, body))
 
     def raise_for_failures(self) -> None:
-        """Raise :class:`DependentError` when a dependent failed."""
+        """Raise :class:`DependentError` when a dependent failed, or the
+        :class:`~kubeop.controller.TerminalError` a dependent raised (not retried)."""
         failed = self.failed
+        for state in failed.values():
+            if isinstance(state.error, TerminalError):
+                raise state.error
         if failed:
             raise DependentError(failed) from next(iter(failed.values())).error
 
@@ -238,7 +245,7 @@ class Workflow:
         primary_d = to_dict(primary)
         conditions_of = {d.name: d.condition for d in self._order}
         if m.is_being_deleted(primary_d):
-            result = WorkflowResult({}, conditions_of, deleting=True)
+            result = WorkflowResult({}, conditions_of, deleting=True, primary=primary)
             if self.uses_finalizer and m.has_finalizer(primary_d, self.finalizer):
                 result.states = await self._delete(self._order, primary, primary_d, ctx)
                 if not result.failed and not result.waiting_for_deletion:
@@ -273,7 +280,7 @@ class Workflow:
             states.update(
                 await self._delete([d for d in self._order if d.name in unwanted], primary, primary_d, ctx)
             )
-        return WorkflowResult({d.name: states[d.name] for d in self._order}, conditions_of)
+        return WorkflowResult({d.name: states[d.name] for d in self._order}, conditions_of, primary=primary)
 
     async def _delete(
         self, deps: Sequence[Dependent], primary: Any, primary_d: dict[str, Any], ctx: Any

@@ -21,6 +21,7 @@ from kubeop.controller import (
     Metrics,
     ReconcilerClient,
     Request,
+    TerminalError,
     Workflow,
     find_condition,
 )
@@ -440,3 +441,15 @@ async def _status_has(env: Env, key: str) -> bool:
 
 async def _exists(env: Env, res: ApiResource, name: str) -> bool:
     return await env.seeder.get_or_none(res, name, namespace="default") is not None
+
+
+async def test_a_terminal_error_in_desired_is_reported_and_raised_as_such(env: Env) -> None:
+    def bad(primary: Any, ctx: Any) -> Any:
+        raise TerminalError("spec.x must be positive")
+
+    wf = Workflow(Dependent(CONFIGMAPS, desired=bad, name="config"))
+    with pytest.raises(TerminalError, match=r"spec\.x must be positive"):
+        await wf.run(await env.primary(), env.ctx())
+    conditions = (await env.primary())["status"]["conditions"]
+    assert find_condition(conditions, "ConfigReady")["message"] == "TerminalError: spec.x must be positive"  # type: ignore[index]
+    assert find_condition(conditions, "Degraded")["status"] == "True"  # type: ignore[index]

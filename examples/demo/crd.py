@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
+from examples.kube import Condition
 from kubeop import CamelModel, CustomResource, PrinterColumn, crd_manifest
 
 
@@ -16,6 +17,7 @@ class DemoSpec(CamelModel):
 class DemoStatus(CamelModel):
     pod: str | None = None
     phase: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)  # the Pod dependent's, and Ready
 
 
 class Demo(

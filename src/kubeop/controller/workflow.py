@@ -105,23 +105,22 @@ class WorkflowResult:
         """Another condition for the same status write."""
         self._extra_conditions.append((type_, status, reason, message))
 
-    def conditions(
-        self, existing: Iterable[Mapping[str, Any]] = (), generation: int | None = None
-    ) -> list[dict[str, Any]]:
+    def conditions(self, existing: Iterable[Any] = (), generation: int | None = None) -> list[dict[str, Any]]:
         """``existing`` conditions (copied) with this result's set: one per dependent (removed for
-        a dependent deleted by its precondition), the aggregate, and the reconciler's own."""
+        a dependent deleted by its precondition), the aggregate, and the reconciler's own, which
+        win over the workflow's of the same type."""
         gone = {self.conditions_of[n] for n, s in self.states.items() if s.phase == "deleted"}
-        out = [dict(c) for c in existing if c.get("type") not in gone]
+        out = [c for c in map(_condition_dict, existing) if c.get("type") not in gone]
+        ours: list[tuple[str, bool | str, str, str]] = []
         for name, state in self.states.items():
-            if state.phase == "deleted":
-                continue
-            status, reason = _condition_of(state)
-            set_condition(
-                out, self.conditions_of[name], status, reason, state.message, observed_generation=generation
-            )
-        for type_, status, reason, message in self._aggregate():
-            set_condition(out, type_, status, reason, message, observed_generation=generation)
-        for type_, value, reason, message in self._extra_conditions:
+            if state.phase != "deleted":
+                ours.append((self.conditions_of[name], *_condition_of(state), state.message))
+        ours.extend(self._aggregate())
+        given = {extra[0] for extra in self._extra_conditions}
+        for type_, value, reason, message in [
+            *(c for c in ours if c[0] not in given),
+            *self._extra_conditions,
+        ]:
             set_condition(out, type_, value, reason, message, observed_generation=generation)
         return out
 
@@ -150,9 +149,12 @@ class WorkflowResult:
         """Write the conditions and :attr:`status` in one status write (none when unchanged);
         True when a write was made."""
         current = to_dict(primary)
-        status = current.get("status") or {}
         body = dict(self.status)
-        body["conditions"] = self.conditions(status.get("conditions") or (), m.generation(current) or None)
+        # conditions the reconciler put in ``status`` are the base; else the primary's
+        base = body.pop("conditions", None)
+        if base is None:
+            base = (current.get("status") or {}).get("conditions")
+        body["conditions"] = self.conditions(base or (), m.generation(current) or None)
         return bool(await ctx.client.patch_status(primary, body))
 
     def raise_for_failures(self) -> None:
@@ -164,6 +166,14 @@ class WorkflowResult:
                 raise state.error
         if failed:
             raise DependentError(failed) from next(iter(failed.values())).error
+
+
+def _condition_dict(cond: Any) -> dict[str, Any]:
+    """A condition as a new dict (conditions may be dicts or models, such as a typed status')."""
+    if isinstance(cond, Mapping):
+        return dict(cond)
+    out: dict[str, Any] = cond.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return out
 
 
 def _condition_of(state: DependentState) -> tuple[bool, str]:

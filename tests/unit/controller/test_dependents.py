@@ -453,3 +453,26 @@ async def test_a_terminal_error_in_desired_is_reported_and_raised_as_such(env: E
     conditions = (await env.primary())["status"]["conditions"]
     assert find_condition(conditions, "ConfigReady")["message"] == "TerminalError: spec.x must be positive"  # type: ignore[index]
     assert find_condition(conditions, "Degraded")["status"] == "True"  # type: ignore[index]
+
+
+async def test_conditions_of_others_are_kept_and_the_reconcilers_own_list_is_the_base(env: Env) -> None:
+    wf = web_workflow()
+    result = await wf.reconcile(await env.primary(), env.ctx())
+    own = {"type": "Custom", "status": "True", "reason": "Mine", "message": "", "lastTransitionTime": "x"}
+    result.status["conditions"] = [own]
+    result.set_condition("Progressing", True, "Migrating", "the reconciler's word wins")
+    assert await result.write_status(await env.primary(), env.ctx())
+    conditions = (await env.primary())["status"]["conditions"]
+    assert [c["type"] for c in conditions] == [
+        "Custom",
+        "ConfigReady",
+        "SecretReady",
+        "Ready",
+        "Degraded",
+        "Progressing",  # the reconciler's, in place of the workflow's
+    ]
+    assert find_condition(conditions, "Progressing")["reason"] == "Migrating"  # type: ignore[index]
+    # the next run keeps Custom, which the workflow does not know
+    result = await wf.reconcile(await env.primary(), env.ctx())
+    result.set_condition("Progressing", True, "Migrating", "the reconciler's word wins")
+    assert not await result.write_status(await env.primary(), env.ctx())

@@ -276,14 +276,32 @@ async def run_kubeop_typed(n: int) -> dict[str, float]:
     return await _run_manager(n, op.Widget, ConfigMap, op.reconcile)
 
 
-async def _run_manager(n: int, widgets: Any, configmaps: Any, reconcile: Any) -> dict[str, float]:
+async def run_kubeop_dependents(n: int) -> dict[str, float]:
+    """The same operator as a one-dependent workflow (kubeop_dependents_operator.py)."""
+    import kubeop_dependents_operator as op
+
+    return await _run_manager(n, None, None, None, controller=op.controller(16))
+
+
+async def run_kubeop_dependents_bare(n: int) -> dict[str, float]:
+    """The same without the workflow's conditions: the hand-written operator's status exactly."""
+    import kubeop_dependents_operator as op
+
+    return await _run_manager(n, None, None, None, controller=op.controller(16, conditions=False))
+
+
+async def _run_manager(
+    n: int, widgets: Any, configmaps: Any, reconcile: Any, *, controller: Any = None
+) -> dict[str, float]:
     from kubeop.controller import Controller
     from kubeop.manager import Manager
 
     server = FakeServer(Meter())
     client = Client(transport=FakeTransport(server))  # type: ignore[arg-type]
     manager = Manager(client, name="widget-operator", metrics_address=None, health_address=None)
-    manager.add(Controller.for_(widgets).owns(configmaps).max_concurrent(16).reconcile(reconcile))
+    if controller is None:
+        controller = Controller.for_(widgets).owns(configmaps).max_concurrent(16).reconcile(reconcile)
+    manager.add(controller)
     stop = asyncio.Event()
     task = asyncio.create_task(manager.start(stop))
     await asyncio.sleep(0.2)
@@ -389,6 +407,8 @@ async def run_lean(n: int) -> dict[str, float]:
 RUNS = {
     "kubeop": run_kubeop,
     "kubeop-typed": run_kubeop_typed,
+    "kubeop-dependents": run_kubeop_dependents,
+    "kubeop-dependents-bare": run_kubeop_dependents_bare,
     "lean": run_lean,
     "kopf-async-on-kubeop": run_kopf_async,
 }
@@ -417,6 +437,10 @@ def main() -> None:
         if "kubeop" in report and "kubeop-typed" in report:
             typed, untyped = report["kubeop-typed"][phase], report["kubeop"][phase]
             report[f"{phase}_typed_extra_pct"] = round(100 * (typed - untyped) / untyped, 1)
+        for name in ("kubeop-dependents", "kubeop-dependents-bare"):
+            if "kubeop" in report and name in report:
+                deps, untyped = report[name][phase], report["kubeop"][phase]
+                report[f"{phase}_{name[7:]}_extra_pct"] = round(100 * (deps - untyped) / untyped, 1)
         if "kubeop" in report and "kopf-async-on-kubeop" in report:
             report[f"{phase}_kopf_extra_us"] = round(
                 report["kopf-async-on-kubeop"][phase] - report["kubeop"][phase], 1

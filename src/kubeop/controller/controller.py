@@ -165,19 +165,21 @@ class Controller:
             )
         return dataclasses.replace(self, _reconciler=fn)
 
-    def dependents(self, *dependents: Dependent | Workflow, finalizer: str = DEFAULT_FINALIZER) -> Controller:
+    def dependents(
+        self, *dependents: Dependent | Workflow, finalizer: str = DEFAULT_FINALIZER, conditions: bool = True
+    ) -> Controller:
         """Keep these dependents of each primary (:class:`~kubeop.controller.Dependent`s, or one
         :class:`~kubeop.controller.Workflow`): every reconcile runs the workflow, then the
         function given to :meth:`reconcile` if any (with the result at ``ctx.dependents``), then
-        writes the primary's conditions in one status write. Also watches the kinds the
-        dependents write (as :meth:`owns` does; by their owner annotations for those deleted by
-        finalizer)."""
+        writes the primary's conditions in one status write (``conditions=False``: only the
+        status the reconcile function adds). Also watches the kinds the dependents write (as
+        :meth:`owns` does; by their owner annotations for those deleted by finalizer)."""
         if len(dependents) == 1 and isinstance(dependents[0], Workflow):
             workflow = dependents[0]
         else:
             if any(isinstance(d, Workflow) for d in dependents):
                 raise TypeError("dependents takes one Workflow, or Dependent declarations, not both")
-            workflow = Workflow(*dependents, finalizer=finalizer)  # type: ignore[arg-type]
+            workflow = Workflow(*dependents, finalizer=finalizer, conditions=conditions)  # type: ignore[arg-type]
         if self._workflow is not None:
             raise ValueError(f"controller {self.name!r} has dependents already: declare them in one call")
         out = dataclasses.replace(self, _workflow=workflow)

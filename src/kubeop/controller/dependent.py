@@ -71,6 +71,8 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 async def call(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)``, awaited when it returns an awaitable (sync and async callables alike)."""
     out = fn(*args)
+    if type(out) is dict or type(out) is bool or out is None:  # the usual answers: no ABC check
+        return out
     if inspect.isawaitable(out):
         out = await out
     return out
@@ -219,9 +221,13 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _typed(dep: Dependent, obj: Any) -> Any:
-    if obj is None or not isinstance(dep.kind, type) or not is_model_class(dep.kind):
+    """``obj`` as the dependent's model when its kind is one (a dict otherwise)."""
+    kind = dep.kind
+    if obj is None or type(kind) is ApiResource or type(kind) is str:
         return obj
-    return from_dict(dep.kind, to_dict(obj))
+    if not isinstance(kind, type) or not is_model_class(kind):
+        return obj
+    return from_dict(kind, to_dict(obj))
 
 
 async def _desired(

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubeop.client import ResourceLike
+from kubeop.controller.compare import contains
 from kubeop.controller.conditions import set_condition
 from kubeop.controller.context import Context, SyncClient
 from kubeop.controller.dependent import Dependent, DependentState, delete_dependent, reconcile_dependent
@@ -81,6 +82,7 @@ class WorkflowResult:
     conditions_of: dict[str, str]  # dependent name -> its condition type
     deleting: bool = False  # the primary is being deleted
     primary: Any = None  # the primary object the workflow ran for, as read
+    with_conditions: bool = True  # the dependents' and the aggregate conditions are written
     status: dict[str, Any] = field(default_factory=dict)
     _extra_conditions: list[tuple[str, bool | str, str, str]] = field(default_factory=list)
 
@@ -106,23 +108,57 @@ class WorkflowResult:
         self._extra_conditions.append((type_, status, reason, message))
 
     def conditions(self, existing: Iterable[Any] = (), generation: int | None = None) -> list[dict[str, Any]]:
-        """``existing`` conditions (copied) with this result's set: one per dependent (removed for
-        a dependent deleted by its precondition), the aggregate, and the reconciler's own, which
-        win over the workflow's of the same type."""
-        gone = {self.conditions_of[n] for n, s in self.states.items() if s.phase == "deleted"}
-        out = [c for c in map(_condition_dict, existing) if c.get("type") not in gone]
+        """``existing`` conditions with this result's set: one per dependent (removed for a
+        dependent deleted by its precondition), the aggregate, and the reconciler's own, which
+        win over the workflow's of the same type. ``existing`` is not changed: a condition that
+        changes is a new dict."""
+        return self._merged(existing, generation)[0]
+
+    def _merged(self, existing: Iterable[Any], generation: int | None) -> tuple[list[dict[str, Any]], bool]:
+        """:meth:`conditions`, and whether they differ from ``existing`` (what a reconcile that
+        changes nothing meets: compared field by field, nothing copied)."""
+        states = self.states
+        gone = (
+            {self.conditions_of[n] for n, s in states.items() if s.phase == "deleted"}
+            if self.with_conditions
+            else ()
+        )
+        out = [c if type(c) is dict else _condition_dict(c) for c in existing]
+        changed = False
+        if gone:
+            kept = [c for c in out if c.get("type") not in gone]
+            changed = len(kept) != len(out)
+            out = kept
         ours: list[tuple[str, bool | str, str, str]] = []
-        for name, state in self.states.items():
-            if state.phase != "deleted":
-                ours.append((self.conditions_of[name], *_condition_of(state), state.message))
-        ours.extend(self._aggregate())
-        given = {extra[0] for extra in self._extra_conditions}
-        for type_, value, reason, message in [
-            *(c for c in ours if c[0] not in given),
-            *self._extra_conditions,
-        ]:
-            set_condition(out, type_, value, reason, message, observed_generation=generation)
-        return out
+        if self.with_conditions:
+            for name, state in states.items():
+                if state.phase != "deleted":
+                    ours.append((self.conditions_of[name], *_condition_of(state), state.message))
+            ours.extend(self._aggregate())
+        extras = self._extra_conditions
+        if extras:
+            given = {extra[0] for extra in extras}
+            ours = [*(c for c in ours if c[0] not in given), *extras]
+        at = {c.get("type"): i for i, c in enumerate(out)}
+        for type_, value, reason, message in ours:
+            text = value if isinstance(value, str) else ("True" if value else "False")
+            i = at.get(type_)
+            if i is not None:
+                cond = out[i]
+                if (
+                    cond.get("status") == text
+                    and cond.get("reason") == reason
+                    and cond.get("message") == message
+                    and (generation is None or cond.get("observedGeneration") == generation)
+                ):
+                    continue
+                out[i] = cond = dict(cond)
+                set_condition([cond], type_, text, reason, message, observed_generation=generation)
+            else:
+                at[type_] = len(out)
+                set_condition(out, type_, text, reason, message, observed_generation=generation)
+            changed = True
+        return out, changed
 
     def _aggregate(self) -> list[tuple[str, bool, str, str]]:
         states = self.states
@@ -149,17 +185,26 @@ class WorkflowResult:
         """Write the conditions and :attr:`status` in one status write (none when unchanged);
         True when a write was made."""
         current = to_dict(primary)
+        status = current.get("status") or {}
         body = dict(self.status)
         # conditions the reconciler put in ``status`` are the base; else the primary's
         base = body.pop("conditions", None)
-        if base is None:
-            base = (current.get("status") or {}).get("conditions")
-        body["conditions"] = self.conditions(base or (), m.generation(current) or None)
+        own = base is not None
+        if not own and not self.with_conditions and not self._extra_conditions:
+            return bool(await ctx.client.patch_status(primary, body)) if body else False
+        conditions, changed = self._merged(
+            base if own else status.get("conditions") or (), m.generation(current) or None
+        )
+        if not changed and not own and contains(status, body):
+            return False  # the usual idle reconcile: nothing to compare twice
+        body["conditions"] = conditions
         return bool(await ctx.client.patch_status(primary, body))
 
     def raise_for_failures(self) -> None:
         """Raise :class:`DependentError` when a dependent failed, or the
         :class:`~kubeop.controller.TerminalError` a dependent raised (not retried)."""
+        if all(s.error is None for s in self.states.values()):
+            return
         failed = self.failed
         for state in failed.values():
             if isinstance(state.error, TerminalError):
@@ -189,9 +234,11 @@ def _condition_of(state: DependentState) -> tuple[bool, str]:
 class Workflow:
     """A primary's dependents with their order (see the module docstring). Immutable once built."""
 
-    __slots__ = ("_by_name", "_dependents", "_order", "finalizer")
+    __slots__ = ("_by_name", "_conditions_of", "_dependents", "_order", "conditions", "finalizer")
 
-    def __init__(self, *dependents: Dependent, finalizer: str = DEFAULT_FINALIZER) -> None:
+    def __init__(
+        self, *dependents: Dependent, finalizer: str = DEFAULT_FINALIZER, conditions: bool = True
+    ) -> None:
         by_name: dict[str, Dependent] = {}
         for dep in dependents:
             if not isinstance(dep, Dependent):
@@ -202,7 +249,7 @@ class Workflow:
                     "give them different names (Dependent(..., name=...))"
                 )
             by_name[dep.name] = dep
-        conditions: dict[str, str] = {}
+        types: dict[str, str] = {}
         for dep in dependents:
             unknown = [d for d in dep.depends_on if d not in by_name]
             if unknown:
@@ -210,16 +257,20 @@ class Workflow:
                     f"dependent {dep.name!r} depends on {', '.join(map(repr, unknown))}, which the workflow "
                     f"does not declare (it has: {', '.join(by_name)})"
                 )
-            if dep.condition in conditions:
+            if dep.condition in types:
                 raise ValueError(
-                    f"dependents {conditions[dep.condition]!r} and {dep.name!r} both report condition "
+                    f"dependents {types[dep.condition]!r} and {dep.name!r} both report condition "
                     f"{dep.condition!r}: give one a condition= of its own"
                 )
-            conditions[dep.condition] = dep.name
+            types[dep.condition] = dep.name
         self._dependents = tuple(dependents)
         self._by_name = by_name
         self._order = _topological(self._dependents, by_name)
+        self._conditions_of = {d.name: d.condition for d in self._order}
         self.finalizer = finalizer
+        #: Whether the status gets the dependents' conditions and the aggregate (False: only what
+        #: the reconcile function adds, for a primary whose conditions are its own).
+        self.conditions = conditions
 
     @property
     def dependents(self) -> tuple[Dependent, ...]:
@@ -253,9 +304,11 @@ class Workflow:
         runs: nothing is created again.
         """
         primary_d = to_dict(primary)
-        conditions_of = {d.name: d.condition for d in self._order}
+        conditions_of = self._conditions_of
         if m.is_being_deleted(primary_d):
-            result = WorkflowResult({}, conditions_of, deleting=True, primary=primary)
+            result = WorkflowResult(
+                {}, conditions_of, deleting=True, primary=primary, with_conditions=self.conditions
+            )
             if self.uses_finalizer and m.has_finalizer(primary_d, self.finalizer):
                 result.states = await self._delete(self._order, primary, primary_d, ctx)
                 if not result.failed and not result.waiting_for_deletion:
@@ -281,16 +334,23 @@ class Workflow:
                 return
             states[dep.name] = await reconcile_dependent(dep, primary, primary_d, ctx)
 
-        loop = asyncio.get_running_loop()
-        for dep in self._order:
-            done[dep.name] = loop.create_future()
-        tasks = [asyncio.ensure_future(_then(run(dep), done[dep.name])) for dep in self._order]
-        await asyncio.gather(*tasks)
+        if len(self._order) == 1:  # nothing to run beside it: no tasks
+            await run(self._order[0])
+        else:
+            loop = asyncio.get_running_loop()
+            for dep in self._order:
+                done[dep.name] = loop.create_future()
+            await asyncio.gather(*(asyncio.ensure_future(_then(run(d), done[d.name])) for d in self._order))
         if unwanted:
             states.update(
                 await self._delete([d for d in self._order if d.name in unwanted], primary, primary_d, ctx)
             )
-        return WorkflowResult({d.name: states[d.name] for d in self._order}, conditions_of, primary=primary)
+        return WorkflowResult(
+            {d.name: states[d.name] for d in self._order},
+            conditions_of,
+            primary=primary,
+            with_conditions=self.conditions,
+        )
 
     async def _delete(
         self, deps: Sequence[Dependent], primary: Any, primary_d: dict[str, Any], ctx: Any

@@ -476,3 +476,12 @@ async def test_conditions_of_others_are_kept_and_the_reconcilers_own_list_is_the
     result = await wf.reconcile(await env.primary(), env.ctx())
     result.set_condition("Progressing", True, "Migrating", "the reconciler's word wins")
     assert not await result.write_status(await env.primary(), env.ctx())
+
+
+async def test_without_conditions_only_the_reconcilers_status_is_written(env: Env) -> None:
+    wf = Workflow(Dependent(CONFIGMAPS, desired=config, name="config"), conditions=False)
+    result = await wf.reconcile(await env.primary(), env.ctx())
+    assert not await result.write_status(await env.primary(), env.ctx())  # nothing to say
+    result.status["configMap"] = "web-config"
+    assert await result.write_status(await env.primary(), env.ctx())
+    assert (await env.primary())["status"] == {"configMap": "web-config"}

@@ -93,7 +93,7 @@ class Dependent:
     - ``name``: the dependent's name in the workflow (default: the kind, lower case), which
       ``depends_on`` names and its status condition (``<Name>Ready``) is made of;
     - ``depends_on``: the dependents that must be ready before this one is reconciled;
-    - ``reconcile_precondition(primary)``: when false, the dependent (and whatever depends on it)
+    - ``reconcile_precondition(primary, ctx)``: when false, the dependent (and whatever depends on it)
       is deleted instead of reconciled;
     - ``ready_postcondition(primary, actual)``: readiness that needs the primary (and'ed with
       ``ready``);
@@ -107,7 +107,7 @@ class Dependent:
     ready: Callable[[Any], bool | Awaitable[bool]] | None = None
     name: str = ""
     depends_on: tuple[str, ...] | str | Iterable[str] = ()
-    reconcile_precondition: Callable[[Any], bool | Awaitable[bool]] | None = None
+    reconcile_precondition: Callable[[Any, Any], bool | Awaitable[bool]] | None = None
     ready_postcondition: Callable[[Any, Any], bool | Awaitable[bool]] | None = None
     delete_postcondition: Callable[[Any, Any], bool | Awaitable[bool]] | None = None
     selector: Callable[[Any], Mapping[str, str]] | None = None

@@ -323,7 +323,7 @@ class Workflow:
         async def run(dep: Dependent) -> None:
             for name in dep.depends_on:
                 await done[name]
-            if any(name in unwanted for name in dep.depends_on) or not await _precondition(dep, primary):
+            if any(name in unwanted for name in dep.depends_on) or not await _precondition(dep, primary, ctx):
                 unwanted.add(dep.name)
                 return
             waiting = [n for n in dep.depends_on if not states[n].ready]
@@ -436,10 +436,10 @@ async def _then(aw: Any, done: asyncio.Future[None]) -> None:
             done.set_result(None)
 
 
-async def _precondition(dep: Dependent, primary: Any) -> bool:
+async def _precondition(dep: Dependent, primary: Any, ctx: Any) -> bool:
     if dep.reconcile_precondition is None:
         return True
-    out = dep.reconcile_precondition(primary)
+    out = dep.reconcile_precondition(primary, ctx)
     if inspect.isawaitable(out):
         out = await out
     return bool(out)

@@ -104,7 +104,9 @@ def workflow(timeline: Timeline) -> Workflow:
 
     return Workflow(
         Dependent(CONFIGMAPS, desired=config, name="config"),
-        Dependent(CONFIGMAPS, desired=cache, name="cache", reconcile_precondition=lambda s: s.spec.cache),
+        Dependent(
+            CONFIGMAPS, desired=cache, name="cache", reconcile_precondition=lambda s, ctx: s.spec.cache
+        ),
         Dependent(DEPLOYMENTS, desired=deployment, ready=available, depends_on="config"),
         Dependent(SERVICES, desired=service, depends_on="deployment"),
         Dependent.external(SECRETS, name="shared-tls", dependent_name="tls"),

@@ -258,7 +258,7 @@ async def test_a_false_precondition_deletes_the_dependent_and_what_depends_on_it
     wanted = {"config": True}
     wf = Workflow(
         Dependent(
-            CONFIGMAPS, desired=config, name="config", reconcile_precondition=lambda p: wanted["config"]
+            CONFIGMAPS, desired=config, name="config", reconcile_precondition=lambda p, ctx: wanted["config"]
         ),
         Dependent(SECRETS, desired=secret, name="secret", depends_on="config"),
     )
@@ -289,7 +289,7 @@ async def test_an_object_the_primary_does_not_own_is_not_deleted(env: Env) -> No
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-config", "namespace": "default"}}
     )
     wf = Workflow(
-        Dependent(CONFIGMAPS, desired=config, name="config", reconcile_precondition=lambda p: False)
+        Dependent(CONFIGMAPS, desired=config, name="config", reconcile_precondition=lambda p, ctx: False)
     )
     await _until_async(lambda: env.client.get(CONFIGMAPS, "web-config", namespace="default"))
     await wf.run(await env.primary(), env.ctx())

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from examples.dbcluster.api.v1alpha1.databasecluster import DatabaseCluster, DatabaseClusterStatus, Member
 from examples.kube import (
@@ -42,9 +43,11 @@ from examples.kube import (
 from kubeop import (
     Context,
     Controller,
+    Dependent,
     GenerationChanged,
     Request,
     Result,
+    Workflow,
     rbac_rule,
     set_controller_reference,
 )
@@ -96,6 +99,46 @@ def _ordinal(pod: Pod) -> int:
     name = pod.metadata.name or ""
     tail = name.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else -1
+
+
+# -- the ConfigMap and the Services: dependents ----------------------------------------------------
+def _labels(dbc: DatabaseCluster) -> dict[str, str]:
+    return owner_labels("dbcluster", dbc.metadata.name or "", MANAGER)
+
+
+def _config(dbc: DatabaseCluster, ctx: Context) -> ConfigMap:
+    return ConfigMap(
+        metadata=ObjectMeta(name=f"{dbc.metadata.name}-config", labels=_labels(dbc)),
+        data={"cluster.conf": render_config(dbc.spec.config), "config-hash": config_hash(dbc.spec.config)},
+    )
+
+
+def _service(suffix: str, role: str, **spec: Any) -> Callable[[DatabaseCluster, Context], Service]:
+    def desired(dbc: DatabaseCluster, ctx: Context) -> Service:
+        labels = _labels(dbc)
+        selector = {**labels, "apps.kubernetes.io/pod-index": "0"} if role == "primary" else labels
+        port = ServicePort(name="sql", port=PORT, target_port=PORT)
+        return Service(
+            metadata=ObjectMeta(name=f"{dbc.metadata.name}{suffix}", labels={**labels, ROLE: role}),
+            spec=ServiceSpec(selector=selector, ports=[port], **spec),
+        )
+
+    return desired
+
+
+#: Written before the StatefulSet by every reconcile of a valid DatabaseCluster; the conditions are
+#: the controller's own (conditions=False).
+CHILDREN = Workflow(
+    Dependent(ConfigMap, desired=_config, name="config"),
+    Dependent(Service, desired=_service("", "client"), name="client"),
+    Dependent(
+        Service,
+        desired=_service("-peers", "peer", cluster_ip="None", publish_not_ready_addresses=True),
+        name="peers",
+    ),
+    Dependent(Service, desired=_service("-primary", "primary"), name="primary"),
+    conditions=False,
+)
 
 
 # --8<-- [start:rbac]
@@ -228,17 +271,14 @@ class DatabaseClusterController:
     ) -> StatefulSet | None:
         ns, name = dbc.metadata.namespace or "", dbc.metadata.name or ""
         labels = owner_labels("dbcluster", name, MANAGER)
-        port = ServicePort(name="sql", port=PORT, target_port=PORT)
-
-        def service(svc_name: str, role: str, spec: ServiceSpec) -> Service:
-            return Service(
-                metadata=ObjectMeta(name=svc_name, namespace=ns, labels={**labels, ROLE: role}), spec=spec
-            )
-
-        configmap = ConfigMap(
-            metadata=ObjectMeta(name=f"{name}-config", namespace=ns, labels=labels),
-            data={"cluster.conf": render_config(dbc.spec.config), "config-hash": hash_},
-        )
+        # The ConfigMap and the Services first (the members a rollout starts read the new
+        # configuration), then the StatefulSet, whose replicas move one step at a time.
+        result = await CHILDREN.reconcile(dbc, ctx)
+        result.raise_for_failures()
+        for state in result.states.values():
+            if state.action in ("created", "updated"):
+                child = state.actual  # a ConfigMap or a Service model
+                self._changed(ctx, dbc, type(child).__name__, child.metadata.name, state.action)
         container = Container(
             name="db",
             image=dbc.spec.image,
@@ -279,35 +319,17 @@ class DatabaseClusterController:
                 )
             ]
         sts = StatefulSet(metadata=ObjectMeta(name=name, namespace=ns, labels=labels), spec=spec)
-        children: list[ConfigMap | Service | StatefulSet] = [
-            configmap,  # first: the members a rollout starts read the new configuration
-            service(name, "client", ServiceSpec(selector=labels, ports=[port])),
-            service(
-                f"{name}-peers",
-                "peer",
-                ServiceSpec(
-                    selector=labels, ports=[port], cluster_ip="None", publish_not_ready_addresses=True
-                ),
-            ),
-            service(
-                f"{name}-primary",
-                "primary",
-                ServiceSpec(selector={**labels, "apps.kubernetes.io/pod-index": "0"}, ports=[port]),
-            ),
-            sts,
-        ]
-        for child in children:
-            set_controller_reference(dbc, child)
-            action, _ = await ctx.client.create_or_update(child)
-            if action != "unchanged":
-                kind, child_name = child.kind, child.metadata.name
-                ctx.log.info("%s %s %s", kind, child_name, action)
-                if kind != "StatefulSet" or action == "created":
-                    ctx.recorder.event(
-                        dbc, "Normal", f"{kind}{action.capitalize()}", f"{kind} {child_name} {action}"
-                    )
+        set_controller_reference(dbc, sts)
+        action, _ = await ctx.client.create_or_update(sts)
+        if action != "unchanged":
+            self._changed(ctx, dbc, "StatefulSet", name, action)
         out: StatefulSet | None = await ctx.client.get(StatefulSet, name, namespace=ns)
         return out
+
+    def _changed(self, ctx: Context, dbc: DatabaseCluster, kind: str, name: str, action: str) -> None:
+        ctx.log.info("%s %s %s", kind, name, action)
+        if kind != "StatefulSet" or action == "created":
+            ctx.recorder.event(dbc, "Normal", f"{kind}{action.capitalize()}", f"{kind} {name} {action}")
 
     def _report(
         self,

@@ -141,7 +141,7 @@ class WorkflowResult:
             ours = [*(c for c in ours if c[0] not in given), *extras]
         at = {c.get("type"): i for i, c in enumerate(out)}
         for type_, value, reason, message in ours:
-            text = value if isinstance(value, str) else ("True" if value else "False")
+            text = value if type(value) is str else ("True" if value else "False")
             i = at.get(type_)
             if i is not None:
                 cond = out[i]
@@ -221,14 +221,17 @@ def _condition_dict(cond: Any) -> dict[str, Any]:
     return out
 
 
-def _condition_of(state: DependentState) -> tuple[bool, str]:
-    return {
-        "ready": (True, "Ready"),
-        "progressing": (False, "NotReady"),
-        "waiting": (False, "Waiting"),
-        "failed": (False, "Failed"),
-        "deleting": (False, "Deleting"),
-    }[state.phase]
+_CONDITION_OF: dict[str, tuple[str, str]] = {
+    "ready": ("True", "Ready"),
+    "progressing": ("False", "NotReady"),
+    "waiting": ("False", "Waiting"),
+    "failed": ("False", "Failed"),
+    "deleting": ("False", "Deleting"),
+}
+
+
+def _condition_of(state: DependentState) -> tuple[str, str]:
+    return _CONDITION_OF[state.phase]
 
 
 class Workflow:

@@ -29,6 +29,8 @@ import base64
 import datetime as dt
 import secrets
 import smtplib
+from collections.abc import Callable
+from typing import Any
 
 from examples.kube import (
     References,
@@ -47,10 +49,12 @@ from examples.mysql.controllers.notify import Mail, Mailer
 from kubeop import (
     Context,
     Controller,
+    Dependent,
     GenerationChanged,
     PatchType,
     Request,
     Result,
+    Workflow,
     rbac_rule,
     set_controller_reference,
 )
@@ -75,6 +79,31 @@ from kubeop.kinds.meta_v1 import LabelSelector, ObjectMeta
 
 MANAGER = "mysql-operator"
 FINALIZER = "db.example.com/stop-and-notify"
+
+
+def _service(suffix: str, **spec: Any) -> Callable[[MySQL, Context], Service]:
+    def desired(db: MySQL, ctx: Context) -> Service:
+        labels = owner_labels("mysql", db.metadata.name or "", MANAGER)
+        port = ServicePort(name="mysql", port=3306, target_port=3306)
+        return Service(
+            metadata=ObjectMeta(name=f"{db.metadata.name}{suffix}", labels=labels),
+            spec=ServiceSpec(selector=labels, ports=[port], **spec),
+        )
+
+    return desired
+
+
+#: The headless Service (the pods' stable names) and the client Service, written before the
+#: StatefulSet by every reconcile of a valid MySQL; the conditions are the controller's own.
+SERVICES = Workflow(
+    Dependent(
+        Service,
+        desired=_service("-headless", cluster_ip="None", publish_not_ready_addresses=True),
+        name="headless",
+    ),
+    Dependent(Service, desired=_service("", type="ClusterIP"), name="client"),
+    conditions=False,
+)
 
 
 # What the reconciler reads and writes: `kubeop manifests` turns these into config/rbac/role.yaml.
@@ -211,17 +240,11 @@ class MySQLController:
             if current is not None and (current.spec.replicas if current.spec else None) != 0:
                 await ctx.client.patch(StatefulSet, name, {"spec": {"replicas": 0}}, namespace=ns)
             return current
-        port = ServicePort(name="mysql", port=3306, target_port=3306)
-        headless = Service(
-            metadata=ObjectMeta(name=f"{name}-headless", namespace=ns, labels=labels),
-            spec=ServiceSpec(
-                cluster_ip="None", publish_not_ready_addresses=True, selector=labels, ports=[port]
-            ),
-        )
-        client_svc = Service(
-            metadata=ObjectMeta(name=name, namespace=ns, labels=labels),
-            spec=ServiceSpec(type="ClusterIP", selector=labels, ports=[port]),
-        )
+        result = await SERVICES.reconcile(db, ctx)  # the Services first, then the StatefulSet
+        result.raise_for_failures()
+        for state in result.states.values():
+            if state.action in ("created", "updated"):
+                self._changed(ctx, db, "Service", state.actual.metadata.name, state.action)
         password_key = db.spec.root_password_secret.key if db.spec.root_password_secret else "password"
         container = Container(
             name="mysql",
@@ -259,18 +282,16 @@ class MySQLController:
                 )
             ]
         sts = StatefulSet(metadata=ObjectMeta(name=name, namespace=ns, labels=labels), spec=spec)
-        children: list[Service | StatefulSet] = [headless, client_svc, sts]
-        for child in children:
-            set_controller_reference(db, child)
-            action, _ = await ctx.client.create_or_update(child)
-            if action != "unchanged":
-                kind, child_name = child.kind, child.metadata.name
-                ctx.log.info("%s %s %s", kind, child_name, action)
-                ctx.recorder.event(
-                    db, "Normal", f"{kind}{action.capitalize()}", f"{kind} {child_name} {action}"
-                )
+        set_controller_reference(db, sts)
+        action, _ = await ctx.client.create_or_update(sts)
+        if action != "unchanged":
+            self._changed(ctx, db, "StatefulSet", name, action)
         out: StatefulSet | None = await ctx.client.get(StatefulSet, name, namespace=ns)
         return out
+
+    def _changed(self, ctx: Context, db: MySQL, kind: str, name: str | None, action: str) -> None:
+        ctx.log.info("%s %s %s", kind, name, action)
+        ctx.recorder.event(db, "Normal", f"{kind}{action.capitalize()}", f"{kind} {name} {action}")
 
     def _notice(self, db: MySQL, status: MySQLStatus, pods: list[Pod]) -> bool:
         """Move started and stopped pods into the outbox; True when anything was noticed."""

@@ -485,3 +485,27 @@ async def test_without_conditions_only_the_reconcilers_status_is_written(env: En
     result.status["configMap"] = "web-config"
     assert await result.write_status(await env.primary(), env.ctx())
     assert (await env.primary())["status"] == {"configMap": "web-config"}
+
+
+async def test_a_selector_finds_the_object_desired_leaves_unnamed(env: Env) -> None:
+    await env.seeder.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "generated-x7k2", "namespace": "default", "labels": {"app": "web"}},
+        }
+    )
+    await _until_async(lambda: env.client.get(SECRETS, "generated-x7k2", namespace="default"))
+
+    def unnamed(primary: Any, ctx: Any) -> dict[str, Any]:
+        return {"metadata": {"labels": {"app": "web"}}, "stringData": {"k": "v"}}
+
+    wf = Workflow(
+        Dependent(SECRETS, desired=unnamed, name="found", selector=lambda p: {"app": p["metadata"]["name"]}),
+        Dependent.external(SECRETS, selector=lambda p: {"app": "web"}, dependent_name="observed"),
+    )
+    result = await wf.run(await env.primary(), env.ctx())
+    assert result.states["found"].action == "updated"
+    assert result.states["found"].actual["metadata"]["name"] == "generated-x7k2"
+    assert result.states["observed"].action == "observed"
+    assert [r.path for r in env.transport.sent if r.method == "POST" and "/secrets" in r.path] == []

@@ -68,7 +68,7 @@ _DELETIONS = ("owner", "finalizer")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 
 
-async def call(fn: Callable[..., Any], *args: Any) -> Any:
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)``, awaited when it returns an awaitable (sync and async callables alike)."""
     out = fn(*args)
     if type(out) is dict or type(out) is bool or out is None:  # the usual answers: no ABC check
@@ -236,7 +236,7 @@ async def _desired(
     """The desired object as a new dict, its kind, namespace and (for an owned one) its owner
     filled in; its name found by the selector when ``desired`` leaves it out."""
     assert dep.desired is not None
-    made = await call(dep.desired, primary, ctx)
+    made = await _call(dep.desired, primary, ctx)
     if made is None:
         raise ValueError(f"dependent {dep.name!r}: desired(primary, ctx) returned None, expected an object")
     want = dict(to_dict(made))
@@ -292,7 +292,7 @@ def _own(dep: Dependent, res: ApiResource, want: dict[str, Any], primary_d: dict
         notes[OWNER_NAMESPACE_ANNOTATION] = m.namespace(primary_d)
 
 
-def is_owned(dep: Dependent, obj: Mapping[str, Any], primary_d: Mapping[str, Any]) -> bool:
+def _is_owned(dep: Dependent, obj: Mapping[str, Any], primary_d: Mapping[str, Any]) -> bool:
     """Whether ``obj`` is the primary's to delete (its controller reference or owner label)."""
     uid = m.uid(primary_d)
     if dep.deletion == "finalizer":
@@ -302,9 +302,9 @@ def is_owned(dep: Dependent, obj: Mapping[str, Any], primary_d: Mapping[str, Any
 
 
 async def _is_ready(dep: Dependent, primary: Any, actual: Any) -> bool:
-    if dep.ready is not None and not await call(dep.ready, actual):
+    if dep.ready is not None and not await _call(dep.ready, actual):
         return False
-    return dep.ready_postcondition is None or bool(await call(dep.ready_postcondition, primary, actual))
+    return dep.ready_postcondition is None or bool(await _call(dep.ready_postcondition, primary, actual))
 
 
 async def reconcile_dependent(
@@ -375,13 +375,13 @@ async def delete_dependent(
         name, namespace = md.get("name"), md.get("namespace")
         current = await client.get(res, name, namespace=namespace) if name else None
         action = ""
-        if current is not None and is_owned(dep, to_dict(current), primary_d):
+        if current is not None and _is_owned(dep, to_dict(current), primary_d):
             if not m.is_being_deleted(to_dict(current)):
                 await client.delete(res, name, namespace=namespace)
                 action = "deleted"
         else:
             current = None  # absent, or someone else's: nothing to wait for
-        if dep.delete_postcondition is not None and not await call(
+        if dep.delete_postcondition is not None and not await _call(
             dep.delete_postcondition, primary, _typed(dep, current)
         ):
             return DependentState(dep.name, "deleting", None, action, f"waiting for {res.kind} {name} to go")

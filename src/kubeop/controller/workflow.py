@@ -383,8 +383,8 @@ class Workflow:
 
     async def run(self, primary: Any, ctx: Any) -> WorkflowResult:
         """Reconcile, write the status, and raise :class:`DependentError` if a dependent failed:
-        the whole workflow for a primary, from any reconcile function (or a kopf-API handler
-        with a reconciler client at ``ctx.client``)."""
+        the whole workflow for a primary, from any reconcile function (``ctx.client`` must be a
+        reconciler client)."""
         result = await self.reconcile(primary, ctx)
         if not result.deleting:
             await result.write_status(primary, ctx)

@@ -2,11 +2,11 @@
 
 The same Widgets and ConfigMaps as kubeop_operator.py (the hand-written reconcile), with the
 ConfigMap declared and a reconcile function that adds ``configMap`` and ``observedGeneration``
-to the status write the workflow makes with its conditions (``BENCH_CONDITIONS=0``: without
-them, the hand-written operator's status exactly). Run as operator ``kubeop-dependents`` by
-run.py.
+to the status write the workflow makes with its conditions (``bare``: without them, the
+hand-written operator's status exactly). Run as operator ``kubeop-dependents`` (and
+``kubeop-dependents-bare``) by run.py.
 
-Run: KUBECONFIG=... python kubeop_dependents_operator.py [workers]
+Run: KUBECONFIG=... python kubeop_dependents_operator.py [workers] [bare]
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def main() -> None:
     workers = int(sys.argv[1]) if len(sys.argv) > 1 else 16
     resync = float(os.environ.get("BENCH_RESYNC", "0"))
     manager = Manager(name="widget-operator", metrics_address=None, health_address=None, resync_period=resync)
-    manager.add(controller(workers, conditions=os.environ.get("BENCH_CONDITIONS", "1") != "0"))
+    manager.add(controller(workers, conditions=sys.argv[2:3] != ["bare"]))
     print("ready", flush=True)
     manager.run()
 

@@ -24,7 +24,8 @@ An operator named ``name@N`` runs with N workers instead of --workers (real kopf
 limit: it runs every object's handlers concurrently).
 
 Operators: kubeop, kubeop-typed (the same reconcile on typed models), kubeop-dependents (the
-ConfigMap as a one-dependent workflow: kubeop_dependents_operator.py), kubeop-base and
+ConfigMap as a one-dependent workflow: kubeop_dependents_operator.py; kubeop-dependents-bare:
+without the workflow's conditions), kubeop-base and
 kubeop-typed-base (the same two scripts on --baseline-src), lean, kopf, kopf-on-kubeop
 (kopf_operator.py unchanged, on kubeop.kopf: see kopf_on_kubeop.py), kopf-async and
 kopf-async-on-kubeop (kopf_operator_async.py, async handlers writing through one kept-alive
@@ -126,8 +127,9 @@ def command(name: str, workers: int) -> list[str]:
         return [sys.executable, str(HERE / script), str(workers)]
     if name == "kubeop":
         return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
-    if name == "kubeop-dependents":  # the same operator as a one-dependent workflow
-        return [sys.executable, str(HERE / "kubeop_dependents_operator.py"), str(workers)]
+    if name in ("kubeop-dependents", "kubeop-dependents-bare"):  # the same as a one-dependent workflow
+        bare = ["bare"] if name.endswith("-bare") else []  # without the workflow's conditions
+        return [sys.executable, str(HERE / "kubeop_dependents_operator.py"), str(workers), *bare]
     if name == "kubeop-typed":  # the same operator on models (a Widget CustomResource, kinds.ConfigMap)
         return [sys.executable, str(HERE / "kubeop_typed_operator.py"), str(workers)]
     if name == "lean":

@@ -237,7 +237,15 @@ def _condition_of(state: DependentState) -> tuple[str, str]:
 class Workflow:
     """A primary's dependents with their order (see the module docstring). Immutable once built."""
 
-    __slots__ = ("_by_name", "_conditions_of", "_dependents", "_order", "conditions", "finalizer")
+    __slots__ = (
+        "_by_name",
+        "_conditions_of",
+        "_dependents",
+        "_order",
+        "_uses_finalizer",
+        "conditions",
+        "finalizer",
+    )
 
     def __init__(
         self, *dependents: Dependent, finalizer: str = DEFAULT_FINALIZER, conditions: bool = True
@@ -270,6 +278,7 @@ class Workflow:
         self._by_name = by_name
         self._order = _topological(self._dependents, by_name)
         self._conditions_of = {d.name: d.condition for d in self._order}
+        self._uses_finalizer = any(d.deletion == "finalizer" and not d.read_only for d in dependents)
         self.finalizer = finalizer
         #: Whether the status gets the dependents' conditions and the aggregate (False: only what
         #: the reconcile function adds, for a primary whose conditions are its own).
@@ -285,7 +294,8 @@ class Workflow:
 
     @property
     def uses_finalizer(self) -> bool:
-        return any(d.deletion == "finalizer" and not d.read_only for d in self._dependents)
+        """Whether a dependent is deleted by finalizer (the primary then carries :attr:`finalizer`)."""
+        return self._uses_finalizer
 
     def owned_kinds(self) -> list[tuple[ResourceLike, bool]]:
         """Each written kind once, with whether its children are found by finalizer annotations

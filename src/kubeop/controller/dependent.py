@@ -203,6 +203,7 @@ class DependentState:
 
     @property
     def ready(self) -> bool:
+        """The dependent exists and is ready."""
         return self.phase == "ready"
 
 

@@ -93,10 +93,12 @@ class WorkflowResult:
 
     @property
     def failed(self) -> dict[str, DependentState]:
+        """The dependents that failed this run, by name."""
         return {n: s for n, s in self.states.items() if s.phase == "failed"}
 
     @property
     def waiting_for_deletion(self) -> bool:
+        """Some dependent is being deleted and not gone yet (the run goes on when it is)."""
         return any(s.phase == "deleting" for s in self.states.values())
 
     def actual(self, name: str) -> Any:

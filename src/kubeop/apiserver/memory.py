@@ -1,0 +1,353 @@
+"""MemoryStorage: the in-process :class:`~kubeop.apiserver.storage.Storage` (tests, computed or
+throwaway resources). Nothing survives the process.
+
+Every write appends to a history of the last ``history`` changes (old and new object), which
+serves three things: watches resuming from a version (replayed from it), continue tokens (the
+next page of a list is the first page's snapshot, rebuilt by undoing the changes made since) and
+exact-version lists. A version older than the history is 410 Expired, as after etcd compacts.
+
+Each watcher has a queue of at most ``watch_queue`` events; one that falls further behind is
+ended (kube-apiserver ends a slow watcher too), and resumes from its last version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+from collections import deque
+from collections.abc import AsyncGenerator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from kubeop.apiserver.status import StatusError
+from kubeop.apiserver.storage import ListOptions, ListPage, WatchEvent, WatchOptions
+from kubeop.core.model import copy_json
+from kubeop.core.selectors import FieldSelector, LabelSelector
+
+__all__ = ["MemoryStorage"]
+
+_Key = tuple[str, str]  # (namespace, name)
+_END = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    resource_version: int
+    resource: str
+    key: _Key
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+
+
+class _Watcher:
+    __slots__ = ("ended", "fields", "labels", "namespace", "queue", "resource")
+
+    def __init__(self, resource: str, options: WatchOptions, size: int) -> None:
+        self.resource, self.namespace = resource, options.namespace
+        self.labels, self.fields = options.labels, options.fields
+        self.queue: asyncio.Queue[WatchEvent | object] = asyncio.Queue(size)
+        self.ended = False
+
+    def offer(self, change: _Change) -> None:
+        event = _event_for(change, self.namespace, self.labels, self.fields)
+        if event is None or self.ended:
+            return
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.end()
+
+    def end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        while True:  # make room for the end marker: the watcher resumes from its last version
+            try:
+                self.queue.put_nowait(_END)
+                return
+            except asyncio.QueueFull:
+                self.queue.get_nowait()
+
+
+class MemoryStorage:
+    """Objects in dicts; see the module docstring."""
+
+    def __init__(self, *, history: int = 10_000, watch_queue: int = 1_000) -> None:
+        if history < 1 or watch_queue < 1:
+            raise ValueError(
+                f"MemoryStorage: history and watch_queue must be >= 1, got {history}, {watch_queue}"
+            )
+        self._objects: dict[str, dict[_Key, dict[str, Any]]] = {}
+        self._version = 0
+        self._history: deque[_Change] = deque()
+        self._history_size = history
+        self._compacted = 0  # changes after this version are all in the history
+        self._watchers: dict[str, set[_Watcher]] = {}
+        self._watch_queue = watch_queue
+
+    def __repr__(self) -> str:
+        count = sum(len(objects) for objects in self._objects.values())
+        return f"<MemoryStorage {count} objects at version {self._version}>"
+
+    @property
+    def resource_version(self) -> int:
+        """The version of the latest write."""
+        return self._version
+
+    def compact(self) -> None:
+        """Forget the whole history (as etcd's compaction does): older versions become 410."""
+        self._history.clear()
+        self._compacted = self._version
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def get(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        obj = self._objects.get(resource, {}).get((namespace, name))
+        if obj is None:
+            raise _not_found(resource, name)
+        return copy_json(obj)  # type: ignore[no-any-return]
+
+    async def list(self, resource: str, options: ListOptions) -> ListPage:
+        version, after = self._version, None
+        if options.continue_token:
+            version, after = _decode_continue(options.continue_token)
+        elif options.resource_version is not None and options.exact:
+            version = options.resource_version
+        elif options.resource_version is not None and options.resource_version > self._version:
+            raise StatusError(
+                504,
+                f"Too large resource version: {options.resource_version}, current: {self._version}",
+                reason="Timeout",
+            )
+        objects = self._snapshot(resource, version)
+        keys = sorted(
+            k for k in objects if _in_namespace(k, options.namespace) and (after is None or k > after)
+        )
+        items: list[dict[str, Any]] = []
+        token, remaining = None, None
+        for i, key in enumerate(keys):
+            obj = objects[key]
+            if not _selected(obj, options.labels, options.fields):
+                continue
+            if options.limit and len(items) == options.limit:
+                token = _encode_continue(version, items[-1])
+                remaining = sum(1 for k in keys[i:] if _selected(objects[k], options.labels, options.fields))
+                break
+            items.append(copy_json(obj))
+        return ListPage(items, version, token, remaining)
+
+    def _snapshot(self, resource: str, version: int) -> dict[_Key, dict[str, Any]]:
+        current = self._objects.get(resource, {})
+        if version == self._version:
+            return current
+        if version < self._compacted or version > self._version:
+            raise _expired(version)
+        snapshot = dict(current)
+        for change in reversed(self._history):
+            if change.resource_version <= version:
+                break
+            if change.resource == resource:
+                if change.old is None:
+                    snapshot.pop(change.key, None)
+                else:
+                    snapshot[change.key] = change.old
+        return snapshot
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def create(self, resource: str, namespace: str, name: str, obj: dict[str, Any]) -> dict[str, Any]:
+        objects = self._objects.setdefault(resource, {})
+        if (namespace, name) in objects:
+            group, _, plural = resource.partition("/")
+            raise StatusError(
+                409,
+                f'{plural}.{group} "{name}" already exists',
+                reason="AlreadyExists",
+                group=group,
+                name=name,
+            )
+        return self._write(resource, (namespace, name), None, obj)
+
+    async def update(
+        self, resource: str, namespace: str, name: str, obj: dict[str, Any], *, resource_version: int | None
+    ) -> dict[str, Any]:
+        old = self._objects.get(resource, {}).get((namespace, name))
+        if old is None:
+            raise _not_found(resource, name)
+        if resource_version is not None and resource_version != _version_of(old):
+            raise _conflict(resource, name)
+        return self._write(resource, (namespace, name), old, obj)
+
+    async def delete(
+        self,
+        resource: str,
+        namespace: str,
+        name: str,
+        *,
+        resource_version: int | None = None,
+        uid: str | None = None,
+    ) -> dict[str, Any]:
+        old = self._objects.get(resource, {}).get((namespace, name))
+        if old is None:
+            raise _not_found(resource, name)
+        if (resource_version is not None and resource_version != _version_of(old)) or (
+            uid is not None and uid != old.get("metadata", {}).get("uid")
+        ):
+            raise _conflict(resource, name)
+        return self._write(resource, (namespace, name), old, None)
+
+    def _write(
+        self, resource: str, key: _Key, old: dict[str, Any] | None, obj: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        self._version += 1
+        version = self._version
+        objects = self._objects.setdefault(resource, {})
+        if obj is None:
+            assert old is not None
+            del objects[key]
+            new = None
+            answer = copy_json(old)
+            answer["metadata"]["resourceVersion"] = str(version)
+        else:
+            new = copy_json(obj)
+            new.setdefault("metadata", {})["resourceVersion"] = str(version)
+            objects[key] = new
+            answer = copy_json(new)
+        change = _Change(version, resource, key, old, new)
+        self._history.append(change)
+        while len(self._history) > self._history_size:
+            self._compacted = self._history.popleft().resource_version
+        for watcher in list(self._watchers.get(resource, ())):
+            watcher.offer(change)
+        return answer  # type: ignore[no-any-return]
+
+    # -- watch ---------------------------------------------------------------------------------
+
+    def watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[WatchEvent, None]:
+        return self._watch(resource, options)
+
+    async def _watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[WatchEvent, None]:
+        watcher = _Watcher(resource, options, self._watch_queue)
+        start = options.resource_version
+        first: Iterable[WatchEvent]
+        if start is None:
+            objects = self._objects.get(resource, {})
+            first = [
+                WatchEvent("ADDED", copy_json(objects[k]), _version_of(objects[k]))
+                for k in sorted(objects)
+                if _in_namespace(k, options.namespace)
+                and _selected(objects[k], options.labels, options.fields)
+            ]
+        elif start < self._compacted:
+            raise _expired(start)
+        else:
+            changes = [c for c in self._history if c.resource_version > start and c.resource == resource]
+            first = [
+                e
+                for e in (_event_for(c, options.namespace, options.labels, options.fields) for c in changes)
+                if e is not None
+            ]
+        watchers = self._watchers.setdefault(resource, set())
+        watchers.add(watcher)  # no await since the snapshot above: nothing is missed or repeated
+        try:
+            for event in first:
+                yield event
+            while True:
+                try:
+                    async with asyncio.timeout(options.bookmark_interval if options.bookmarks else None):
+                        item = await watcher.queue.get()
+                except TimeoutError:
+                    if watcher.queue.empty():  # every change up to now was delivered
+                        yield WatchEvent(
+                            "BOOKMARK", {"metadata": {"resourceVersion": str(self._version)}}, self._version
+                        )
+                    continue
+                if item is _END:
+                    return
+                assert isinstance(item, WatchEvent)
+                yield item
+        finally:
+            watchers.discard(watcher)
+
+    async def close(self) -> None:
+        for watchers in self._watchers.values():
+            for watcher in list(watchers):
+                watcher.end()
+
+
+def _event_for(
+    change: _Change, namespace: str | None, labels: LabelSelector, fields: FieldSelector
+) -> WatchEvent | None:
+    if not _in_namespace(change.key, namespace):
+        return None
+    was = change.old is not None and _selected(change.old, labels, fields)
+    now = change.new is not None and _selected(change.new, labels, fields)
+    if now:
+        assert change.new is not None
+        return WatchEvent("MODIFIED" if was else "ADDED", copy_json(change.new), change.resource_version)
+    if was:
+        assert change.old is not None
+        gone = copy_json(change.old)
+        gone["metadata"]["resourceVersion"] = str(change.resource_version)
+        return WatchEvent("DELETED", gone, change.resource_version)
+    return None
+
+
+def _in_namespace(key: _Key, namespace: str | None) -> bool:
+    return namespace is None or key[0] == namespace
+
+
+def _selected(obj: dict[str, Any], labels: LabelSelector, fields: FieldSelector) -> bool:
+    meta = obj.get("metadata") or {}
+    return labels.matches(meta.get("labels")) and fields.matches_object(obj)
+
+
+def _version_of(obj: dict[str, Any]) -> int:
+    return int(obj["metadata"]["resourceVersion"])
+
+
+def _encode_continue(version: int, last: dict[str, Any]) -> str:
+    meta = last["metadata"]
+    raw = orjson.dumps({"v": version, "ns": meta.get("namespace", ""), "name": meta["name"]})
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, _Key]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        version, key = data["v"], (data["ns"], data["name"])
+        if not (isinstance(version, int) and version >= 0 and all(isinstance(k, str) for k in key)):
+            raise ValueError
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise StatusError(
+            400, "continue: not a continue token this server made; start the list again"
+        ) from None
+    return version, key
+
+
+def _not_found(resource: str, name: str) -> StatusError:
+    group, _, plural = resource.partition("/")
+    return StatusError(404, f'{plural}.{group} "{name}" not found', group=group, kind=plural, name=name)
+
+
+def _conflict(resource: str, name: str) -> StatusError:
+    group, _, plural = resource.partition("/")
+    return StatusError(
+        409,
+        f'Operation cannot be fulfilled on {plural}.{group} "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again",
+        group=group,
+        kind=plural,
+        name=name,
+    )
+
+
+def _expired(version: int) -> StatusError:
+    return StatusError(
+        410,
+        f"too old resource version: {version}: changes before it are no longer kept; list again",
+        reason="Expired",
+    )

@@ -70,7 +70,7 @@ import re
 import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, NamedTuple, cast
@@ -105,6 +105,9 @@ _SINGLE = frozenset(
     }
 )
 _IDLE, _HEAD, _BODY = 0, 1, 2
+# Methods whose requests carry a body: on a route taking bodies they must say how long it is (a
+# GET or DELETE without Content-Length has none).
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # After a refusal the connection half-closes and reads (and drops) what the client still sends for
 # up to this long / this much, so that its kernel does not reset the connection and lose the answer.
 _LINGER_SECONDS = 2.0
@@ -204,10 +207,15 @@ class Request:
 
 
 class Response(NamedTuple):
+    """An answer. With ``stream`` set the body is its chunks instead of ``body``, sent with
+    ``Transfer-Encoding: chunked`` as each arrives (an API server's watch); the connection closes
+    after it, and the stream is closed (``aclose``) when the peer goes or the server stops."""
+
     status: int
     body: bytes = b""
     content_type: str = _TEXT
     headers: tuple[tuple[str, str], ...] = ()
+    stream: AsyncIterator[bytes] | None = None
 
 
 _BEARER_CHALLENGE = ("WWW-Authenticate", "Bearer")
@@ -537,6 +545,7 @@ class _Connection(asyncio.BufferedProtocol):
         "_headers_done",
         "_lingering",
         "_loop",
+        "_lost",
         "_names",
         "_parser",
         "_path",
@@ -583,6 +592,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._eof = False
         self._lingering = -1  # >= 0: bytes dropped since the refusal
         self._write_waiter: asyncio.Future[None] | None = None
+        self._lost: asyncio.Future[None] | None = None  # set once closed, while a stream is sent
         self.write_deadline: float | None = None  # while answers cannot go out
         self._reset()
 
@@ -643,6 +653,10 @@ class _Connection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         if self._lingering >= 0:
             return False
+        if self._lost is not None:  # a stream's peer is gone: stop sending it
+            self._eof = True
+            self._signal_lost()
+            return True
         if self.task is not None or self.queue:
             self._eof = True  # answer what was asked, then close
             return True
@@ -653,6 +667,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._parser = None
         self._release_all()
         self._server.lost(self)
+        self._signal_lost()
         if self._write_waiter is not None and not self._write_waiter.done():
             self._write_waiter.set_result(None)
 
@@ -715,7 +730,9 @@ class _Connection(asyncio.BufferedProtocol):
                 self._server.log.debug("%s: TLS error from %s: %s", self._server.name, _peer(self.peer), exc)
                 self.abort()
                 return
-            if not n:
+            if not n:  # close_notify, as SSLObject reports it (no SSLZeroReturnError)
+                if not self.eof_received():
+                    self.close()
                 break
             self._received(plain[:n])
         self._flush_tls()
@@ -826,7 +843,7 @@ class _Connection(asyncio.BufferedProtocol):
         if route.max_body:
             if chunked:
                 raise _Refused(411, "a Content-Length is required (Transfer-Encoding is not accepted)")
-            if length_field is None:
+            if length_field is None and method in _BODY_METHODS:
                 raise _Refused(411, "a Content-Length is required")
             if length > route.max_body:
                 raise _Refused(413, f"the body is {length} bytes, over {route.max_body}")
@@ -928,6 +945,12 @@ class _Connection(asyncio.BufferedProtocol):
                         self._linger()
                     return
                 response = await server.answer(item)
+                if response.stream is not None:
+                    self._release(item)
+                    item = None
+                    await self._stream(response)
+                    self.close()
+                    return
                 keep_alive = item.keep_alive and not (self._eof or self.retiring or server._stopping)
                 if not self.closed:
                     self._respond(response, keep_alive=keep_alive, head=item.method == "HEAD")
@@ -952,7 +975,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self.deadline = self._loop.time() + server.limits.idle_timeout
 
     def _respond(self, response: Response, *, keep_alive: bool, head: bool = False) -> None:
-        status, body, content_type, headers = response
+        status, body, content_type, headers, _ = response
         if (
             not 100 <= status <= 599
             or not _FIELD_VALUE(content_type)
@@ -961,7 +984,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._server.log.error(
                 "%s: a handler answered %r: not a valid HTTP response", self._server.name, status
             )
-            status, body, content_type, headers = self._server.error(500, "internal error")
+            status, body, content_type, headers, _ = self._server.error(500, "internal error")
             keep_alive = False
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers).encode("latin-1") if headers else b""
         data = b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: %s\r\n%s\r\n" % (
@@ -973,6 +996,66 @@ class _Connection(asyncio.BufferedProtocol):
             extra,
         )
         self._send(data if head else data + body)
+
+    async def _stream(self, response: Response) -> None:
+        """Send ``response.stream``'s chunks as they come (see :class:`Response`)."""
+        stream = response.stream
+        assert stream is not None
+        try:
+            if self.closed:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                return
+            extra = "".join(f"{k}: {v}\r\n" for k, v in response.headers)
+            if not all(_TOKEN(k) and _FIELD_VALUE(v) for k, v in response.headers) or not _FIELD_VALUE(
+                response.content_type
+            ):
+                raise ValueError("a handler answered a stream with an invalid header")
+            self._send(
+                b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
+                b"Connection: close\r\n%s\r\n"
+                % (
+                    response.status,
+                    _REASONS.get(response.status, b"Unknown"),
+                    response.content_type.encode("latin-1"),
+                    extra.encode("latin-1"),
+                )
+            )
+            lost = self._lost = self._loop.create_future()
+            # one task iterates the stream (a generator's context managers stay in one task) and
+            # is cancelled when the connection goes first
+            pumping = asyncio.ensure_future(self._pump(stream))
+            try:
+                await asyncio.wait((pumping, lost), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not pumping.done():
+                    pumping.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pumping
+            if pumping.done() and not pumping.cancelled():
+                pumping.result()
+        finally:
+            self._lost = None
+
+    async def _pump(self, stream: AsyncIterator[bytes]) -> None:
+        try:
+            async for chunk in stream:
+                if self.closed:
+                    return
+                if chunk:
+                    self._send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                if self._write_waiter is not None:  # the peer reads slowly: wait (write_deadline bounds it)
+                    await self._write_waiter
+            self._send(b"0\r\n\r\n")
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def _signal_lost(self) -> None:
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
 
     def _send(self, data: bytes) -> None:
         transport = self.transport
@@ -1054,6 +1137,7 @@ class _Connection(asyncio.BufferedProtocol):
         if self.closed:
             return
         self.closed = True
+        self._signal_lost()
         self._parser = None
         self._release_all()
         self._server.forget(self)
@@ -1071,6 +1155,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def abort(self) -> None:
         self.closed = True
+        self._signal_lost()
         self._parser = None
         self._release_all()
         server = self._server

@@ -1,0 +1,625 @@
+"""The request handlers of an aggregated API: the path parsed into what it names, the caller let
+through the gate, and each verb done on the storage with Kubernetes' semantics.
+
+Paths (everything else under the group is 404)::
+
+    /apis/<group>/<version>/<plural>[/<name>[/status]]                      cluster-scoped (and lists
+    /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>[/status]]      across namespaces)
+    /apis/<group>/<version>/watch/...                                       the old watch form
+
+Verbs: get, list, watch (``?watch=true``), create (POST), update (PUT), patch (PATCH: merge and
+JSON patch; strategic merge and apply are 415 as for a CRD without them), delete, deletecollection.
+The server owns ``metadata.uid``, ``creationTimestamp``, ``generation`` (bumped when anything but
+metadata and status changes) and ``resourceVersion`` (the storage's). With a status subresource,
+the main resource ignores ``status`` and ``/status`` changes only it. A write that changes nothing
+is not written (no new resourceVersion, no event). ``Accept: ...;as=Table;g=meta.k8s.io;v=v1``
+answers a Table (kubectl get), for lists, gets and watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+import orjson
+
+from kubeop.apiserver.names import check_name, check_namespace
+from kubeop.apiserver.patch import json_patch, merge_patch
+from kubeop.apiserver.resource import ServedResource
+from kubeop.apiserver.status import StatusError
+from kubeop.apiserver.storage import ListOptions, Storage, WatchOptions
+from kubeop.client.httpserver import Request, Response
+from kubeop.core.model import copy_json
+from kubeop.core.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    validate_label_key,
+    validate_label_value,
+)
+
+__all__ = ["Attributes", "Gate", "Handlers"]
+
+JSON = "application/json"
+_MERGE = "application/merge-patch+json"
+_JSON_PATCH = "application/json-patch+json"
+_STRATEGIC = "application/strategic-merge-patch+json"
+_APPLY = "application/apply-patch+yaml"
+_PATCH_RETRIES = 5
+_DEFAULT_WATCH_SECONDS = 1800
+_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # generateName's alphabet (no vowels, as Kubernetes)
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    """What a request asks, for authorization (a SubjectAccessReview's attributes). A request
+    for a path that names no resource (discovery, OpenAPI) has ``resource`` empty and ``path``."""
+
+    verb: str
+    path: str
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+    @property
+    def is_resource(self) -> bool:
+        return bool(self.resource)
+
+
+Gate = Callable[[Request, Attributes], Awaitable[None]]
+"""Lets a request through, or raises StatusError (401, 403, 503) to refuse it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    served: ServedResource
+    namespace: str  # "" for cluster-scoped, and for a list across namespaces
+    name: str
+    subresource: str
+    watch: bool
+
+
+class Handlers:
+    """Answers the resource requests of one API group version (see the module docstring)."""
+
+    def __init__(
+        self,
+        resources: Sequence[ServedResource],
+        storage: Storage,
+        *,
+        bookmark_interval: float = 10.0,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.resources = {r.decl.plural: r for r in resources}
+        self.storage = storage
+        self.bookmark_interval = bookmark_interval
+        self._clock = clock
+
+    # -- parsing -----------------------------------------------------------------------------
+
+    def attributes(
+        self, request: Request, rest: list[str], group: str, version: str
+    ) -> tuple[Attributes, _Target]:
+        """``rest``: the path's segments after /apis/<group>/<version>."""
+        query = _query(request)
+        watch = query.get("watch") in ("true", "1")
+        if rest and rest[0] == "watch":
+            rest, watch = rest[1:], True
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace = check_namespace(rest[1], field="namespace")
+            rest = rest[2:]
+        if not rest or len(rest) > 3:
+            raise _no_path(request.path)
+        served = self.resources.get(rest[0])
+        if served is None:
+            raise StatusError(404, f"the server could not find the requested resource ({request.path})")
+        if served.namespaced is False and namespace:
+            raise _no_path(request.path)
+        name = check_name(rest[1], field="name", kind=served.decl.kind) if len(rest) >= 2 else ""
+        subresource = rest[2] if len(rest) == 3 else ""
+        if subresource and (subresource != "status" or not served.decl.status_subresource):
+            raise _no_path(request.path)
+        method = request.method
+        if watch and (method != "GET" or subresource):
+            raise StatusError(405, "watch is a GET of a collection or of one object")
+        verbs = {
+            "GET": "get",
+            "HEAD": "get",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete",
+        }
+        verb = verbs[method]
+        if not name:
+            if method == "GET":
+                verb = "watch" if watch else "list"
+            elif method == "DELETE":
+                verb = "deletecollection"
+            elif method != "POST":
+                raise StatusError(405, f"{method} needs an object's name in the path")
+        elif method == "POST":
+            raise StatusError(405, "create (POST) goes to the collection, not to an object")
+        elif watch:
+            verb = "watch"
+        if served.namespaced and not namespace and verb not in ("list", "watch"):
+            raise StatusError(
+                404, f"{served.decl.plural} are namespaced: use /namespaces/<namespace>/ in the path"
+            )
+        attrs = Attributes(
+            verb,
+            request.path,
+            group,
+            version,
+            served.decl.plural,
+            subresource,
+            namespace,
+            name,
+        )
+        return attrs, _Target(served, namespace, name, subresource, watch)
+
+    # -- the verbs ---------------------------------------------------------------------------
+
+    async def answer(self, request: Request, attrs: Attributes, target: _Target) -> Response:
+        query = _query(request)
+        if "dryRun" in query:
+            raise StatusError(400, "dryRun is not supported by this server yet; send the request without it")
+        if request.method in ("GET", "HEAD") and request.body:
+            raise StatusError(400, "a GET has no body")
+        verb = attrs.verb
+        if verb == "get":
+            return self._object(request, target.served, await self._get(target), 200)
+        if verb == "list":
+            return await self._list(request, target, query)
+        if verb == "watch":
+            return await self._watch(request, target, query)
+        if verb == "create":
+            return await self._create(request, target)
+        if verb == "update":
+            return await self._update(request, target)
+        if verb == "patch":
+            return await self._patch(request, target)
+        if verb == "delete":
+            return await self._delete(request, target)
+        return await self._delete_collection(request, target, query)
+
+    async def _get(self, target: _Target) -> dict[str, Any]:
+        return await self.storage.get(target.served.key, target.namespace, target.name)
+
+    async def _list(self, request: Request, target: _Target, query: dict[str, str]) -> Response:
+        served = target.served
+        options = ListOptions(
+            namespace=target.namespace if served.namespaced and target.namespace else None,
+            labels=_labels(query),
+            fields=self._fields(served, query),
+            limit=_int(query, "limit", 0),
+            continue_token=query.get("continue") or None,
+            resource_version=_version(query.get("resourceVersion")),
+            exact=query.get("resourceVersionMatch") == "Exact",
+        )
+        page = await self.storage.list(served.key, options)
+        table = _table_format(request)
+        metadata: dict[str, Any] = {"resourceVersion": str(page.resource_version)}
+        if page.continue_token:
+            metadata["continue"] = page.continue_token
+            if page.remaining is not None:
+                metadata["remainingItemCount"] = page.remaining
+        if table:
+            body = served.table(page.items, query.get("includeObject", "Metadata"))
+            body["metadata"] = metadata
+            return _json(200, body)
+        return _json(
+            200,
+            {
+                "apiVersion": served.decl.api_version,
+                "kind": served.decl.list_kind,
+                "metadata": metadata,
+                "items": page.items,
+            },
+        )
+
+    async def _watch(self, request: Request, target: _Target, query: dict[str, str]) -> Response:
+        served = target.served
+        fields = self._fields(served, query)
+        if target.name:
+            fields = fields & FieldSelector.from_fields({"metadata.name": target.name})
+        version = _version(query.get("resourceVersion"))
+        options = WatchOptions(
+            namespace=target.namespace if served.namespaced and target.namespace else None,
+            labels=_labels(query),
+            fields=fields,
+            resource_version=None if version == 0 else version,
+            bookmarks=query.get("allowWatchBookmarks") in ("true", "1"),
+            bookmark_interval=self.bookmark_interval,
+        )
+        seconds = _int(query, "timeoutSeconds", _DEFAULT_WATCH_SECONDS) or _DEFAULT_WATCH_SECONDS
+        table = _table_format(request)
+        include = query.get("includeObject", "Metadata")
+        events = self.storage.watch(served.key, options)
+
+        async def stream() -> AsyncIterator[bytes]:
+            first = True
+            try:
+                async with asyncio.timeout(seconds):
+                    async for event in events:
+                        obj = event.object
+                        if event.type == "BOOKMARK":
+                            obj = {"kind": served.decl.kind, "apiVersion": served.decl.api_version, **obj}
+                        elif table:
+                            obj = served.table([obj], include, definitions=first)
+                            first = False
+                        yield orjson.dumps({"type": event.type, "object": obj}) + b"\n"
+            except TimeoutError:
+                return
+            except StatusError as exc:
+                yield orjson.dumps({"type": "ERROR", "object": exc.status()}) + b"\n"
+            finally:
+                await events.aclose()
+
+        return Response(200, content_type=JSON, stream=stream())
+
+    async def _create(self, request: Request, target: _Target) -> Response:
+        if target.subresource:
+            raise StatusError(405, "create goes to the collection")
+        served = target.served
+        body = _body(request, JSON)
+        _check_type(served, body)
+        meta = _metadata(body)
+        name = meta.get("name") or ""
+        if not name:
+            prefix = meta.get("generateName")
+            if not isinstance(prefix, str) or not prefix:
+                raise StatusError(
+                    422,
+                    f"{served.decl.kind}: metadata.name or metadata.generateName is required",
+                    causes=[("FieldValueRequired", "name or generateName is required", "metadata.name")],
+                )
+            name = prefix[:58] + "".join(secrets.choice(_SUFFIX) for _ in range(5))
+        if not isinstance(name, str):
+            raise StatusError(422, "metadata.name must be a string")
+        meta["name"] = check_name(name, kind=served.decl.kind)
+        if served.namespaced:
+            if meta.get("namespace", target.namespace) != target.namespace:
+                raise StatusError(
+                    400,
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
+            meta["namespace"] = target.namespace
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise StatusError(
+                422,
+                "metadata.resourceVersion must be empty on create (it is the server's); leave it out",
+                causes=[("FieldValueInvalid", "must be empty", "metadata.resourceVersion")],
+            )
+        for owned in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            meta.pop(owned, None)
+        _check_labels(meta)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = self._now()
+        meta["generation"] = 1
+        if served.decl.status_subresource:
+            body.pop("status", None)
+        obj = served.validate(body)
+        stored = await self.storage.create(served.key, target.namespace, meta["name"], obj)
+        return self._object(request, served, stored, 201)
+
+    async def _update(self, request: Request, target: _Target) -> Response:
+        served = target.served
+        body = _body(request, JSON)
+        _check_type(served, body)
+        meta = _metadata(body)
+        if meta.get("name", target.name) != target.name:
+            raise StatusError(
+                400,
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL "
+                f"({target.name})",
+            )
+        old = await self._get(target)
+        version = _version(meta.get("resourceVersion"))
+        new = self._merge_update(served, old, body, target.subresource)
+        if _same(old, new) and (version is None or str(version) == old["metadata"]["resourceVersion"]):
+            return self._object(request, served, old, 200)
+        stored = await self.storage.update(
+            served.key, target.namespace, target.name, new, resource_version=version
+        )
+        return self._object(request, served, stored, 200)
+
+    async def _patch(self, request: Request, target: _Target) -> Response:
+        served = target.served
+        media = _media(request)
+        if media in (_STRATEGIC, _APPLY):
+            raise StatusError(
+                415,
+                f"{media} is not supported for {served.decl.plural}.{served.decl.group}: send "
+                f"{_MERGE} or {_JSON_PATCH}",
+            )
+        if media not in (_MERGE, _JSON_PATCH):
+            raise StatusError(415, f"Content-Type {media!r} is not a patch: send {_MERGE} or {_JSON_PATCH}")
+        patch = _decode(request.body)
+        for attempt in range(_PATCH_RETRIES):
+            old = await self._get(target)
+            patched = merge_patch(old, patch) if media == _MERGE else json_patch(old, patch)
+            if not isinstance(patched, dict):
+                raise StatusError(422, "the patched object is not an object")
+            _check_type(served, patched)
+            meta = _metadata(patched)
+            asked = _version(meta.get("resourceVersion"))
+            pinned = asked is not None and str(asked) != old["metadata"]["resourceVersion"]
+            if meta.get("name") != target.name or meta.get("uid") != old["metadata"].get("uid"):
+                raise StatusError(422, "a patch may not change metadata.name or metadata.uid")
+            new = self._merge_update(served, old, patched, target.subresource)
+            if _same(old, new):
+                return self._object(request, served, old, 200)
+            try:
+                stored = await self.storage.update(
+                    served.key,
+                    target.namespace,
+                    target.name,
+                    new,
+                    resource_version=asked if pinned else _version(old["metadata"]["resourceVersion"]),
+                )
+            except StatusError as exc:
+                if exc.code != 409 or pinned or attempt == _PATCH_RETRIES - 1:
+                    raise
+                continue
+            return self._object(request, served, stored, 200)
+        raise AssertionError("unreachable")
+
+    async def _delete(self, request: Request, target: _Target) -> Response:
+        served = target.served
+        options = _decode(request.body) if request.body else {}
+        if not isinstance(options, dict):
+            raise StatusError(400, "the body of a delete must be DeleteOptions (an object)")
+        pre = options.get("preconditions") or {}
+        if not isinstance(pre, dict):
+            raise StatusError(400, "preconditions must be an object")
+        gone = await self.storage.delete(
+            served.key,
+            target.namespace,
+            target.name,
+            resource_version=_version(pre.get("resourceVersion")),
+            uid=pre.get("uid") if isinstance(pre.get("uid"), str) else None,
+        )
+        return self._object(request, served, gone, 200)
+
+    async def _delete_collection(self, request: Request, target: _Target, query: dict[str, str]) -> Response:
+        served = target.served
+        page = await self.storage.list(
+            served.key,
+            ListOptions(
+                namespace=target.namespace or None, labels=_labels(query), fields=self._fields(served, query)
+            ),
+        )
+        deleted = []
+        for obj in page.items:
+            meta = obj["metadata"]
+            try:
+                deleted.append(await self.storage.delete(served.key, meta.get("namespace", ""), meta["name"]))
+            except StatusError as exc:
+                if exc.code != 404:
+                    raise
+        return _json(
+            200,
+            {
+                "apiVersion": served.decl.api_version,
+                "kind": served.decl.list_kind,
+                "metadata": {"resourceVersion": str(page.resource_version)},
+                "items": deleted,
+            },
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _merge_update(
+        self, served: ServedResource, old: dict[str, Any], body: dict[str, Any], subresource: str
+    ) -> dict[str, Any]:
+        """The object to store: the server's metadata kept, status from the right endpoint,
+        generation bumped when the rest changed; validated."""
+        old_meta = old["metadata"]
+        if subresource == "status":
+            new = copy_json(old)
+            if "status" in body:
+                new["status"] = copy_json(body["status"])
+            else:
+                new.pop("status", None)
+        else:
+            new = copy_json(body)
+            meta = new["metadata"]
+            for owned in ("uid", "creationTimestamp", "generation", "namespace", "name"):
+                if owned in old_meta:
+                    meta[owned] = old_meta[owned]
+            meta.pop("resourceVersion", None)
+            _check_labels(meta)
+            if served.decl.status_subresource:
+                if "status" in old:
+                    new["status"] = copy_json(old["status"])
+                else:
+                    new.pop("status", None)
+        new["metadata"].pop("resourceVersion", None)
+        valid = served.validate(new)
+        if _spec(valid) != _spec(old):
+            valid["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
+        return valid
+
+    def _fields(self, served: ServedResource, query: dict[str, str]) -> FieldSelector:
+        text = query.get("fieldSelector", "")
+        try:
+            selector = FieldSelector.parse(text)
+        except SelectorError as exc:
+            raise StatusError(400, f"fieldSelector: {exc}") from None
+        allowed = {
+            "metadata.name",
+            "metadata.namespace",
+            *(f.lstrip(".") for f in served.decl.selectable_fields),
+        }
+        for requirement in selector.requirements:
+            if requirement.field not in allowed:
+                raise StatusError(
+                    400,
+                    f'field label not supported: "{requirement.field}" '
+                    f"(supported: {', '.join(sorted(allowed))})",
+                )
+        return selector
+
+    def _object(self, request: Request, served: ServedResource, obj: dict[str, Any], code: int) -> Response:
+        if _table_format(request):
+            return _json(code, served.table([obj], _query(request).get("includeObject", "Metadata")))
+        return _json(code, obj)
+
+    def _now(self) -> str:
+        return self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _no_path(path: str) -> StatusError:
+    return StatusError(404, f"the server could not find the requested resource ({path})")
+
+
+def _query(request: Request) -> dict[str, str]:
+    try:
+        pairs = parse_qsl(request.query, keep_blank_values=True, strict_parsing=False, max_num_fields=64)
+    except ValueError as exc:
+        raise StatusError(400, f"the query string is malformed: {exc}") from None
+    return dict(pairs)
+
+
+def _int(query: dict[str, str], name: str, default: int) -> int:
+    text = query.get(name)
+    if text is None or text == "":
+        return default
+    if not text.isascii() or not text.isdigit() or len(text) > 12:
+        raise StatusError(400, f"{name}: {text!r} is not a non-negative integer")
+    return int(text)
+
+
+def _version(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    text = str(value)
+    if not text.isascii() or not text.isdigit() or len(text) > 19:
+        raise StatusError(400, f"resourceVersion: {text[:40]!r} is not a resourceVersion this server made")
+    return int(text)
+
+
+def _labels(query: dict[str, str]) -> LabelSelector:
+    try:
+        return LabelSelector.parse(query.get("labelSelector", ""))
+    except SelectorError as exc:
+        raise StatusError(400, f"labelSelector: {exc}") from None
+
+
+def _media(request: Request) -> str:
+    return (request.header("content-type") or "").partition(";")[0].strip().lower()
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise StatusError(400, f"the body is not JSON: {exc}") from None
+
+
+def _body(request: Request, media: str) -> dict[str, Any]:
+    if _media(request) != media:
+        raise StatusError(415, f"Content-Type {_media(request)!r} is not accepted here: send {media}")
+    body = _decode(request.body)
+    if not isinstance(body, dict):
+        raise StatusError(400, "the body must be a JSON object")
+    return body
+
+
+def _metadata(body: dict[str, Any]) -> dict[str, Any]:
+    meta = body.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise StatusError(
+            422, "metadata must be an object", causes=[("FieldValueInvalid", "not an object", "metadata")]
+        )
+    return meta
+
+
+def _check_type(served: ServedResource, body: dict[str, Any]) -> None:
+    decl = served.decl
+    api_version, kind = body.setdefault("apiVersion", decl.api_version), body.setdefault("kind", decl.kind)
+    if api_version != decl.api_version or kind != decl.kind:
+        raise StatusError(
+            400,
+            f"the object is {api_version}/{kind}, but this endpoint serves {decl.api_version}/{decl.kind}",
+        )
+
+
+def _check_labels(meta: dict[str, Any]) -> None:
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise StatusError(422, "metadata.labels must be a map of strings")
+    for key, value in labels.items():
+        try:
+            if not isinstance(value, str):
+                raise SelectorError(f"the value of {key!r} is not a string")
+            validate_label_key(key)
+            validate_label_value(key, value)
+        except SelectorError as exc:
+            raise StatusError(
+                422,
+                f"metadata.labels: {exc}",
+                causes=[("FieldValueInvalid", str(exc), f"metadata.labels[{key}]")],
+            ) from None
+
+
+def _spec(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _same(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    return {
+        **new,
+        "metadata": {**new["metadata"], "resourceVersion": old["metadata"].get("resourceVersion")},
+    } == old
+
+
+def _table_format(request: Request) -> bool:
+    """True when the Accept header asks for a Table first (kubectl get); 406 when it accepts
+    nothing this server answers (JSON: a plain object, or a meta.k8s.io/v1 Table)."""
+    accept = request.header("accept")
+    if not accept:
+        return False
+    plain = False
+    for part in accept.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        options = dict(p.partition("=")[::2] for p in params)
+        if media not in ("application/json", "*/*", "application/*"):
+            continue
+        shape = options.get("as")
+        if shape == "Table" and options.get("g") == "meta.k8s.io" and options.get("v") in ("v1", "v1beta1"):
+            return not plain
+        if shape is None:
+            plain = True
+            return False
+    raise StatusError(
+        406, f"none of the media types in Accept ({accept[:200]}) can be answered; accept {JSON}"
+    )
+
+
+def _json(code: int, body: Any) -> Response:
+    return Response(code, orjson.dumps(body), JSON)
+
+
+def decode_segments(path: str, prefix: str) -> list[str]:
+    """The path's segments after ``prefix`` (percent-decoded, empty ones refused)."""
+    rest = path[len(prefix) :].strip("/")
+    if not rest:
+        return []
+    segments = [unquote(s) for s in rest.split("/")]
+    if any(not s for s in segments):
+        raise _no_path(path)
+    return segments

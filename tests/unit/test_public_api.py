@@ -115,6 +115,17 @@ def test_import_kubeop_is_cheap() -> None:
 
 
 SNAPSHOT: dict[str, list[str] | None] = {
+    "kubeop.apiserver": [
+        "APIServer",
+        "ListOptions",
+        "ListPage",
+        "MemoryStorage",
+        "RequestHeaderConfig",
+        "StatusError",
+        "Storage",
+        "StorageEvent",
+        "WatchOptions",
+    ],
     "kubeop.cache": [
         "Apply",
         "Backoff",

@@ -11,7 +11,7 @@ from kubeop.apiserver.auth import RequestHeaderConfig
 from kubeop.apiserver.memory import MemoryStorage
 from kubeop.apiserver.server import APIServer
 from kubeop.apiserver.status import StatusError
-from kubeop.apiserver.storage import ListOptions, ListPage, Storage, WatchEvent, WatchOptions
+from kubeop.apiserver.storage import ListOptions, ListPage, Storage, StorageEvent, WatchOptions
 
 __all__ = [
     "APIServer",
@@ -21,6 +21,6 @@ __all__ = [
     "RequestHeaderConfig",
     "StatusError",
     "Storage",
-    "WatchEvent",
+    "StorageEvent",
     "WatchOptions",
 ]

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from kubeop.apiserver.status import StatusError
-from kubeop.apiserver.storage import ListOptions, ListPage, WatchEvent, WatchOptions
+from kubeop.apiserver.storage import ListOptions, ListPage, StorageEvent, WatchOptions
 from kubeop.core.model import copy_json
 from kubeop.core.selectors import FieldSelector, LabelSelector
 
@@ -48,7 +48,7 @@ class _Watcher:
     def __init__(self, resource: str, options: WatchOptions, size: int) -> None:
         self.resource, self.namespace = resource, options.namespace
         self.labels, self.fields = options.labels, options.fields
-        self.queue: asyncio.Queue[WatchEvent | object] = asyncio.Queue(size)
+        self.queue: asyncio.Queue[StorageEvent | object] = asyncio.Queue(size)
         self.ended = False
 
     def offer(self, change: _Change) -> None:
@@ -226,17 +226,17 @@ class MemoryStorage:
 
     # -- watch ---------------------------------------------------------------------------------
 
-    def watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[WatchEvent, None]:
+    def watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[StorageEvent, None]:
         return self._watch(resource, options)
 
-    async def _watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[WatchEvent, None]:
+    async def _watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[StorageEvent, None]:
         watcher = _Watcher(resource, options, self._watch_queue)
         start = options.resource_version
-        first: Iterable[WatchEvent]
+        first: Iterable[StorageEvent]
         if start is None:
             objects = self._objects.get(resource, {})
             first = [
-                WatchEvent("ADDED", copy_json(objects[k]), _version_of(objects[k]))
+                StorageEvent("ADDED", copy_json(objects[k]), _version_of(objects[k]))
                 for k in sorted(objects)
                 if _in_namespace(k, options.namespace)
                 and _selected(objects[k], options.labels, options.fields)
@@ -261,13 +261,13 @@ class MemoryStorage:
                         item = await watcher.queue.get()
                 except TimeoutError:
                     if watcher.queue.empty():  # every change up to now was delivered
-                        yield WatchEvent(
+                        yield StorageEvent(
                             "BOOKMARK", {"metadata": {"resourceVersion": str(self._version)}}, self._version
                         )
                     continue
                 if item is _END:
                     return
-                assert isinstance(item, WatchEvent)
+                assert isinstance(item, StorageEvent)
                 yield item
         finally:
             watchers.discard(watcher)
@@ -280,19 +280,19 @@ class MemoryStorage:
 
 def _event_for(
     change: _Change, namespace: str | None, labels: LabelSelector, fields: FieldSelector
-) -> WatchEvent | None:
+) -> StorageEvent | None:
     if not _in_namespace(change.key, namespace):
         return None
     was = change.old is not None and _selected(change.old, labels, fields)
     now = change.new is not None and _selected(change.new, labels, fields)
     if now:
         assert change.new is not None
-        return WatchEvent("MODIFIED" if was else "ADDED", copy_json(change.new), change.resource_version)
+        return StorageEvent("MODIFIED" if was else "ADDED", copy_json(change.new), change.resource_version)
     if was:
         assert change.old is not None
         gone = copy_json(change.old)
         gone["metadata"]["resourceVersion"] = str(change.resource_version)
-        return WatchEvent("DELETED", gone, change.resource_version)
+        return StorageEvent("DELETED", gone, change.resource_version)
     return None
 
 

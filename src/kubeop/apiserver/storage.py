@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from kubeop.core.selectors import FieldSelector, LabelSelector
 
-__all__ = ["ListOptions", "ListPage", "Storage", "WatchEvent", "WatchOptions"]
+__all__ = ["ListOptions", "ListPage", "Storage", "StorageEvent", "WatchOptions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class WatchOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class WatchEvent:
+class StorageEvent:
     """``type`` ADDED, MODIFIED, DELETED or BOOKMARK (whose object holds only the version)."""
 
     type: str
@@ -106,7 +106,7 @@ class Storage(Protocol):
         uid: str | None = None,
     ) -> dict[str, Any]: ...
 
-    def watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[WatchEvent, None]:
+    def watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[StorageEvent, None]:
         """The events; raises StatusError 410 (on the first iteration) when the version asked
         for is older than the retained history. Ends when the storage closes or the watcher
         falls too far behind (the client resumes from its last version)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubeop.apiserver import ListOptions, ListPage, MemoryStorage, StatusError, WatchEvent, WatchOptions
+from kubeop.apiserver import ListOptions, ListPage, MemoryStorage, StatusError, StorageEvent, WatchOptions
 from kubeop.core.selectors import FieldSelector, LabelSelector
 
 R = "example.com/widgets"
@@ -18,8 +18,8 @@ def obj(name: str, ns: str = "default", **labels: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": ns, "labels": labels}, "spec": {"size": 1}}
 
 
-async def take(it: Any, n: int, timeout: float = 2.0) -> list[WatchEvent]:
-    out: list[WatchEvent] = []
+async def take(it: Any, n: int, timeout: float = 2.0) -> list[StorageEvent]:
+    out: list[StorageEvent] = []
     async with asyncio.timeout(timeout):
         while len(out) < n:
             out.append(await anext(it))

@@ -11,6 +11,7 @@ Authentication, in this order; anything else is 401:
    ``requestheader-allowed-names`` (any, when that list is empty). Only then are the user, groups
    and extra read from the ``X-Remote-User`` / ``X-Remote-Group`` / ``X-Remote-Extra-*`` headers
    (the names the ConfigMap gives); from anyone else those headers are ignored.
+   Every authenticated user is also in ``system:authenticated``, as k8s.io/apiserver has it.
 2. A direct caller's bearer token, authenticated with a TokenReview (cached: 60 s when
    authenticated, 10 s when not; keyed by an HMAC of the token, which is never stored or logged).
 
@@ -28,7 +29,7 @@ import logging
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -49,6 +50,7 @@ Review = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any]]]
 
 CONFIGMAP_NAMESPACE, CONFIGMAP_NAME = "kube-system", "extension-apiserver-authentication"
 _MAX_TOKEN = 16 * 1024
+_AUTHENTICATED = "system:authenticated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +176,7 @@ class Authenticator:
                     extra.setdefault(unquote(key[len(prefix) :]).lower(), []).extend(
                         v.strip() for v in value.split(",")
                     )
-        return User(name, "", tuple(groups), tuple(sorted((k, tuple(v)) for k, v in extra.items())))
+        return User(name, "", _authenticated(groups), tuple(sorted((k, tuple(v)) for k, v in extra.items())))
 
     async def _token(self, token: str) -> User | None:
         key = hmac.new(self._hmac_key, token.encode(), hashlib.sha256).digest()
@@ -197,7 +199,7 @@ class Authenticator:
                 result = User(
                     name,
                     str(info.get("uid") or ""),
-                    tuple(g for g in groups if isinstance(g, str)),
+                    _authenticated(g for g in groups if isinstance(g, str)),
                     tuple(
                         sorted(
                             (str(k), tuple(str(x) for x in v))
@@ -273,6 +275,15 @@ async def _send(review: Review, body: dict[str, Any]) -> Mapping[str, Any]:
         raise StatusError(
             503, f"the caller's credentials could not be reviewed ({body['kind']}); retry later"
         ) from None
+
+
+def _authenticated(groups: Iterable[str]) -> tuple[str, ...]:
+    """The groups with ``system:authenticated`` (k8s.io/apiserver adds it to every authenticated
+    user: it is what RBAC's system:discovery binding and most others name)."""
+    out = list(dict.fromkeys(groups))
+    if _AUTHENTICATED not in out:
+        out.append(_AUTHENTICATED)
+    return tuple(out)
 
 
 def _forbidden(user: User, attrs: Attributes) -> str:

@@ -1,6 +1,7 @@
-"""Discovery documents of an aggregated API: ``/apis`` (an APIGroupList of the one group),
-``/apis/<group>`` (its APIGroup) and ``/apis/<group>/<version>`` (an APIResourceList), the
-unaggregated form that kube-apiserver's aggregator reads from a server that offers no other."""
+"""Discovery documents of an aggregated API: ``/apis`` (an APIGroupList of the one group, or the
+aggregated APIGroupDiscoveryList when the Accept header asks for it: what kube-apiserver's
+discovery manager merges), ``/apis/<group>`` (its APIGroup) and ``/apis/<group>/<version>`` (an
+APIResourceList)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 from kubeop.apiserver.resource import ServedResource
 
-__all__ = ["api_group", "api_group_list", "api_resource_list"]
+__all__ = ["aggregated_discovery", "api_group", "api_group_list", "api_resource_list", "discovery_version"]
+
+_AGGREGATED = "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList"
 
 
 def api_group(group: str, version: str) -> dict[str, Any]:
@@ -36,3 +39,56 @@ def api_resource_list(group: str, version: str, resources: Sequence[ServedResour
         "groupVersion": f"{group}/{version}",
         "resources": [entry for r in resources for entry in r.discovery()],
     }
+
+
+def discovery_version(accept: str | None) -> str | None:
+    """``v2`` or ``v2beta1`` when ``accept`` asks for the aggregated discovery first, else None."""
+    for part in (accept or "").split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        options = dict(p.partition("=")[::2] for p in params)
+        if media not in ("application/json", "*/*"):
+            continue
+        if options.get("as") == "APIGroupDiscoveryList" and options.get("g") == "apidiscovery.k8s.io":
+            if options.get("v") in ("v2", "v2beta1"):
+                return options["v"]
+            continue
+        return None
+    return None
+
+
+def aggregated_discovery(
+    group: str, version: str, resources: Sequence[ServedResource], api_version: str
+) -> tuple[dict[str, Any], str]:
+    """The APIGroupDiscoveryList of the one group version, and its Content-Type."""
+    entries = []
+    for served in resources:
+        decl = served.decl
+        kind = {"group": group, "version": version, "kind": decl.kind}
+        entry: dict[str, Any] = {
+            "resource": decl.plural,
+            "responseKind": kind,
+            "scope": "Namespaced" if decl.namespaced else "Cluster",
+            "singularResource": decl.singular,
+            "verbs": served.discovery()[0]["verbs"],
+        }
+        if decl.short_names:
+            entry["shortNames"] = list(decl.short_names)
+        if decl.categories:
+            entry["categories"] = list(decl.categories)
+        if decl.status_subresource:
+            entry["subresources"] = [
+                {"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}
+            ]
+        entries.append(entry)
+    body = {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": f"apidiscovery.k8s.io/{api_version}",
+        "metadata": {},
+        "items": [
+            {
+                "metadata": {"name": group},
+                "versions": [{"version": version, "resources": entries, "freshness": "Current"}],
+            }
+        ],
+    }
+    return body, _AGGREGATED.format(api_version)

@@ -41,7 +41,13 @@ from kubeop.apiserver.auth import (
     RequestHeaderConfig,
     Review,
 )
-from kubeop.apiserver.discovery import api_group, api_group_list, api_resource_list
+from kubeop.apiserver.discovery import (
+    aggregated_discovery,
+    api_group,
+    api_group_list,
+    api_resource_list,
+    discovery_version,
+)
 from kubeop.apiserver.handlers import JSON, Attributes, Handlers, decode_segments
 from kubeop.apiserver.memory import MemoryStorage
 from kubeop.apiserver.openapi import OpenApi
@@ -226,6 +232,9 @@ class APIServer:
         if request.method not in ("GET", "HEAD"):
             raise StatusError(405, f"{request.method} is not allowed on {path}")
         await self._authz.authorize(user, Attributes("get", path))
+        if path.rstrip("/") == "/apis" and (wanted := discovery_version(request.header("accept"))):
+            body, media = aggregated_discovery(self.group, self.version, self.resources, wanted)
+            return Response(200, orjson.dumps(body), media)
         document = self._document(path)
         if document is None:
             raise StatusError(404, f"the server could not find the requested resource ({path})")

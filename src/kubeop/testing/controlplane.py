@@ -40,6 +40,8 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # no default route (TEST-NET-1, RFC 5737: never routed; with the endpoint reconciler off nothing
 # ever dials it).
 FALLBACK_ADVERTISE_ADDRESS = "192.0.2.1"
+# The common name of the client certificate kube-apiserver proxies to aggregated API servers with.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 #: The full cluster's default StorageClass. Its volumes are hostPath directories under
 #: ``<data_dir>/volumes`` (the class's ``path`` parameter), created by a provisioner that watches
 #: for claims naming ``HOSTPATH_PROVISIONER`` (``examples/hostpath_provisioner``, a kubeop
@@ -132,6 +134,18 @@ def apiserver_args(
         "--allow-privileged=true",
         "--endpoint-reconciler-type=none",
         "--profiling=false",
+        # the aggregation layer: kube-apiserver proxies to extension API servers with this client
+        # certificate, which they verify against the requestheader CA before trusting the
+        # X-Remote-* headers (no --enable-aggregator-routing: with it an APIService needs
+        # Endpoints, which may not be loopback addresses; without it an ExternalName Service
+        # naming 127.0.0.1 reaches a server on this machine)
+        f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
     ]
     if not default_route:
         args.append(f"--advertise-address={FALLBACK_ADVERTISE_ADDRESS}")
@@ -344,6 +358,10 @@ class ControlPlane:
 
     def _write_pki(self) -> None:
         pki = self.pki_dir
+        if not (pki / "front-proxy-client.crt").exists():  # also for clusters made before it
+            front_proxy = CertificateAuthority.create("kubeop-front-proxy-ca")
+            front_proxy.save(pki, "front-proxy-ca")
+            front_proxy.issue_to(pki, "front-proxy-client", FRONT_PROXY_CLIENT, client=True)
         ca_pair = CertPair(pki / "ca.crt", pki / "ca.key")
         if ca_pair.cert.exists() and ca_pair.key.exists() and (pki / "admin.crt").exists():
             return  # persistent cluster restarted: keep its identity so kubeconfigs stay valid

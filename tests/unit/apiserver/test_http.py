@@ -51,6 +51,13 @@ async def test_discovery_and_openapi(env: Env) -> None:
         names = {r["name"]: r for r in resources["resources"]}
         assert set(names) == {"widgets", "widgets/status"}
         assert names["widgets"]["shortNames"] == ["wd"] and "watch" in names["widgets"]["verbs"]
+        aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+        async with s.get(env.base + "/apis", headers={"Accept": aggregated}) as resp:
+            assert resp.headers["Content-Type"].endswith("as=APIGroupDiscoveryList")
+            (item,) = orjson.loads(await resp.read())["items"]
+        (served,) = item["versions"][0]["resources"]
+        assert served["resource"] == "widgets" and served["scope"] == "Namespaced"
+        assert served["subresources"][0]["subresource"] == "status"
         code, index = await call(s, "GET", env.base + "/openapi/v3")
         url = index["paths"]["apis/example.com/v1alpha1"]["serverRelativeURL"]
         code, doc = await call(s, "GET", env.base + url)

@@ -1,0 +1,205 @@
+"""An aggregated API on the real control plane: kube-apiserver proxies /apis/example.com/v1alpha1
+to an APIServer running in this test process, through an APIService whose Service is an
+ExternalName naming 127.0.0.1 (the working shape on a loopback control plane: without
+--enable-aggregator-routing the aggregator dials an ExternalName's host directly; Endpoints, which
+it needs with that flag, may not hold loopback addresses).
+
+kubectl get/apply/delete go through the aggregator; the APIService becomes Available; a user
+without the verb gets 403 from our server's SubjectAccessReview; a kubeop informer lists and
+watches the aggregated resource. A module of its own control plane: APIServices are cluster-wide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from kubeop.apiserver import APIServer, MemoryStorage
+from kubeop.cache import FuncHandler, SharedInformerFactory
+from kubeop.client import Client, load_kubeconfig
+from kubeop.core import pki
+from kubeop.core.resource import ApiResource
+from kubeop.crd import CustomResource, PrinterColumn
+from kubeop.crd.resource import CamelModel, ObjectMeta
+from kubeop.testing import ControlPlane
+
+pytestmark = pytest.mark.controlplane
+
+NS = "agg-e2e"
+SERVICE = "widgets-api"
+APISERVICES = ApiResource("apiregistration.k8s.io", "v1", "apiservices", kind="APIService", namespaced=False)
+
+
+class WidgetSpec(CamelModel):
+    size: int = 1
+
+
+class Widget(
+    CustomResource,
+    group="example.com",
+    version="v1alpha1",
+    printer_columns=[PrinterColumn("Size", ".spec.size", "integer")],
+):
+    spec: WidgetSpec
+
+
+@pytest.fixture(scope="module")
+def cp() -> Iterator[ControlPlane]:
+    with ControlPlane(full=False) as plane:
+        plane.create_namespace(NS)
+        yield plane
+
+
+def _serving(directory: Path) -> bytes:
+    """A CA and a serving certificate for the name the aggregator checks (<service>.<ns>.svc)."""
+    ca_key = pki.new_key()
+    ca = pki.self_signed_ca(ca_key, "widgets-api-ca", dt.timedelta(days=1), path_length=0)
+    key, cert = pki.issue(
+        ca_key, ca, SERVICE, dt.timedelta(days=1), hosts=[f"{SERVICE}.{NS}.svc", "127.0.0.1"], server=True
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "tls.key").write_bytes(pki.key_pem(key))
+    return ca.public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.fixture
+async def served(cp: ControlPlane, tmp_path: Path) -> AsyncIterator[tuple[APIServer, Client]]:
+    ca = _serving(tmp_path / "certs")
+    client = Client(load_kubeconfig(cp.kubeconfig_path))
+    server = APIServer([Widget], MemoryStorage(), address="127.0.0.1:0", cert_dir=tmp_path / "certs")
+    await server.start(client)
+    cp.kubectl("apply", "-f", "-", input=_manifests(server.port, ca))
+    try:
+        yield server, client
+    finally:
+        cp.kubectl("delete", "apiservice", "v1alpha1.example.com", "--ignore-not-found", check=False)
+        await server.stop()
+        await client.close()
+
+
+def _manifests(port: int, ca: bytes) -> str:
+    return f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: {SERVICE}, namespace: {NS}}}
+spec:
+  type: ExternalName
+  externalName: 127.0.0.1
+  ports: [{{port: {port}, protocol: TCP}}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: v1alpha1.example.com}}
+spec:
+  group: example.com
+  version: v1alpha1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {{name: {SERVICE}, namespace: {NS}, port: {port}}}
+  caBundle: {base64.b64encode(ca).decode()}
+"""
+
+
+async def _available(client: Client, timeout: float = 60.0) -> dict[str, Any]:
+    last: Any = None
+    async with asyncio.timeout(timeout):
+        while True:
+            last = await client.get(APISERVICES, "v1alpha1.example.com")
+            conditions = {c["type"]: c for c in last.get("status", {}).get("conditions", [])}
+            if conditions.get("Available", {}).get("status") == "True":
+                return dict(last)
+            await asyncio.sleep(0.5)
+
+
+async def _discovered(cp: ControlPlane, timeout: float = 90.0) -> None:
+    """Until kube-apiserver's merged discovery lists the widgets (its discovery manager fetches
+    ours once the APIService is added; api-resources also refreshes kubectl's cache)."""
+    async with asyncio.timeout(timeout):
+        while (
+            "widgets"
+            not in (await _kubectl(cp, "api-resources", "--api-group=example.com", check=False)).stdout
+        ):
+            await asyncio.sleep(1)
+
+
+async def _kubectl(cp: ControlPlane, *args: str, **kw: Any) -> Any:
+    return await asyncio.to_thread(cp.kubectl, *args, **kw)
+
+
+WIDGET = f"""
+apiVersion: example.com/v1alpha1
+kind: Widget
+metadata: {{name: small, namespace: {NS}}}
+spec: {{size: 2}}
+"""
+
+
+async def test_kubectl_through_the_aggregator(cp: ControlPlane, served: tuple[APIServer, Client]) -> None:
+    _, client = served
+    apiservice = await _available(client)
+    assert apiservice["status"]["conditions"][0]["status"] == "True"
+    await _discovered(cp)
+    await _kubectl(cp, "apply", "-f", "-", input=WIDGET)
+    table = (await _kubectl(cp, "get", "widgets", "-n", NS)).stdout
+    assert "NAME" in table and "SIZE" in table and "small" in table and " 2" in table
+    await _kubectl(cp, "apply", "-f", "-", input=WIDGET.replace("size: 2", "size: 3"))
+    got = await client.get(Widget, "small", namespace=NS)
+    assert got.spec.size == 3 and got.metadata.generation == 2
+    resources = (await _kubectl(cp, "api-resources", "--api-group=example.com")).stdout
+    assert "widgets" in resources
+    await _kubectl(cp, "delete", "widget", "small", "-n", NS)
+    missing = await _kubectl(cp, "get", "widget", "small", "-n", NS, check=False)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr
+
+
+async def test_rbac_is_enforced_by_our_server(cp: ControlPlane, served: tuple[APIServer, Client]) -> None:
+    _, client = served
+    await _available(client)
+    await _discovered(cp)
+    await _kubectl(cp, "apply", "-f", "-", input=WIDGET)
+    await _kubectl(
+        cp, "create", "role", "widget-reader", "-n", NS, "--verb=get,list", "--resource=widgets.example.com"
+    )
+    await _kubectl(
+        cp, "create", "rolebinding", "carol-reads", "-n", NS, "--role=widget-reader", "--user=carol"
+    )
+    carol = await asyncio.to_thread(cp.kubeconfig_for_user, "carol")
+    listed = await _kubectl(cp, "get", "widgets", "-n", NS, "-o", "name", kubeconfig=carol)
+    assert listed.stdout.strip() == "widget.example.com/small"
+    refused = await _kubectl(cp, "delete", "widget", "small", "-n", NS, kubeconfig=carol, check=False)
+    assert refused.returncode != 0
+    assert 'User "carol" cannot delete resource "widgets" in API group "example.com"' in refused.stderr
+
+
+async def test_a_kubeop_informer_lists_and_watches_the_aggregated_resource(
+    cp: ControlPlane, served: tuple[APIServer, Client]
+) -> None:
+    _, client = served
+    await _available(client)
+    seen: asyncio.Queue[str] = asyncio.Queue()
+    async with SharedInformerFactory(client) as factory:
+        informer = factory.informer(Widget, namespace=NS)
+        informer.add_event_handler(
+            FuncHandler(on_add=lambda obj, _initial: seen.put_nowait(f"add {_name(obj)}"))
+        )
+        factory.start()
+        assert await factory.wait_for_cache_sync(timeout=30)
+        await client.create(
+            Widget(metadata=ObjectMeta(name="watched", namespace=NS), spec=WidgetSpec(size=5))
+        )
+        async with asyncio.timeout(30):
+            while (event := await seen.get()) != "add watched":
+                pass
+        assert event == "add watched"
+
+
+def _name(obj: Any) -> str:
+    return str(obj["metadata"]["name"] if isinstance(obj, dict) else obj.metadata.name)

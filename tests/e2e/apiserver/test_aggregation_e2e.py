@@ -123,10 +123,10 @@ async def _discovered(cp: ControlPlane, timeout: float = 90.0) -> None:
     """Until kube-apiserver's merged discovery lists the widgets (its discovery manager fetches
     ours once the APIService is added; api-resources also refreshes kubectl's cache)."""
     async with asyncio.timeout(timeout):
-        while (
-            "widgets"
-            not in (await _kubectl(cp, "api-resources", "--api-group=example.com", check=False)).stdout
-        ):
+        while True:
+            listed = await _kubectl(cp, "api-resources", "--api-group=example.com", check=False)
+            if "widgets" in listed.stdout:
+                return
             await asyncio.sleep(1)
 
 

@@ -125,6 +125,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "Storage",
         "StorageEvent",
         "WatchOptions",
+        "apiserver_manifests",
     ],
     "kubeop.cache": [
         "Apply",

@@ -8,6 +8,7 @@ Service and RBAC that put it behind kube-apiserver. See docs/concepts/aggregatio
 from __future__ import annotations
 
 from kubeop.apiserver.auth import RequestHeaderConfig
+from kubeop.apiserver.manifests import apiserver_manifests
 from kubeop.apiserver.memory import MemoryStorage
 from kubeop.apiserver.server import APIServer
 from kubeop.apiserver.status import StatusError
@@ -23,4 +24,5 @@ __all__ = [
     "Storage",
     "StorageEvent",
     "WatchOptions",
+    "apiserver_manifests",
 ]

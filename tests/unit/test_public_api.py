@@ -121,6 +121,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "ListPage",
         "MemoryStorage",
         "RequestHeaderConfig",
+        "SQLiteStorage",
         "StatusError",
         "Storage",
         "StorageEvent",

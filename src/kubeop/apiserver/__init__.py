@@ -11,6 +11,7 @@ from kubeop.apiserver.auth import RequestHeaderConfig
 from kubeop.apiserver.manifests import apiserver_manifests
 from kubeop.apiserver.memory import MemoryStorage
 from kubeop.apiserver.server import APIServer
+from kubeop.apiserver.sqlite import SQLiteStorage
 from kubeop.apiserver.status import StatusError
 from kubeop.apiserver.storage import ListOptions, ListPage, Storage, StorageEvent, WatchOptions
 
@@ -20,6 +21,7 @@ __all__ = [
     "ListPage",
     "MemoryStorage",
     "RequestHeaderConfig",
+    "SQLiteStorage",
     "StatusError",
     "Storage",
     "StorageEvent",

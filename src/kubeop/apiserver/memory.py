@@ -202,27 +202,46 @@ class MemoryStorage:
     def _write(
         self, resource: str, key: _Key, old: dict[str, Any] | None, obj: dict[str, Any] | None
     ) -> dict[str, Any]:
-        self._version += 1
-        version = self._version
+        version = self._version + 1
+        new = None
+        if obj is not None:
+            new = copy_json(obj)
+            new.setdefault("metadata", {})["resourceVersion"] = str(version)
+        change = _Change(version, resource, key, old, new)
+        self._persist(change)  # first: a write that cannot be kept changes nothing
+        self._version = version
         objects = self._objects.setdefault(resource, {})
-        if obj is None:
+        if new is None:
             assert old is not None
             del objects[key]
-            new = None
             answer = copy_json(old)
             answer["metadata"]["resourceVersion"] = str(version)
         else:
-            new = copy_json(obj)
-            new.setdefault("metadata", {})["resourceVersion"] = str(version)
             objects[key] = new
             answer = copy_json(new)
-        change = _Change(version, resource, key, old, new)
         self._history.append(change)
         while len(self._history) > self._history_size:
             self._compacted = self._history.popleft().resource_version
         for watcher in list(self._watchers.get(resource, ())):
             watcher.offer(change)
         return answer  # type: ignore[no-any-return]
+
+    def _persist(self, change: _Change) -> None:
+        """Keep ``change`` elsewhere before it is applied (a durable storage's hook; raises
+        StatusError to refuse it)."""
+
+    def _restore(
+        self,
+        objects: Iterable[tuple[str, _Key, dict[str, Any]]],
+        history: Iterable[_Change],
+        version: int,
+        compacted: int,
+    ) -> None:
+        """Start from a saved state: the objects, the retained changes (oldest first) and the versions."""
+        for resource, key, obj in objects:
+            self._objects.setdefault(resource, {})[key] = obj
+        self._history.extend(history)
+        self._version, self._compacted = version, compacted
 
     # -- watch ---------------------------------------------------------------------------------
 

@@ -1,17 +1,41 @@
-"""MemoryStorage: versions, optimistic concurrency, selectors, paging from one snapshot, watch
-replay, selector transitions, bookmarks and 410 once the history no longer covers a version."""
+"""MemoryStorage and SQLiteStorage (one suite): versions, optimistic concurrency, selectors,
+paging from one snapshot, watch replay, selector transitions, bookmarks and 410 once the history
+no longer covers a version."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kubeop.apiserver import ListOptions, ListPage, MemoryStorage, StatusError, StorageEvent, WatchOptions
+from kubeop.apiserver.sqlite import SQLiteStorage
 from kubeop.core.selectors import FieldSelector, LabelSelector
 
 R = "example.com/widgets"
+Make = Callable[..., MemoryStorage]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make]:
+    made: list[MemoryStorage] = []
+
+    def build(**options: Any) -> MemoryStorage:
+        storage = (
+            MemoryStorage(**options)
+            if request.param == "memory"
+            else SQLiteStorage(tmp_path / "db", **options)
+        )
+        made.append(storage)
+        return storage
+
+    yield build
+    for storage in made:
+        if isinstance(storage, SQLiteStorage):
+            storage._db.close()
 
 
 def obj(name: str, ns: str = "default", **labels: str) -> dict[str, Any]:
@@ -26,8 +50,8 @@ async def take(it: Any, n: int, timeout: float = 2.0) -> list[StorageEvent]:
     return out
 
 
-async def test_versions_increase_and_conflicts_are_409() -> None:
-    s = MemoryStorage()
+async def test_versions_increase_and_conflicts_are_409(make: Make) -> None:
+    s = make()
     a = await s.create(R, "default", "a", obj("a"))
     b = await s.create(R, "default", "b", obj("b"))
     assert int(b["metadata"]["resourceVersion"]) > int(a["metadata"]["resourceVersion"])
@@ -49,8 +73,8 @@ async def test_versions_increase_and_conflicts_are_409() -> None:
     assert (missing.value.code, missing.value.reason) == (404, "NotFound")
 
 
-async def test_returned_objects_are_copies() -> None:
-    s = MemoryStorage()
+async def test_returned_objects_are_copies(make: Make) -> None:
+    s = make()
     created = await s.create(R, "default", "a", obj("a"))
     created["spec"]["size"] = 99
     assert (await s.get(R, "default", "a"))["spec"]["size"] == 1
@@ -60,8 +84,8 @@ def names(page: ListPage) -> list[str]:
     return [i["metadata"]["name"] for i in page.items]
 
 
-async def test_list_filters_by_namespace_and_selectors() -> None:
-    s = MemoryStorage()
+async def test_list_filters_by_namespace_and_selectors(make: Make) -> None:
+    s = make()
     await s.create(R, "one", "a", obj("a", "one", app="web"))
     await s.create(R, "two", "b", obj("b", "two", app="web"))
     await s.create(R, "two", "c", obj("c", "two", app="db"))
@@ -71,8 +95,8 @@ async def test_list_filters_by_namespace_and_selectors() -> None:
     assert names(await s.list(R, ListOptions(fields=FieldSelector.parse("metadata.name!=b")))) == ["a", "c"]
 
 
-async def test_pages_come_from_the_first_pages_snapshot() -> None:
-    s = MemoryStorage()
+async def test_pages_come_from_the_first_pages_snapshot(make: Make) -> None:
+    s = make()
     for name in "abcde":
         await s.create(R, "default", name, obj(name))
     first = await s.list(R, ListOptions(limit=2))
@@ -94,8 +118,8 @@ async def test_pages_come_from_the_first_pages_snapshot() -> None:
     assert bad.value.code == 400
 
 
-async def test_watch_replays_then_follows_and_sees_selector_transitions() -> None:
-    s = MemoryStorage()
+async def test_watch_replays_then_follows_and_sees_selector_transitions(make: Make) -> None:
+    s = make()
     a = await s.create(R, "default", "a", obj("a", app="web"))
     start = int(a["metadata"]["resourceVersion"])
     await s.create(R, "default", "b", obj("b", app="web"))
@@ -119,8 +143,8 @@ async def test_watch_replays_then_follows_and_sees_selector_transitions() -> Non
     await it.aclose()
 
 
-async def test_watch_without_version_starts_with_the_objects_and_sends_bookmarks() -> None:
-    s = MemoryStorage()
+async def test_watch_without_version_starts_with_the_objects_and_sends_bookmarks(make: Make) -> None:
+    s = make()
     await s.create(R, "default", "a", obj("a"))
     it = s.watch(R, WatchOptions(bookmarks=True, bookmark_interval=0.05))
     added, bookmark = await take(it, 2)
@@ -129,8 +153,8 @@ async def test_watch_without_version_starts_with_the_objects_and_sends_bookmarks
     await it.aclose()
 
 
-async def test_watch_from_a_compacted_version_is_410() -> None:
-    s = MemoryStorage(history=2)
+async def test_watch_from_a_compacted_version_is_410(make: Make) -> None:
+    s = make(history=2)
     for name in "abc":
         await s.create(R, "default", name, obj(name))
     with pytest.raises(StatusError) as expired:
@@ -138,8 +162,8 @@ async def test_watch_from_a_compacted_version_is_410() -> None:
     assert (expired.value.code, expired.value.reason) == (410, "Expired")
 
 
-async def test_a_watcher_that_falls_behind_is_ended() -> None:
-    s = MemoryStorage(watch_queue=2)
+async def test_a_watcher_that_falls_behind_is_ended(make: Make) -> None:
+    s = make(watch_queue=2)
     it = s.watch(R, WatchOptions(resource_version=0))
     waiting = asyncio.ensure_future(anext(it))
     await asyncio.sleep(0)
@@ -150,8 +174,8 @@ async def test_a_watcher_that_falls_behind_is_ended() -> None:
     assert len(rest) <= 2
 
 
-async def test_close_ends_every_watch() -> None:
-    s = MemoryStorage()
+async def test_close_ends_every_watch(make: Make) -> None:
+    s = make()
     it = s.watch(R, WatchOptions())
     waiting = asyncio.ensure_future(anext(it))
     await asyncio.sleep(0)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from cryptography.hazmat.primitives import serialization
 
@@ -161,7 +163,7 @@ async def test_kubectl_through_the_aggregator(cp: ControlPlane, served: tuple[AP
 
 
 async def test_rbac_is_enforced_by_our_server(cp: ControlPlane, served: tuple[APIServer, Client]) -> None:
-    _, client = served
+    server, client = served
     await _available(client)
     await _discovered(cp)
     await _kubectl(cp, "apply", "-f", "-", input=WIDGET)
@@ -177,6 +179,23 @@ async def test_rbac_is_enforced_by_our_server(cp: ControlPlane, served: tuple[AP
     refused = await _kubectl(cp, "delete", "widget", "small", "-n", NS, kubeconfig=carol, check=False)
     assert refused.returncode != 0
     assert 'User "carol" cannot delete resource "widgets" in API group "example.com"' in refused.stderr
+    # kube-apiserver authorizes before it proxies; our server decides again on its own: straight
+    # to it with the front proxy's certificate (as kube-apiserver sends it), carol may get, not delete
+    proxy = ssl.create_default_context()
+    proxy.check_hostname = False
+    proxy.verify_mode = ssl.CERT_NONE  # the server's certificate is not what this checks
+    proxy.load_cert_chain(
+        str(cp.pki_dir / "front-proxy-client.crt"), str(cp.pki_dir / "front-proxy-client.key")
+    )
+    url = f"{server.url}/apis/example.com/v1alpha1/namespaces/{NS}/widgets/small"
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=proxy), headers={"X-Remote-User": "carol"}
+    ) as s:
+        async with s.get(url) as got:
+            assert got.status == 200
+        async with s.delete(url) as denied:
+            status = await denied.json()
+            assert denied.status == 403 and status["reason"] == "Forbidden"
 
 
 async def test_a_kubeop_informer_lists_and_watches_the_aggregated_resource(

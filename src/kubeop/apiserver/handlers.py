@@ -234,13 +234,24 @@ class Handlers:
         if target.name:
             fields = fields & FieldSelector.from_fields({"metadata.name": target.name})
         version = _version(query.get("resourceVersion"))
+        initial = query.get("sendInitialEvents") == "true"
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        if initial and (not bookmarks or query.get("resourceVersionMatch") != "NotOlderThan"):
+            raise StatusError(
+                422,
+                "sendInitialEvents=true needs allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan",
+                causes=[
+                    ("FieldValueForbidden", "needs allowWatchBookmarks and NotOlderThan", "sendInitialEvents")
+                ],
+            )
         options = WatchOptions(
             namespace=target.namespace if served.namespaced and target.namespace else None,
             labels=_labels(query),
             fields=fields,
             resource_version=None if version == 0 else version,
-            bookmarks=query.get("allowWatchBookmarks") in ("true", "1"),
+            bookmarks=bookmarks,
             bookmark_interval=self.bookmark_interval,
+            initial_events=initial,
         )
         seconds = _int(query, "timeoutSeconds", _DEFAULT_WATCH_SECONDS) or _DEFAULT_WATCH_SECONDS
         table = _table_format(request)

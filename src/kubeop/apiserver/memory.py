@@ -31,6 +31,7 @@ __all__ = ["MemoryStorage"]
 
 _Key = tuple[str, str]  # (namespace, name)
 _END = object()
+_INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +252,12 @@ class MemoryStorage:
     async def _watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[StorageEvent, None]:
         watcher = _Watcher(resource, options, self._watch_queue)
         start = options.resource_version
-        first: Iterable[StorageEvent]
-        if start is None:
+        first: list[StorageEvent]
+        if options.initial_events and start is not None and start > self._version:
+            raise StatusError(
+                504, f"Too large resource version: {start}, current: {self._version}", reason="Timeout"
+            )
+        if start is None or options.initial_events:
             objects = self._objects.get(resource, {})
             first = [
                 StorageEvent("ADDED", copy_json(objects[k]), _version_of(objects[k]))
@@ -269,6 +274,9 @@ class MemoryStorage:
                 for e in (_event_for(c, options.namespace, options.labels, options.fields) for c in changes)
                 if e is not None
             ]
+        if options.initial_events:
+            meta = {"resourceVersion": str(self._version), "annotations": {_INITIAL_EVENTS_END: "true"}}
+            first.append(StorageEvent("BOOKMARK", {"metadata": meta}, self._version))
         watchers = self._watchers.setdefault(resource, set())
         watchers.add(watcher)  # no await since the snapshot above: nothing is missed or repeated
         try:

@@ -59,7 +59,9 @@ class ListPage:
 class WatchOptions:
     """One watch: ``resource_version`` None to start with the current objects as ADDED events,
     else the version after which changes are replayed; ``bookmarks`` to receive BOOKMARK events
-    every ``bookmark_interval`` seconds of quiet."""
+    every ``bookmark_interval`` seconds of quiet. ``initial_events`` (a streaming list): the
+    current objects as ADDED events whatever the version, then a BOOKMARK annotated
+    ``k8s.io/initial-events-end``, then the changes."""
 
     namespace: str | None = None
     labels: LabelSelector = field(default_factory=LabelSelector)
@@ -67,6 +69,7 @@ class WatchOptions:
     resource_version: int | None = None
     bookmarks: bool = False
     bookmark_interval: float = 10.0
+    initial_events: bool = False
 
 
 @dataclass(frozen=True, slots=True)

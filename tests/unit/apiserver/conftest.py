@@ -95,6 +95,12 @@ def _context(ca: Path, cert: Path | None = None, key: Path | None = None) -> ssl
 
 
 @pytest.fixture
+def serving_ca(tmp_path: Path) -> str:
+    """The CA file the env's server certificate is signed by."""
+    return str(tmp_path / "serving-ca.crt")
+
+
+@pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
     serving = CertificateAuthority.create("serving-ca")
     serving.save(tmp_path, "serving-ca")

@@ -250,3 +250,10 @@ async def test_input_limits(env: Env) -> None:
         assert code == 404
         code, _ = await call(s, "GET", env.base + NS, params={"limit": "-1"})
         assert code == 400
+
+
+def test_the_server_is_a_manager_runnable(env: Env) -> None:
+    from kubeop.manager.runnable import Phase, Runnable
+
+    assert isinstance(env.server, Runnable)
+    assert env.server.phase is Phase.SERVERS and not env.server.needs_leader

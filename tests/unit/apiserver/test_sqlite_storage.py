@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kubeop.apiserver import StatusError, WatchOptions
+from kubeop.apiserver import APIServer, StatusError, WatchOptions
 from kubeop.apiserver.sqlite import SQLiteStorage
+from tests.unit.apiserver.conftest import Env, Widget
+from tests.unit.apiserver.test_http import NS, call, widget
 from tests.unit.apiserver.test_storage import R, obj
 
 
@@ -73,3 +76,38 @@ async def test_a_refused_write_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(StatusError):
         await storage.get(R, "default", "b")
     await storage.close()
+
+
+async def test_a_restarted_server_serves_the_same_objects(env: Env, tmp_path: Path) -> None:
+    """The server over HTTPS, stopped and started again on the same SQLite file."""
+    path = tmp_path / "served.db"
+    config, review = env.server._authn.config, env.reviews  # type: ignore[union-attr]
+    url = env.base.rsplit(":", 1)[0]
+    made: dict[str, Any] = {}
+    for attempt in range(2):
+        server = APIServer(
+            [Widget],
+            SQLiteStorage(path),
+            address="127.0.0.1:0",
+            cert_dir=env.server.cert_dir,
+            requestheader=config,
+            review=review,
+        )
+        await server.start()
+        try:
+            async with env.as_user("alice") as s:
+                base = f"{url}:{server.port}{NS}"
+                if attempt == 0:
+                    code, made = await call(s, "POST", base, widget("kept", 7))
+                    assert code == 201
+                else:
+                    code, got = await call(s, "GET", base + "/kept")
+                    assert code == 200 and got == made
+                    code, moved = await call(
+                        s, "PATCH", base + "/kept", {"spec": {"size": 8}}, "application/merge-patch+json"
+                    )
+                    assert int(moved["metadata"]["resourceVersion"]) > int(
+                        made["metadata"]["resourceVersion"]
+                    )
+        finally:
+            await server.stop()

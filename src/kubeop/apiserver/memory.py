@@ -106,12 +106,14 @@ class MemoryStorage:
     # -- reads ---------------------------------------------------------------------------------
 
     async def get(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        """The object ``namespace/name`` (a copy); StatusError 404 when there is none."""
         obj = self._objects.get(resource, {}).get((namespace, name))
         if obj is None:
             raise _not_found(resource, name)
         return copy_json(obj)  # type: ignore[no-any-return]
 
     async def list(self, resource: str, options: ListOptions) -> ListPage:
+        """One page of the objects matching ``options`` (selectors, limit, continue), at one version."""
         version, after = self._version, None
         if options.continue_token:
             version, after = _decode_continue(options.continue_token)
@@ -160,6 +162,7 @@ class MemoryStorage:
     # -- writes --------------------------------------------------------------------------------
 
     async def create(self, resource: str, namespace: str, name: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a new object and return it with its resourceVersion; StatusError 409 if it exists."""
         objects = self._objects.setdefault(resource, {})
         if (namespace, name) in objects:
             group, _, plural = resource.partition("/")
@@ -175,6 +178,7 @@ class MemoryStorage:
     async def update(
         self, resource: str, namespace: str, name: str, obj: dict[str, Any], *, resource_version: int | None
     ) -> dict[str, Any]:
+        """Replace the object; StatusError 404 if gone, 409 if ``resource_version`` is not current."""
         old = self._objects.get(resource, {}).get((namespace, name))
         if old is None:
             raise _not_found(resource, name)
@@ -191,6 +195,7 @@ class MemoryStorage:
         resource_version: int | None = None,
         uid: str | None = None,
     ) -> dict[str, Any]:
+        """Remove the object, returning its last state; StatusError 404 if gone, 409 on a precondition."""
         old = self._objects.get(resource, {}).get((namespace, name))
         if old is None:
             raise _not_found(resource, name)
@@ -247,6 +252,7 @@ class MemoryStorage:
     # -- watch ---------------------------------------------------------------------------------
 
     def watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[StorageEvent, None]:
+        """The events from ``options``' version on (see :meth:`Storage.watch`)."""
         return self._watch(resource, options)
 
     async def _watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[StorageEvent, None]:
@@ -300,6 +306,7 @@ class MemoryStorage:
             watchers.discard(watcher)
 
     async def close(self) -> None:
+        """End every watch and release what the storage holds."""
         for watchers in self._watchers.values():
             for watcher in list(watchers):
                 watcher.end()

@@ -140,15 +140,19 @@ class APIServer:
 
     @property
     def url(self) -> str:
+        """The address it serves on (``https://host:port``), once started."""
         host = "127.0.0.1" if self.host is None else f"[{self.host}]" if ":" in self.host else self.host
         return f"https://{host}:{self.port}"
 
     def ready(self) -> bool:
+        """Whether it is serving now (the Manager's readiness check)."""
         return self._http is not None and self._http.serving
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set (as a Manager's runnable), with ``cluster``'s client for
+        authentication and authorization reviews."""
         await self.start(cluster.api)
         try:
             await stop.wait()
@@ -201,6 +205,7 @@ class APIServer:
         )
 
     async def stop(self) -> None:
+        """Stop serving, close the connections, then close the storage."""
         if self._http is not None:
             await self._http.stop()
             self._http = None

@@ -115,6 +115,7 @@ class SQLiteStorage(MemoryStorage):
             raise StatusError(500, f"the write could not be stored: {exc}") from None
 
     def compact(self) -> None:
+        """Forget the whole history, in the file too: older versions become 410."""
         super().compact()
         self._db.execute("BEGIN")
         self._db.execute("DELETE FROM changes")
@@ -122,6 +123,7 @@ class SQLiteStorage(MemoryStorage):
         self._db.execute("COMMIT")
 
     async def close(self) -> None:
+        """End every watch and close the database file."""
         await super().close()
         self._db.close()
 

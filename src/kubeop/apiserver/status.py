@@ -54,6 +54,7 @@ class StatusError(Exception):
         self.causes = tuple(causes)
 
     def status(self) -> dict[str, Any]:
+        """The error as a Kubernetes ``Status`` object (what the response body carries)."""
         return status_body(
             self.code,
             self.message,

@@ -87,17 +87,23 @@ class Storage(Protocol):
     and returned are plain JSON dicts, never shared with the caller. Failures raise
     :class:`~kubeop.apiserver.status.StatusError`."""
 
-    async def get(self, resource: str, namespace: str, name: str) -> dict[str, Any]: ...
+    async def get(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        """The object ``namespace/name`` (a copy); StatusError 404 when there is none."""
+        ...
 
-    async def list(self, resource: str, options: ListOptions) -> ListPage: ...
+    async def list(self, resource: str, options: ListOptions) -> ListPage:
+        """One page of the objects matching ``options`` (selectors, limit, continue), at one version."""
+        ...
 
-    async def create(
-        self, resource: str, namespace: str, name: str, obj: dict[str, Any]
-    ) -> dict[str, Any]: ...
+    async def create(self, resource: str, namespace: str, name: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a new object and return it with its resourceVersion; StatusError 409 if it exists."""
+        ...
 
     async def update(
         self, resource: str, namespace: str, name: str, obj: dict[str, Any], *, resource_version: int | None
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]:
+        """Replace the object; StatusError 404 if gone, 409 if ``resource_version`` is not current."""
+        ...
 
     async def delete(
         self,
@@ -107,7 +113,9 @@ class Storage(Protocol):
         *,
         resource_version: int | None = None,
         uid: str | None = None,
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]:
+        """Remove the object, returning its last state; StatusError 404 if gone, 409 on a precondition."""
+        ...
 
     def watch(self, resource: str, options: WatchOptions) -> AsyncGenerator[StorageEvent, None]:
         """The events; raises StatusError 410 (on the first iteration) when the version asked
@@ -115,4 +123,6 @@ class Storage(Protocol):
         falls too far behind (the client resumes from its last version)."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """End every watch and release what the storage holds."""
+        ...

@@ -215,6 +215,14 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "resource_key",
     ],
     "kubeop.cluster": ["Cluster"],
+    "kubeop.fleet": [
+        "ClusterProvider",
+        "Engagement",
+        "Fleet",
+        "KubeconfigSecrets",
+        "Kubeconfigs",
+        "kubeconfig_from_secret",
+    ],
     "kubeop.controller": [
         "AnnotationChanged",
         "Context",

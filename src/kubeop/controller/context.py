@@ -96,15 +96,18 @@ class Context:
 
     def log_fields(self) -> dict[str, str]:
         """This reconcile as LogRecord attributes (``extra=``): controller, kind,
-        object_namespace, object_name, reconcile_id (``name`` and ``namespace`` would clash
-        with LogRecord's own ``name``)."""
-        return {
+        object_namespace, object_name, reconcile_id, and cluster in a fleet (``name`` and
+        ``namespace`` would clash with LogRecord's own ``name``)."""
+        fields = {
             "controller": self.controller,
             "kind": self.kind,
             "object_namespace": self.request.namespace,
             "object_name": self.request.name,
             "reconcile_id": self.reconcile_id,
         }
+        if self.request.cluster:
+            fields["cluster"] = self.request.cluster
+        return fields
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

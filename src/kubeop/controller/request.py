@@ -10,7 +10,8 @@ __all__ = ["Request", "Result", "TerminalError", "request_for"]
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """Reconcile the object ``namespace/name`` (``namespace`` is ``""`` for cluster scope).
+    """Reconcile the object ``namespace/name`` (``namespace`` is ``""`` for cluster scope) in
+    ``cluster`` (``""``: the one cluster of a Manager; a :class:`~kubeop.fleet.Fleet` names it).
 
     Only the key travels through the work queue: the reconciler reads the current state from the
     cache, so many events for one object collapse into one reconcile (level-driven, not
@@ -19,9 +20,11 @@ class Request:
 
     namespace: str
     name: str
+    cluster: str = ""
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+        key = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.cluster}:{key}" if self.cluster else key
 
 
 def request_for(obj: Any) -> Request:

@@ -135,6 +135,8 @@ class ControllerRuntime:
     shards: ShardGate | None = None  # None: this replica reconciles every object
     #: The API server's readiness probe, which ends the wait of parked requests (None: the cache's).
     probe: ServerProbe | None = None
+    #: The cluster's name in a fleet (requests and log lines carry it); "" for a Manager's one.
+    cluster: str = ""
 
 
 class RunningController:
@@ -209,7 +211,10 @@ class RunningController:
         self._tasks = [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self._workers)
         ]
-        log.info("controller started", extra={"controller": self.name, "workers": self._workers})
+        started: dict[str, object] = {"controller": self.name, "workers": self._workers}
+        if runtime.cluster:
+            started["cluster"] = runtime.cluster
+        log.info("controller started", extra=started)
 
     async def _register(self, primary: ApiResource, owner: EventHandler) -> None:
         """Put this run's handlers on the informers of its watches (none once it is stopped)."""
@@ -356,23 +361,25 @@ class RunningController:
         if series is not None:
             series.active.inc()
         ctx: Context | None = None
+        # In a fleet the reconciler's request names the cluster; the queue keys do not need to.
+        asked = Request(req.namespace, req.name, runtime.cluster) if runtime.cluster else req
         try:
             # The reconcile is this task's (or worker thread's) running context only while the
             # reconciler runs: tasks it starts inherit it, and anything started later must not.
             if self._is_async:
-                ctx = Context(req, runtime.client, runtime.recorder, self.name, self._clock, self._kind)
+                ctx = Context(asked, runtime.client, runtime.recorder, self.name, self._clock, self._kind)
                 token = _running.set(ctx)
                 try:
-                    result = await self._reconciler(req, ctx)
+                    result = await self._reconciler(asked, ctx)
                 finally:
                     _running.reset(token)
             else:
-                ctx = Context(req, self._sync_client, runtime.recorder, self.name, self._clock, self._kind)  # type: ignore[arg-type]
+                ctx = Context(asked, self._sync_client, runtime.recorder, self.name, self._clock, self._kind)  # type: ignore[arg-type]
                 scope = contextvars.copy_context()
                 scope.run(_running.set, ctx)
                 loop = asyncio.get_running_loop()
                 call: Callable[..., Result | None] = scope.run
-                result = await loop.run_in_executor(runtime.executor, call, self._reconciler, req, ctx)
+                result = await loop.run_in_executor(runtime.executor, call, self._reconciler, asked, ctx)
         except asyncio.CancelledError:
             raise
         except (TerminalError, ModelMismatch) as exc:

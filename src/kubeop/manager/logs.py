@@ -47,7 +47,9 @@ _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) 
     "asctime",
     "taskName",
 }
-_RECONCILE = frozenset({"controller", "kind", "object_namespace", "object_name", "reconcile_id", "error"})
+_RECONCILE = frozenset(
+    {"cluster", "controller", "kind", "object_namespace", "object_name", "reconcile_id", "error"}
+)
 _SCALARS = (str, int, float, bool, type(None))
 # Line breaks and other control characters in a text line, escaped so a value (a message, an
 # object's name) cannot end the line and forge the next one; tabs stay.
@@ -109,13 +111,28 @@ def reconcile_fields(record: logging.LogRecord) -> tuple[Any, Any, Any, Any, Any
     return d.get("controller"), d.get("kind"), d.get("object_namespace"), d.get("object_name"), rid
 
 
+def cluster_field(record: logging.LogRecord) -> Any:
+    """The cluster a record is about, in a fleet: its own ``extra`` field, else the running
+    reconcile's request's (None for a Manager's one cluster)."""
+    cluster = record.__dict__.get("cluster")
+    if cluster is None:
+        ctx = current_reconcile()
+        if ctx is not None:
+            cluster = ctx.request.cluster or None
+    return cluster
+
+
 class TextFormatter(logging.Formatter):
-    """``<UTC time> <LEVEL> <logger>: <message> controller=.. kind=.. object=ns/name reconcileID=..``,
+    """``<UTC time> <LEVEL> <logger>: <message> [cluster=..] controller=.. kind=.. object=ns/name
+    reconcileID=..``,
     then the traceback, if any, on the following lines."""
 
     def format(self, record: logging.LogRecord) -> str:
         controller, kind, namespace, name, rid = reconcile_fields(record)
         line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
+        cluster = cluster_field(record)
+        if cluster:
+            line += f" cluster={_str(cluster)}"
         if controller:
             line += f" controller={_str(controller)}"
         if kind:
@@ -150,6 +167,7 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         for key, value in (
+            ("cluster", cluster_field(record)),
             ("controller", controller),
             ("kind", kind),
             ("namespace", namespace),

@@ -1,0 +1,223 @@
+"""Clusters from kubeconfig Secrets in a hub cluster (Cluster API's convention).
+
+Cluster API writes each workload cluster's admin kubeconfig to a Secret ``<cluster>-kubeconfig``
+(key ``value``, label ``cluster.x-k8s.io/cluster-name``). :class:`KubeconfigSecrets` watches such
+Secrets: a cluster is engaged when its Secret appears, engaged again when the kubeconfig in it
+changes (rotated credentials), and disengaged when the Secret goes.
+
+A kubeconfig read from a Secret is untrusted input: whoever can write a Secret in that namespace
+must not be able to make the operator run a program or read its own files. So only inline
+credentials are accepted: ``exec`` and ``auth-provider`` plugins, and every file reference
+(``certificate-authority``, ``client-certificate``, ``client-key``, ``tokenFile``), are refused
+with an error naming the Secret and the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from kubeop.cache import FuncHandler, SharedInformerFactory
+from kubeop.client import Client, ClientConfig, ConfigError, load_config
+from kubeop.client.kubeconfig import KubeConfig
+from kubeop.core.resource import ApiResource
+from kubeop.fleet._names import check_cluster_name
+from kubeop.fleet.provider import Engagement
+
+__all__ = ["KubeconfigSecrets", "kubeconfig_from_secret"]
+
+log = logging.getLogger("kubeop.fleet")
+
+SECRETS = ApiResource("", "v1", "secrets", kind="Secret")
+#: Cluster API's label naming the cluster a Secret belongs to.
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+_SUFFIX = "-kubeconfig"
+#: A Secret holds at most 1 MiB; a kubeconfig larger than this is refused before parsing.
+_MAX_KUBECONFIG = 1 << 20
+_FILE_KEYS = {
+    "cluster": ("certificate-authority",),
+    "user": ("client-certificate", "client-key", "tokenFile", "exec", "auth-provider"),
+}
+
+
+def _where(secret: Mapping[str, Any]) -> str:
+    meta = secret.get("metadata") or {}
+    return f"Secret {meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def kubeconfig_from_secret(secret: Mapping[str, Any], *, key: str = "value") -> ClientConfig:
+    """The ClientConfig of the kubeconfig in ``secret``'s ``data[key]`` (its current context).
+
+    Raises ConfigError naming the Secret and what is wrong: the key missing, not base64, too
+    large, not YAML, or asking for a file or a credential plugin (see the module docstring).
+    """
+    where = _where(secret)
+    data = secret.get("data") or {}
+    if not isinstance(data, Mapping) or key not in data:
+        raise ConfigError(f"{where}: no data[{key!r}] holding a kubeconfig")
+    raw = data[key]
+    if not isinstance(raw, str):
+        raise ConfigError(f"{where}: data[{key!r}] must be a base64 string, not {type(raw).__name__}")
+    if len(raw) > _MAX_KUBECONFIG * 4 // 3 + 4:
+        raise ConfigError(f"{where}: data[{key!r}] is larger than {_MAX_KUBECONFIG} bytes")
+    try:
+        text = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError(f"{where}: data[{key!r}] is not valid base64") from None
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}: data[{key!r}] is not a YAML kubeconfig{at}") from None
+    if not isinstance(parsed, Mapping):
+        raise ConfigError(f"{where}: data[{key!r}] must hold a kubeconfig mapping")
+    for section, inner in (("clusters", "cluster"), ("users", "user")):
+        items = parsed.get(section) or []
+        if not isinstance(items, list):
+            continue  # KubeConfig names the error
+        for item in items:
+            body = item.get(inner) if isinstance(item, Mapping) else None
+            if not isinstance(body, Mapping):
+                continue
+            for field in _FILE_KEYS[inner]:
+                if body.get(field):
+                    raise ConfigError(
+                        f"{where}: {section} entry {str(item.get('name'))[:80]!r} sets {inner}.{field}, "
+                        "which a kubeconfig from a Secret may not (it would read the operator's files "
+                        f"or run a program): inline the credentials ({inner}.*-data, token)"
+                    )
+    config = KubeConfig.from_dict(parsed, path=where).client_config()
+    return config.with_options(qps=None)
+
+
+def cluster_name_of(secret: Mapping[str, Any]) -> str:
+    """The cluster a kubeconfig Secret belongs to: its Cluster API label, or its name without
+    ``-kubeconfig``."""
+    meta = secret.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    name = labels.get(CLUSTER_NAME_LABEL)
+    if not name:
+        name = str(meta.get("name", ""))
+        if name.endswith(_SUFFIX):
+            name = name[: -len(_SUFFIX)]
+    return check_cluster_name(name, where=_where(secret))
+
+
+class KubeconfigSecrets:
+    """Engages a cluster for each kubeconfig Secret in ``namespace`` of the hub cluster that
+    matches ``label_selector`` (see the module docstring).
+
+    Args:
+        namespace: the hub namespace holding the Secrets.
+        label_selector: which Secrets (default: every Secret with Cluster API's cluster-name label).
+        key: the data key holding the kubeconfig (Cluster API: ``value``).
+        hub: the hub cluster: a config (default: the kubeconfig or the in-cluster service
+            account), or a client (not closed by the provider).
+    """
+
+    name = "kubeconfig secrets"
+
+    def __init__(
+        self,
+        namespace: str,
+        *,
+        label_selector: str = CLUSTER_NAME_LABEL,
+        key: str = "value",
+        hub: ClientConfig | Client | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.key = key
+        self._hub = hub
+        # Which Secret engaged which cluster (a second Secret naming the same cluster is refused).
+        self._owner: dict[str, str] = {}
+        self._engaged: dict[str, str] = {}  # cluster -> resourceVersion of the kubeconfig engaged
+
+    async def run(self, fleet: Engagement, stop: asyncio.Event) -> None:
+        hub = self._hub
+        api = hub if isinstance(hub, Client) else Client((hub or load_config()).with_options(qps=None))
+        cache = SharedInformerFactory(api)
+        changed: asyncio.Queue[str] = asyncio.Queue()
+        informer = cache.informer(SECRETS, namespace=self.namespace, label_selector=self.label_selector)
+
+        def note(obj: Any) -> None:
+            changed.put_nowait(str((obj.get("metadata") or {}).get("name", "")))
+
+        informer.add_event_handler(
+            FuncHandler(
+                on_add=lambda obj, _initial: note(obj),
+                on_update=lambda _old, new: note(new),
+                on_delete=lambda obj: note(getattr(obj, "obj", None) or obj),
+            )
+        )
+        cache.start()
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                getting = asyncio.ensure_future(changed.get())
+                done, _ = await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if getting not in done:
+                    getting.cancel()
+                    break
+                secret_name = getting.result()
+                await self._sync(fleet, secret_name, informer.store.get(f"{self.namespace}/{secret_name}"))
+        finally:
+            stopping.cancel()
+            await cache.stop()
+            if api is not hub:
+                await api.close()
+
+    async def _sync(self, fleet: Engagement, secret_name: str, secret: Any) -> None:
+        """Engage, re-engage or disengage the cluster of Secret ``secret_name`` (level-based: from
+        what the cache holds now)."""
+        owned = [c for c, s in self._owner.items() if s == secret_name]
+        if secret is None:
+            for cluster in owned:
+                del self._owner[cluster]
+                self._engaged.pop(cluster, None)
+                log.info("cluster's kubeconfig Secret deleted: disengaging", extra={"cluster": cluster})
+                await fleet.disengage(cluster)
+            return
+        try:
+            cluster = cluster_name_of(secret)
+            holder = self._owner.get(cluster)
+            if holder is not None and holder != secret_name:
+                raise ConfigError(
+                    f"{_where(secret)}: cluster {cluster!r} is already engaged from Secret "
+                    f"{self.namespace}/{holder}; one Secret per cluster"
+                )
+            config = kubeconfig_from_secret(secret, key=self.key)
+        except (ConfigError, ValueError, TypeError) as exc:
+            log.error(
+                "kubeconfig Secret refused: %s", exc, extra={"secret": f"{self.namespace}/{secret_name}"}
+            )
+            return
+        for old in owned:  # the Secret now names another cluster
+            if old != cluster:
+                del self._owner[old]
+                self._engaged.pop(old, None)
+                await fleet.disengage(old)
+        version = _data_version(secret, self.key)
+        if self._engaged.get(cluster) == version:
+            return  # a label or annotation changed, not the kubeconfig
+        self._owner[cluster] = secret_name
+        self._engaged[cluster] = version
+        await fleet.engage(cluster, config)
+
+    def __repr__(self) -> str:
+        return f"KubeconfigSecrets(namespace={self.namespace!r}, label_selector={self.label_selector!r})"
+
+
+def _data_version(secret: Mapping[str, Any], key: str) -> str:
+    """What identifies the kubeconfig's content (not the Secret's resourceVersion, which also
+    moves when a label changes)."""
+    raw = str((secret.get("data") or {}).get(key, ""))
+    return hashlib.sha256(raw.encode()).hexdigest()

@@ -1,0 +1,275 @@
+"""A Fleet on several kubeop.testing.FakeClusters: controllers declared once run against every
+engaged cluster, a reconcile's request and client are its cluster's, a cluster engaged or
+disengaged at run time starts or stops only its own work, and a cluster that fails does not
+hold the others up. Every wait is bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import pytest
+
+from kubeop.controller import Context, Controller, Request
+from kubeop.core.resource import ApiResource
+from kubeop.fleet import ClusterProvider, Engagement, Fleet
+from kubeop.manager import Runtime
+from kubeop.testing import FakeCluster
+
+CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
+BOUND = 10.0
+
+
+def configmap(name: str, data: dict[str, str] | None = None) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": data or {},
+    }
+
+
+async def until(check: Callable[[], bool]) -> None:
+    async with asyncio.timeout(BOUND):
+        while not check():  # noqa: ASYNC110 - what is checked has no event to await
+            await asyncio.sleep(0.005)
+
+
+class Fakes:
+    """A provider engaging FakeClusters, and the test's handle to engage more or disengage."""
+
+    name = "fakes"
+
+    def __init__(self, clusters: dict[str, FakeCluster]) -> None:
+        self.clusters = clusters
+        self.fleet: Engagement | None = None
+
+    async def run(self, fleet: Engagement, stop: asyncio.Event) -> None:
+        self.fleet = fleet
+        for name, fake in self.clusters.items():
+            await self.engage(name, fake)
+        await stop.wait()
+
+    async def engage(self, name: str, fake: FakeCluster, namespace: str = "default") -> None:
+        assert self.fleet is not None
+        transport = fake.transport(namespace=namespace)
+        await self.fleet.engage(name, transport.config, connect=lambda: fake.client(namespace=namespace))
+
+
+def labeller(seen: list[tuple[str, str]]) -> Controller:
+    """Marks each ConfigMap with the cluster that reconciled it (through its own client)."""
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        seen.append((req.cluster, req.name))
+        obj = await ctx.client.get(CM, req.name, namespace=req.namespace)
+        if obj is None or (obj.get("data") or {}).get("cluster") == req.cluster:
+            return
+        await ctx.client.patch(CM, req.name, {"data": {"cluster": req.cluster}}, namespace=req.namespace)
+
+    return Controller.for_(CM).named("labeller").reconcile(reconcile)
+
+
+async def read(fake: FakeCluster, name: str) -> dict[str, str]:
+    async with fake.client() as api:
+        obj = await api.get(CM, name, namespace="default")
+    return dict(obj.get("data") or {})
+
+
+async def test_a_controller_declared_once_converges_every_cluster_with_its_own_client() -> None:
+    fakes = {n: FakeCluster() for n in ("east", "west", "north")}
+    for name, fake in fakes.items():
+        async with fake.client() as api:
+            await api.create(configmap(f"cm-{name}"))
+    seen: list[tuple[str, str]] = []
+    provider = Fakes(fakes)
+    fleet = Fleet(provider, name="fleet-test")
+    fleet.add(labeller(seen))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        for name in fakes:
+            await fleet.wait_engaged(name, BOUND)
+        for name in fakes:
+            # Each ConfigMap was reconciled in its own cluster, labelled with that cluster's name.
+            await until(lambda n=name: (n, f"cm-{n}") in seen)
+        for name, fake in fakes.items():
+            async with asyncio.timeout(BOUND):
+                while (await read(fake, f"cm-{name}")).get("cluster") != name:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+        assert sorted(fleet.clusters) == ["east", "north", "west"]
+        assert all(c in fakes for c, _ in seen)
+        # No cluster saw another's objects.
+        assert {(c, n) for c, n in seen} == {(n, f"cm-{n}") for n in fakes}
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+    assert fleet.clusters == {}
+
+
+async def test_a_cluster_engaged_and_disengaged_at_run_time_starts_and_stops_only_its_own_work() -> None:
+    east, west = FakeCluster(), FakeCluster()
+    seen: list[tuple[str, str]] = []
+    provider = Fakes({"east": east})
+    fleet = Fleet(provider)
+    fleet.add(labeller(seen))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await fleet.wait_engaged("east", BOUND)
+        tasks_with_one = len(asyncio.all_tasks())
+        await provider.engage("west", west)
+        await fleet.wait_engaged("west", BOUND)
+        async with west.client() as api:
+            await api.create(configmap("late"))
+        await until(lambda: ("west", "late") in seen)
+        assert provider.fleet is not None
+        await provider.fleet.disengage("west")
+        assert "west" not in fleet.clusters
+        with pytest.raises(LookupError, match=r"'west' is not engaged.*east"):
+            fleet.cluster("west")
+        # Its workers and watches are gone: nothing reconciles a new object there.
+        async with west.client() as api:
+            await api.create(configmap("after"))
+        async with east.client() as api:
+            await api.create(configmap("still"))
+        await until(lambda: ("east", "still") in seen)
+        assert ("west", "after") not in seen
+        await until(lambda: len(asyncio.all_tasks()) <= tasks_with_one)
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+
+
+async def test_engaging_again_with_new_credentials_restarts_that_cluster_only() -> None:
+    east, west = FakeCluster(), FakeCluster()
+    seen: list[tuple[str, str]] = []
+    provider = Fakes({"east": east, "west": west})
+    fleet = Fleet(provider)
+    fleet.add(labeller(seen))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        first_east = await fleet.wait_engaged("east", BOUND)
+        first_west = await fleet.wait_engaged("west", BOUND)
+        await provider.engage("west", west)  # the same config: nothing happens
+        assert fleet.cluster("west") is first_west
+        await provider.engage("west", west, namespace="other")  # a different config: restarted
+        second = await fleet.wait_engaged("west", BOUND)
+        assert second is not first_west
+        assert fleet.cluster("east") is first_east
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+
+
+async def test_a_cluster_that_cannot_start_is_retried_while_the_others_run() -> None:
+    good, bad = FakeCluster(), FakeCluster()
+    bad.fail("GET", CM, code=503, times=None)  # its list never succeeds: caches cannot sync
+    seen: list[tuple[str, str]] = []
+    fleet = Fleet(Fakes({"good": good, "bad": bad}), runtime=Runtime(cache_sync_timeout=0.5))
+    fleet.add(labeller(seen))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await fleet.wait_engaged("good", BOUND)
+        async with good.client() as api:
+            await api.create(configmap("fine"))
+        await until(lambda: ("good", "fine") in seen)
+        assert "bad" not in fleet.clusters
+        async with bad.client() as api:
+            await api.create(configmap("waiting"))
+        bad.heal()
+        await fleet.wait_engaged("bad", BOUND)
+        await until(lambda: ("bad", "waiting") in seen)
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+
+
+async def test_a_reconciler_reaches_another_cluster_by_name() -> None:
+    hub, member = FakeCluster(), FakeCluster()
+    async with hub.client() as api:
+        await api.create(configmap("spec", {"greeting": "hello"}))
+    fleet: Fleet
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        if req.cluster != "hub":
+            return
+        obj = await ctx.client.get(CM, req.name, namespace=req.namespace)
+        assert obj is not None
+        target = fleet.cluster("member")
+        copy = configmap("copy", dict(obj.get("data") or {}))
+        if await target.client.get(CM, "copy", namespace="default") is None:
+            await target.client.create(copy)
+
+    fleet = Fleet(Fakes({"member": member, "hub": hub}))
+    fleet.add(Controller.for_(CM).named("copier").reconcile(reconcile))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await fleet.wait_engaged("member", BOUND)
+        await fleet.wait_engaged("hub", BOUND)
+        async with asyncio.timeout(BOUND):
+            while True:
+                async with member.client() as api:
+                    if await api.get_or_none(CM, "copy", namespace="default") is not None:
+                        break
+                await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+
+
+async def test_log_lines_of_a_reconcile_name_the_cluster() -> None:
+    import io
+
+    from kubeop.manager.logs import TextFormatter
+
+    fake = FakeCluster()
+    async with fake.client() as api:
+        await api.create(configmap("x"))
+    done = asyncio.Event()
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    handler.setFormatter(TextFormatter())
+    user = logging.getLogger("kubeop-test-user")
+    user.addHandler(handler)
+    user.propagate = False
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        user.warning("hello from the reconcile")
+        done.set()
+
+    fleet = Fleet(Fakes({"edge-1": fake}))
+    fleet.add(Controller.for_(CM).named("talker").reconcile(reconcile))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        async with asyncio.timeout(BOUND):
+            await done.wait()
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+        user.removeHandler(handler)
+    assert "hello from the reconcile cluster=edge-1 controller=talker kind=ConfigMap object=default/x" in (
+        lines.getvalue()
+    )
+
+
+def test_the_fleet_refuses_what_it_cannot_run() -> None:
+    fleet = Fleet()
+    with pytest.raises(TypeError, match="Controller or a cluster provider"):
+        fleet.add("east")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no reconciler"):
+        fleet.add(Controller.for_(CM))
+    assert isinstance(Fakes({}), ClusterProvider)
+    with pytest.raises(ValueError, match="no cluster provider"):
+        asyncio.run(fleet.start(asyncio.Event()))
+
+
+@pytest.mark.parametrize("name", ["East", "a/b", "a..b", "a b", "x\r\ny", "-a", "", "a" * 254])
+async def test_bad_cluster_names_are_refused(name: str) -> None:
+    fleet = Fleet(Fakes({}))
+    with pytest.raises(ValueError, match="DNS-1123"):
+        await fleet.engage(name, FakeCluster().transport().config)

@@ -217,6 +217,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
     "kubeop.cluster": ["Cluster"],
     "kubeop.fleet": [
         "ClusterProvider",
+        "ClusterSharding",
         "Engagement",
         "Fleet",
         "KubeconfigSecrets",

@@ -13,9 +13,11 @@ list), :class:`KubeconfigSecrets` (Secrets in a hub cluster, Cluster API's conve
 from kubeop.fleet.fleet import Fleet
 from kubeop.fleet.provider import ClusterProvider, Engagement, Kubeconfigs
 from kubeop.fleet.secrets import KubeconfigSecrets, kubeconfig_from_secret
+from kubeop.fleet.sharding import ClusterSharding
 
 __all__ = [
     "ClusterProvider",
+    "ClusterSharding",
     "Engagement",
     "Fleet",
     "KubeconfigSecrets",

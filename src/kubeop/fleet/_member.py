@@ -13,7 +13,7 @@ from typing import Any
 from kubeop.cache.backoff import Backoff, BackoffConfig
 from kubeop.client import Client, ClientConfig
 from kubeop.cluster import Cluster
-from kubeop.controller import Controller
+from kubeop.controller import Controller, WritePolicy
 from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.queue import Clock
 
@@ -39,6 +39,7 @@ class Member:
         cache_sync_timeout: float,
         graceful_shutdown_timeout: float,
         clock: Clock | None,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -50,6 +51,7 @@ class Member:
         self._sync_timeout = cache_sync_timeout
         self._drain_timeout = graceful_shutdown_timeout
         self._clock = clock
+        self._guard = guard
         self.cluster: Cluster | None = None
         self.ready = asyncio.Event()  # every controller started (caches synced)
 
@@ -77,7 +79,11 @@ class Member:
     async def _run_once(self, stop: asyncio.Event) -> None:
         api = self._connect()
         cluster = self.cluster = Cluster(
-            api, name=self._operator, field_manager=self._field_manager, owns_client=True
+            api,
+            name=self._operator,
+            field_manager=self._field_manager,
+            owns_client=True,
+            policy=WritePolicy(guard=self._guard),
         )
         running: list[RunningController] = []
         try:

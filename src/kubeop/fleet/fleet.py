@@ -8,6 +8,8 @@ import logging
 import signal
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 from kubeop.client import Client, ClientConfig
 from kubeop.cluster import Cluster
@@ -15,6 +17,7 @@ from kubeop.controller import Controller
 from kubeop.fleet._member import Member
 from kubeop.fleet._names import check_cluster_name
 from kubeop.fleet.provider import ClusterProvider
+from kubeop.fleet.sharding import ClusterSharding, ClusterShards
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.options import Runtime
 from kubeop.queue import Clock
@@ -24,11 +27,22 @@ __all__ = ["Fleet"]
 log = logging.getLogger("kubeop.fleet")
 
 
-class _Engaged:
-    __slots__ = ("member", "stop", "task")
+@dataclass(frozen=True)
+class _Target:
+    """A cluster a provider engaged: how to reach it."""
 
-    def __init__(self, member: Member, stop: asyncio.Event, task: asyncio.Task[None]) -> None:
+    config: ClientConfig
+    connect: Callable[[], Client]
+
+
+class _Running:
+    __slots__ = ("member", "stop", "target", "task")
+
+    def __init__(
+        self, member: Member, target: _Target, stop: asyncio.Event, task: asyncio.Task[None]
+    ) -> None:
         self.member = member
+        self.target = target
         self.stop = stop
         self.task = task
 
@@ -46,6 +60,8 @@ class Fleet:
             :class:`~kubeop.fleet.KubeconfigSecrets`, or your own :class:`ClusterProvider`).
         name: the operator's name: the events' component and the default field manager.
         runtime: shutdown and sync timeouts, field manager, sync workers (as the Manager's).
+        sharding: a :class:`~kubeop.fleet.ClusterSharding`: replicas split the clusters, each
+            cluster run by one replica at a time (None: this process runs every cluster).
         clock: the time the controllers' queues and reconcilers see (tests).
     """
 
@@ -54,19 +70,24 @@ class Fleet:
         *providers: ClusterProvider,
         name: str = "kubeop-operator",
         runtime: Runtime | None = None,
+        sharding: ClusterSharding | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.name = name
         self.runtime = runtime or Runtime()
+        self.sharding = sharding
         self.clock = clock
         self.providers: list[ClusterProvider] = []
         self.controllers: list[Controller] = []
         for provider in providers:
             self.add(provider)
-        self._engaged: dict[str, _Engaged] = {}
+        self._known: dict[str, _Target] = {}
+        self._running: dict[str, _Running] = {}
+        self._shards: ClusterShards | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._stop: asyncio.Event | None = None
         self._lock = asyncio.Lock()
+        self._kick = asyncio.Event()
 
     def add(self, item: Controller | ClusterProvider) -> None:
         """Add a controller (run on every engaged cluster) or a cluster provider (before start)."""
@@ -86,93 +107,134 @@ class Fleet:
 
     # -- the clusters ------------------------------------------------------------------------------
     @property
+    def identity(self) -> str | None:
+        """This replica's member name in the ring (with sharding, once started)."""
+        return self._shards.identity if self._shards is not None else None
+
+    @property
+    def engaged(self) -> frozenset[str]:
+        """The clusters the providers engaged (with sharding, also those other replicas run)."""
+        return frozenset(self._known)
+
+    @property
     def clusters(self) -> Mapping[str, Cluster]:
-        """The engaged clusters that are running now, by name."""
+        """The clusters running here now (controllers started), by name."""
         return {
-            name: e.member.cluster
-            for name, e in self._engaged.items()
-            if e.member.cluster is not None and e.member.ready.is_set()
+            name: r.member.cluster
+            for name, r in self._running.items()
+            if r.member.cluster is not None and r.member.ready.is_set()
         }
 
     def cluster(self, name: str) -> Cluster:
-        """Engaged cluster ``name`` (a reconciler writing to another cluster: hub -> member).
+        """Cluster ``name``, running here (a reconciler writing to another cluster: hub -> member).
 
-        Raises LookupError naming the engaged clusters when ``name`` is not engaged or not running.
+        Raises LookupError naming the running clusters when ``name`` is not one of them.
         """
-        engaged = self._engaged.get(name)
-        if engaged is None or engaged.member.cluster is None or not engaged.member.ready.is_set():
-            running = ", ".join(sorted(self.clusters)) or "none"
-            raise LookupError(f"cluster {name!r} is not engaged (engaged and running: {running})")
-        return engaged.member.cluster
+        running = self._running.get(name)
+        if running is None or running.member.cluster is None or not running.member.ready.is_set():
+            names = ", ".join(sorted(self.clusters)) or "none"
+            raise LookupError(f"cluster {name!r} is not engaged (engaged and running: {names})")
+        return running.member.cluster
 
     async def wait_engaged(self, name: str, timeout: float) -> Cluster:
-        """Wait (up to ``timeout`` s) until cluster ``name`` is engaged and its controllers run."""
+        """Wait (up to ``timeout`` s) until cluster ``name`` runs here, controllers started."""
         async with asyncio.timeout(timeout):
             while True:
-                engaged = self._engaged.get(name)
-                if engaged is not None:
-                    await engaged.member.ready.wait()
-                    return self.cluster(name)
+                running = self._running.get(name)
+                if running is not None:
+                    await running.member.ready.wait()
+                    if self._running.get(name) is running:
+                        return self.cluster(name)
                 await asyncio.sleep(0.05)
 
     async def engage(
         self, name: str, config: ClientConfig, *, connect: Callable[[], Client] | None = None
     ) -> None:
-        """Run the controllers against cluster ``name``; with a changed config, stop its current
-        run first (rotated credentials); with the same config, nothing. ``connect`` makes the
-        cluster's client at each (re)start (default: ``Client(config)``)."""
+        """Run the controllers against cluster ``name`` (with sharding: if this replica owns
+        it); with a changed config, stop its current run first (rotated credentials); with the
+        same config, nothing. ``connect`` makes the cluster's client at each (re)start (default:
+        ``Client(config)``)."""
         check_cluster_name(name, where="Fleet.engage")
-        if self._stop is None or self._executor is None:
+        if self._stop is None:
             raise RuntimeError("Fleet.engage: the fleet is not running (providers call it from run())")
+        target = _Target(config, connect or (lambda: Client(config)))
         async with self._lock:
-            current = self._engaged.get(name)
-            if current is not None:
-                if current.member.config == config:
-                    return
-                log.info("cluster's credentials changed: engaging again", extra={"cluster": name})
-                await self._stop_member(name)
-            if self._stop.is_set():
+            known = self._known.get(name)
+            if known is not None and known.config == config:
                 return
-            runtime = self.runtime
-            member = Member(
-                name,
-                config,
-                connect or (lambda: Client(config)),
-                self.controllers,
-                operator=self.name,
-                field_manager=runtime.field_manager or self.name,
-                executor=self._executor,
-                cache_sync_timeout=runtime.cache_sync_timeout,
-                graceful_shutdown_timeout=runtime.graceful_shutdown_timeout,
-                clock=self.clock,
-            )
-            stop = asyncio.Event()
-            task = asyncio.create_task(member.run(stop), name=f"fleet-cluster-{name}")
-            self._engaged[name] = _Engaged(member, stop, task)
-            log.info("engaging cluster", extra={"cluster": name, "server": config.server})
+            if known is not None:
+                log.info("cluster's credentials changed: engaging again", extra={"cluster": name})
+            self._known[name] = target
+            await self._apply()
 
     async def disengage(self, name: str) -> None:
         """Stop cluster ``name``'s controllers, caches and connections (nothing if not engaged)."""
         async with self._lock:
-            if await self._stop_member(name):
+            if self._known.pop(name, None) is not None:
+                await self._apply()
                 log.info("cluster disengaged", extra={"cluster": name})
 
-    async def _stop_member(self, name: str) -> bool:
-        engaged = self._engaged.pop(name, None)
-        if engaged is None:
-            return False
-        engaged.stop.set()
+    async def _apply(self) -> None:
+        """Make what runs here match what is engaged (and, with sharding, owned and settled)."""
+        shards = self._shards
+        leaving = [
+            name
+            for name, running in self._running.items()
+            if self._known.get(name) != running.target or (shards is not None and not shards.owns(name))
+        ]
+        await asyncio.gather(*(self._stop_member(name, drain=True) for name in leaving))
+        stop = self._stop
+        if stop is None or stop.is_set():
+            return
+        for name, target in self._known.items():
+            if name in self._running or (shards is not None and not shards.try_begin(name)):
+                continue
+            self._start_member(name, target)
+
+    def _start_member(self, name: str, target: _Target) -> None:
+        assert self._executor is not None
+        runtime = self.runtime
+        member = Member(
+            name,
+            target.config,
+            target.connect,
+            self.controllers,
+            operator=self.name,
+            field_manager=runtime.field_manager or self.name,
+            executor=self._executor,
+            cache_sync_timeout=runtime.cache_sync_timeout,
+            graceful_shutdown_timeout=runtime.graceful_shutdown_timeout,
+            clock=self.clock,
+            guard=self._shards.fence if self._shards is not None else None,
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(member.run(stop), name=f"fleet-cluster-{name}")
+        self._running[name] = _Running(member, target, stop, task)
+        log.info("engaging cluster", extra={"cluster": name, "server": target.config.server})
+
+    async def _stop_member(self, name: str, *, drain: bool) -> None:
+        running = self._running.pop(name, None)
+        if running is None:
+            return
+        running.stop.set()
+        if not drain:
+            running.task.cancel()
         timeout = self.runtime.graceful_shutdown_timeout + 10
         try:
-            await asyncio.wait_for(asyncio.shield(engaged.task), timeout)
+            await asyncio.wait_for(asyncio.shield(running.task), timeout)
+        except asyncio.CancelledError:
+            if not running.task.cancelled():
+                raise
         except TimeoutError:
             log.error("cluster did not stop within %.0f s: cancelled", timeout, extra={"cluster": name})
-            engaged.task.cancel()
+            running.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await engaged.task
+                await running.task
         except Exception as exc:
             log.error("cluster's run failed: %s", exc, extra={"cluster": name})
-        return True
+        finally:
+            if self._shards is not None:
+                self._shards.end(name)
 
     # -- running -----------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -197,7 +259,9 @@ class Fleet:
     async def start(self, stop: asyncio.Event | None = None) -> None:
         """Run the providers (which engage clusters) until ``stop`` is set, then disengage every
         cluster (draining in-flight reconciles) and return. A provider that fails is logged and
-        the others go on; the fleet keeps the clusters it engaged."""
+        the others go on. With sharding, raises
+        :class:`~kubeop.manager.membership.ShardLeaseLost` after stopping every cluster when this
+        replica's membership Lease lapsed (the process should exit; a restart rejoins)."""
         if not self.providers:
             raise ValueError(
                 "Fleet: no cluster provider: pass e.g. Kubeconfigs({...}) or KubeconfigSecrets(...)"
@@ -208,21 +272,55 @@ class Fleet:
         self._executor = ThreadPoolExecutor(
             self.runtime.sync_workers, thread_name_prefix=f"{self.name}-reconcile"
         )
-        providers = [
+        tasks: list[asyncio.Task[None]] = []
+        membership: asyncio.Task[None] | None = None
+        lost: BaseException | None = None
+        if self.sharding is not None:
+            self._shards = ClusterShards(self.sharding, self.name, self._kick.set)
+            membership = asyncio.create_task(self._shards.run(), name="fleet-membership")
+            tasks.append(asyncio.create_task(self._follow_ring(stop), name="fleet-ring"))
+        tasks += [
             asyncio.create_task(self._run_provider(p, stop), name=f"fleet-provider-{p.name}")
             for p in self.providers
         ]
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         try:
-            await stop.wait()
+            waiting: set[asyncio.Future[Any]] = {stopping}
+            if membership is not None:
+                waiting.add(membership)
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if membership is not None and membership.done() and not membership.cancelled():
+                lost = membership.exception()
         finally:
             stop.set()
-            for task in providers:
+            stopping.cancel()
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*providers, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             async with self._lock:
-                await asyncio.gather(*(self._stop_member(n) for n in list(self._engaged)))
+                self._known.clear()
+                names = list(self._running)
+                await asyncio.gather(*(self._stop_member(n, drain=lost is None) for n in names))
+            if membership is not None:
+                membership.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await membership
+            if self._shards is not None:
+                await self._shards.close(leave=lost is None)
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+        if lost is not None:
+            raise lost
+
+    async def _follow_ring(self, stop: asyncio.Event) -> None:
+        """With sharding: start and stop clusters as the ring moves (and settles)."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await self._kick.wait()
+            self._kick.clear()
+            async with self._lock:
+                await self._apply()
 
     async def _run_provider(self, provider: ClusterProvider, stop: asyncio.Event) -> None:
         try:

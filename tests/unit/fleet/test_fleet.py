@@ -273,3 +273,72 @@ async def test_bad_cluster_names_are_refused(name: str) -> None:
     fleet = Fleet(Fakes({}))
     with pytest.raises(ValueError, match="DNS-1123"):
         await fleet.engage(name, FakeCluster().transport().config)
+
+
+async def test_two_replicas_split_the_clusters_and_one_takes_all_when_the_other_leaves() -> None:
+    from kubeop.fleet import ClusterSharding
+
+    hub = FakeCluster()
+    fakes = {f"c{i}": FakeCluster() for i in range(6)}
+    for fake in fakes.values():
+        async with fake.client() as api:
+            await api.create(configmap("x"))
+    # Which replica is running which cluster's reconciles, at any moment (overlap: a bug).
+    running: dict[str, set[str]] = {name: set() for name in fakes}
+    overlaps: list[str] = []
+    reconciled: dict[str, set[str]] = {name: set() for name in fakes}
+
+    def make(identity: str) -> Fleet:
+        async def reconcile(req: Request, ctx: Context) -> None:
+            holders = running[req.cluster]
+            holders.add(identity)
+            if len(holders) > 1:
+                overlaps.append(f"{req.cluster}: {sorted(holders)}")
+            reconciled[req.cluster].add(identity)
+            await asyncio.sleep(0.01)
+            holders.discard(identity)
+
+        fleet = Fleet(
+            Fakes(fakes),
+            name="split",
+            sharding=ClusterSharding(
+                namespace="default",
+                hub=hub.client(),
+                identity=identity,
+                lease_duration=1.5,
+                renew_deadline=1.0,
+                retry_period=0.3,
+            ),
+        )
+        fleet.add(Controller.for_(CM).named("split").reconcile(reconcile))
+        return fleet
+
+    # (rendezvous hashing gives replica-1 c0 and c2, replica-2 the other four)
+    a, b = make("replica-1"), make("replica-2")
+    stop_a, stop_b = asyncio.Event(), asyncio.Event()
+    run_a = asyncio.create_task(a.start(stop_a))
+    run_b = asyncio.create_task(b.start(stop_b))
+    try:
+        # Both replicas in the ring, every cluster running on exactly one of them.
+        await until(
+            lambda: (
+                set(a.clusters) | set(b.clusters) == set(fakes)
+                and not set(a.clusters) & set(b.clusters)
+                and bool(a.clusters)
+                and bool(b.clusters)
+            )
+        )
+        assert a.engaged == b.engaged == frozenset(fakes)
+        # Replica a leaves: b runs every cluster, each converged there.
+        stop_a.set()
+        await asyncio.wait_for(run_a, BOUND)
+        await until(lambda: set(b.clusters) == set(fakes))
+        for fake in fakes.values():
+            async with fake.client() as api:
+                await api.patch(CM, "x", {"data": {"after": "a-left"}}, namespace="default")
+        await until(lambda: all("replica-2" in reconciled[n] for n in fakes))
+        assert overlaps == []
+    finally:
+        stop_a.set()
+        stop_b.set()
+        await asyncio.wait_for(asyncio.gather(run_a, run_b, return_exceptions=True), BOUND)

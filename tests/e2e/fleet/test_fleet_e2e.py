@@ -29,6 +29,7 @@ CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 SECRETS = ApiResource("", "v1", "secrets", kind="Secret")
 NAMESPACES = ApiResource("", "v1", "namespaces", kind="Namespace", namespaced=False)
 BOUND = 60.0
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +205,102 @@ async def test_a_dead_cluster_does_not_slow_the_others_and_converges_when_it_ret
     finally:
         stop.set()
         await asyncio.wait_for(run, BOUND)
+
+
+async def test_two_replicas_share_the_clusters_and_a_killed_ones_move_within_the_lease(
+    control_plane: ControlPlane,
+    members: tuple[ControlPlane, ControlPlane],
+    clients: dict[str, Client],
+    tmp_path: Path,
+) -> None:
+    """Six cluster names over the three control planes (two names per plane: each name is a
+    cluster to the fleet), two replica processes. Every cluster's probe ConfigMap is written by
+    exactly one replica at a time; SIGKILL one and its clusters are written by the other within
+    lease_duration (3 s) + 2 s."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    a, b = members
+    ns = f"fleet-{secrets.token_hex(3)}"
+    for api in clients.values():
+        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        await api.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe", "namespace": ns}}
+        )
+    planes = {"hub": control_plane, "east": a, "west": b}
+    names = {f"{plane}-{i}": cp.kubeconfig_path for plane, cp in planes.items() for i in (1, 2)}
+    args = [f"{name}={path}" for name, path in names.items()]
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}
+    logs = tmp_path
+
+    def spawn(identity: str) -> subprocess.Popen[bytes]:
+        command = [
+            sys.executable,
+            "-m",
+            "tests.e2e.fleet.replica",
+            identity,
+            ns,
+            control_plane.kubeconfig_path,
+        ]
+        with open(logs / f"{identity}.log", "wb") as out:
+            return subprocess.Popen(
+                [*command, *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def tail(identity: str) -> str:
+        return (logs / f"{identity}.log").read_text(errors="replace")[-4000:]
+
+    async def writers() -> dict[str, str]:
+        """Each cluster name -> the replica whose mark is on its probe now."""
+        out: dict[str, str] = {}
+        for plane, api in clients.items():
+            probe = await api.get(CM, "probe", namespace=ns)
+            for key, value in ((probe.get("metadata") or {}).get("annotations") or {}).items():
+                if key.startswith("fleet.kubeop.dev/") and key.split("/", 1)[1].startswith(plane):
+                    out[key.split("/", 1)[1]] = value.split()[0]
+        return out
+
+    one, two = spawn("replica-1"), spawn("replica-2")
+    try:
+        # Both replicas settle into a split: every cluster marked, by both replicas between them.
+        history: dict[str, list[str]] = {n: [] for n in names}
+        async with asyncio.timeout(BOUND):
+            while True:
+                now = await writers()
+                if set(now) == set(names) and set(now.values()) == {"replica-1", "replica-2"}:
+                    break
+                if one.poll() is not None or two.poll() is not None:
+                    raise AssertionError(f"a replica exited: {tail('replica-1')}\n{tail('replica-2')}")
+                await asyncio.sleep(0.2)
+        # For a while, each cluster keeps one writer (no alternation: one replica at a time).
+        for _ in range(15):
+            for name, writer in (await writers()).items():
+                if not history[name] or history[name][-1] != writer:
+                    history[name].append(writer)
+            await asyncio.sleep(0.2)
+        assert all(len(h) == 1 for h in history.values()), history
+        victims = {n for n, h in history.items() if h[-1] == "replica-1"}
+        one.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        async with asyncio.timeout(BOUND):
+            while True:
+                now = await writers()
+                if all(now.get(n) == "replica-2" for n in victims):
+                    break
+                await asyncio.sleep(0.1)
+        moved = time.monotonic() - killed
+        print(f"clusters of the killed replica written by the other {moved:.2f} s after SIGKILL")
+        assert moved < 3.0 + 2.0 + 1.0, tail("replica-2")
+    finally:
+        for p in (one, two):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in (one, two):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for api in clients.values():
+            await api.delete(NAMESPACES, ns)

@@ -39,7 +39,9 @@ class ClusterProvider(Protocol):
 
     name: str
 
-    async def run(self, fleet: Engagement, stop: asyncio.Event) -> None: ...
+    async def run(self, fleet: Engagement, stop: asyncio.Event) -> None:
+        """Engage and disengage clusters in ``fleet`` until ``stop`` is set."""
+        ...
 
 
 #: A cluster given by kubeconfig: a path, (path, context), or a ready ClientConfig.
@@ -82,6 +84,7 @@ class Kubeconfigs:
         return out
 
     async def run(self, fleet: Engagement, stop: asyncio.Event) -> None:
+        """Engage every cluster, then wait for ``stop``."""
         for name, config in self.configs().items():
             await fleet.engage(name, config)
         await stop.wait()

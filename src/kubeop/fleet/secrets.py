@@ -142,6 +142,7 @@ class KubeconfigSecrets:
         self._engaged: dict[str, str] = {}  # cluster -> resourceVersion of the kubeconfig engaged
 
     async def run(self, fleet: Engagement, stop: asyncio.Event) -> None:
+        """Watch the Secrets and engage, re-engage or disengage their clusters until ``stop``."""
         hub = self._hub
         api = hub if isinstance(hub, Client) else Client((hub or load_config()).with_options(qps=None))
         cache = SharedInformerFactory(api)

@@ -58,13 +58,19 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _subcommands(cmd: Any) -> list[tuple[str, Any]]:
+    """A group's visible commands by name, through click's API (the root group loads its
+    commands on first use, so its ``commands`` dict is empty)."""
+    ctx = cmd.context_class(cmd)
+    found = ((name, cmd.get_command(ctx, name)) for name in sorted(cmd.list_commands(ctx)))
+    return [(name, sub) for name, sub in found if sub is not None and not getattr(sub, "hidden", False)]
+
+
 def _commands(cmd: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
     yield path, cmd
-    if hasattr(cmd, "commands"):
-        for name in sorted(cmd.commands):
-            sub = cmd.commands[name]
-            if not getattr(sub, "hidden", False):
-                yield from _commands(sub, [*path, name])
+    if hasattr(cmd, "list_commands"):
+        for name, sub in _subcommands(cmd):
+            yield from _commands(sub, [*path, name])
 
 
 def cli_reference() -> str:
@@ -87,8 +93,8 @@ def cli_reference() -> str:
         text = _text(cmd.help)
         if text:
             out.append(f"```text\n{text}\n```\n\n")
-        if hasattr(cmd, "commands"):
-            rows = [(n, _text(c.get_short_help_str(limit=200))) for n, c in sorted(cmd.commands.items())]
+        if hasattr(cmd, "list_commands"):
+            rows = [(n, _text(c.get_short_help_str(limit=200))) for n, c in _subcommands(cmd)]
             out.append("| command | what it does |\n|---|---|\n")
             out.extend(f"| `{' '.join([*path, n])}` | {_cell(h)} |\n" for n, h in rows)
             continue
@@ -98,7 +104,9 @@ def cli_reference() -> str:
         out.append("| argument or option | default | what it does |\n|---|---|---|\n")
         for p in params:
             if p.param_type_name == "argument":
-                name = f"`{p.human_readable_name}`" + ("" if p.required else " (optional)")
+                # click's human_readable_name (typer >= 0.29 carries its own click without it)
+                shown = getattr(p, "human_readable_name", None) or p.metavar or (p.name or "").upper()
+                name = f"`{shown}`" + ("" if p.required else " (optional)")
                 help_text = getattr(p, "help", None) or ""
             else:
                 names = [*p.opts, *p.secondary_opts]

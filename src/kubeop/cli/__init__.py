@@ -106,7 +106,7 @@ def _load(name: str, lazy: _Lazy) -> Any:
         for sub in getattr(command, "commands", {}).values():
             sub.short_help = sub.short_help or _summary(sub.help)  # listed whole, not cut at 45 characters
     else:
-        single = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False)
+        single = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False, add_completion=False)
         single.command(name=name, context_settings=lazy.context_settings)(target)
         command = typer.main.get_command(single)
     command.name = name

@@ -47,6 +47,11 @@ def main() -> None:
 
         out = f"{profile}.{os.getpid()}"  # one file per process: the idle phase restarts it
         cProfile.runctx("manager.run()", globals(), {"manager": manager}, out)
+        import gc
+        import json
+
+        with open(f"{out}.gc", "w") as f:  # garbage collections by generation (not in the profile)
+            json.dump([s["collections"] for s in gc.get_stats()], f)
     else:
         manager.run()
 

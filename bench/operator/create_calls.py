@@ -1,0 +1,172 @@
+"""Function call counts per created object: the benchmark operator under cProfile, on two kubeop trees.
+
+CPU times on a shared machine are noisy; call counts are not. For each tree (``--src label=path``) this
+starts bench/operator/kubeop_operator.py with ``BENCH_PROFILE`` set, creates N Widgets (the create phase
+of run.py), waits until every one has converged, stops the operator (its profile is written on SIGTERM),
+and does the same again with N/2 Widgets. The difference of the two profiles, divided by N/2, is what
+one more created object costs: start-up, the initial list and shutdown cancel out.
+
+    flock /tmp/kubeop-bench.lock .venv/bin/python bench/operator/create_calls.py --n 1000 \
+        --src base=/tmp/kubeop-base/src --src new=src [--top 40] [--out calls.json]
+
+Prints, per tree, the function calls per object, then the functions whose calls per object differ most
+between the first tree and each other one (new rows included), and each tree's largest own-time rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pstats
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import run as bench  # noqa: E402  (the benchmark's driver: its CRD, Widget resource and helpers)
+
+from kubeop.client import Client  # noqa: E402
+from kubeop.testing import ControlPlane  # noqa: E402
+
+Row = tuple[float, float]  # (calls, own seconds)
+
+
+def _site(key: tuple[str, int, str]) -> str:
+    """A function's name stable across trees: the path from the package down (no line numbers)."""
+    file, _, name = key
+    name = re.sub(r" at 0x[0-9a-f]+", "", name)  # a built-in's address differs between processes
+    for marker in ("/kubeop/", "/site-packages/", "/lib/python3"):
+        if marker in file:
+            file = file.split(marker, 1)[1]
+            break
+    return f"{file}:{name}"
+
+
+def load(path: str) -> dict[str, Row]:
+    rows: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for key, (_, calls, own, _, _) in pstats.Stats(path).stats.items():  # type: ignore[attr-defined]
+        row = rows[_site(key)]
+        row[0] += calls
+        row[1] += own
+    return {site: (calls, own) for site, (calls, own) in rows.items()}
+
+
+async def profile_once(cp: ControlPlane, src: str, n: int, workdir: Path, label: str) -> dict[str, Row]:
+    ns = f"calls-{label}-{n}-{int(time.time() * 1000) % 100000}"
+    cp.create_namespace(ns)
+    prefix = workdir / f"{label}-{n}"
+    env = dict(cp.env(), PYTHONPATH=src, BENCH_RESYNC="0", PYTHONUNBUFFERED="1", BENCH_PROFILE=str(prefix))
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "kubeop_operator.py"), "16"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=HERE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(1)
+        async with Client.from_kubeconfig(cp.kubeconfig_path, qps=None) as client:
+            sem = asyncio.Semaphore(32)
+
+            async def create(i: int) -> None:
+                body = {"apiVersion": "bench.kubeop.dev/v1", "kind": "Widget", "spec": {"value": "one"}}
+                body["metadata"] = {"name": f"w{i:05d}", "namespace": ns}
+                async with sem:
+                    await client.create(body, resource=bench.WIDGETS)
+
+            await asyncio.gather(*(create(i) for i in range(n)))
+            await bench.wait_converged(client, ns, n, "one", timeout=300)
+            await asyncio.sleep(1.0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        await bench.clear_namespace(cp, ns)
+    rows = load(f"{prefix}.{proc.pid}")
+    collections = json.loads(Path(f"{prefix}.{proc.pid}.gc").read_text())
+    for gen, count in enumerate(collections):  # garbage collections, as rows of their own
+        rows[f"gc:generation {gen} collections"] = (float(count), 0.0)
+    return rows
+
+
+def per_object(big: dict[str, Row], small: dict[str, Row], n: int) -> dict[str, Row]:
+    out = {}
+    for site in big.keys() | small.keys():
+        c1, t1 = big.get(site, (0.0, 0.0))
+        c0, t0 = small.get(site, (0.0, 0.0))
+        if c1 - c0 or t1 - t0:
+            out[site] = ((c1 - c0) / n, (t1 - t0) / n)
+    return out
+
+
+_WAITING = "~:<method 'poll' of 'select.epoll' objects>"  # the event loop waiting: not CPU
+
+
+def report(trees: dict[str, dict[str, Row]], top: int) -> None:
+    labels = list(trees)
+    for label, rows in trees.items():
+        calls = sum(c for c, _ in rows.values())
+        own = sum(t for s, (_, t) in rows.items() if s != _WAITING)
+        print(f"{label}: {calls:,.1f} function calls per object, {own * 1e3:.3f} ms profiled own time")
+    first = trees[labels[0]]
+    for label in labels[1:]:
+        rows = trees[label]
+        none = (0.0, 0.0)
+        diff = sorted(
+            ((rows.get(s, none)[0] - first.get(s, none)[0], s) for s in rows.keys() | first.keys()),
+            key=lambda d: -abs(d[0]),
+        )
+        print(f"\ncalls per object, {labels[0]} -> {label} (largest differences)")
+        for delta, site in diff[:top]:
+            a, b = first.get(site, (0.0, 0.0))[0], rows.get(site, (0.0, 0.0))[0]
+            print(f"  {delta:+9.2f}  {a:8.2f} -> {b:8.2f}  {site}")
+    for label, rows in trees.items():
+        own = sum(t for s, (_, t) in rows.items() if s != _WAITING) or 1.0
+        print(f"\n{label}: largest own time per object (the event loop's waiting left out)")
+        busy = [(s, r) for s, r in rows.items() if s != _WAITING]
+        for site, (calls, t) in sorted(busy, key=lambda r: -r[1][1])[:top]:
+            print(f"  {t / own:6.1%} {t * 1e6:8.1f} us {calls:8.2f} calls  {site}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--src", action="append", required=True, help="label=path of a kubeop src/")
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--out", help="write the per-object rows of every tree as JSON")
+    parser.add_argument("--keep", help="a directory to keep the profiles in (for pstats' callers)")
+    args = parser.parse_args()
+    srcs = dict(s.split("=", 1) for s in args.src)
+    half = args.n // 2
+    trees: dict[str, dict[str, Row]] = {}
+    with tempfile.TemporaryDirectory() as tmp, ControlPlane(full=False) as cp:
+        if args.keep:
+            tmp = args.keep
+            os.makedirs(tmp, exist_ok=True)
+        cp.install_crds([bench.CRD])
+        await bench.warm_up(cp, args.n)
+        for label, src in srcs.items():
+            big = await profile_once(cp, os.path.abspath(src), args.n, Path(tmp), label)
+            small = await profile_once(cp, os.path.abspath(src), half, Path(tmp), label)
+            trees[label] = per_object(big, small, args.n - half)
+    report(trees, args.top)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"n": args.n, "srcs": srcs, "per_object": trees}, indent=1))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

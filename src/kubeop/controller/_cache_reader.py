@@ -11,7 +11,7 @@ and remembered writes live under one ApiResource.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kubeop.client import ResourceLike
@@ -63,6 +63,12 @@ class InformerRegistry:
     def get(self, res: ApiResource) -> CachedInformer | None:
         """The informer serving ``res``, or None when nothing was registered or started for it."""
         return self._primary.get(res)
+
+    @property
+    def lookup(self) -> Callable[[ApiResource], CachedInformer | None]:
+        """:meth:`get` as the map's own ``get``: no Python-level call per use (the write
+        ledger's sweep looks up every remembered write's informer)."""
+        return self._primary.get
 
     def add(self, res: ApiResource, informer: CachedInformer) -> CachedInformer:
         """Register ``informer`` for ``res`` unless one is already; the one that serves it."""

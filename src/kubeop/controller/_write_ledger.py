@@ -53,7 +53,8 @@ class WriteLedger:
     def remember(self, res: ApiResource, obj: Obj) -> None:
         """Keep ``obj`` (a write's answer) until the cache has it."""
         md = obj.get("metadata") or {}
-        key = object_key(res, md.get("name"), md.get("namespace"))
+        name, namespace = md.get("name"), md.get("namespace")
+        key = f"{namespace}/{name}" if (res.namespaced and namespace) else name  # object_key, inlined
         if key:
             self._recent[(res, key)] = obj
             if len(self._recent) >= self._sweep_at:

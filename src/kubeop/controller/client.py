@@ -79,7 +79,7 @@ class ReconcilerClient:
         self.field_manager = field_manager
         self._policy = policy if policy is not None else _NO_POLICY
         self._reader = CacheReader(api, cache)
-        self._ledger = WriteLedger(self._reader.informers.get)
+        self._ledger = WriteLedger(self._reader.informers.lookup)
         self._remembered = self._ledger.entries
         self._resources = self._reader.resolved  # how namings resolved (tests and benches seed it)
 

@@ -291,6 +291,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "RequestBuilder",
         "Requirement",
         "SelectorError",
+        "Selectors",
         "ServerTimeout",
         "ServiceUnavailable",
         "TooManyRequests",

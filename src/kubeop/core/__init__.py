@@ -34,7 +34,14 @@ from kubeop.core.model import Model, from_dict, is_model_class, model_gvk, model
 from kubeop.core.patch import PatchType
 from kubeop.core.request import ApiRequest, RequestBuilder
 from kubeop.core.resource import ApiResource
-from kubeop.core.selectors import FieldSelector, LabelSelector, Operator, Requirement, SelectorError
+from kubeop.core.selectors import (
+    FieldSelector,
+    LabelSelector,
+    Operator,
+    Requirement,
+    SelectorError,
+    Selectors,
+)
 
 __all__ = [
     "AlreadyExists",
@@ -63,6 +70,7 @@ __all__ = [
     "RequestBuilder",
     "Requirement",
     "SelectorError",
+    "Selectors",
     "ServerTimeout",
     "ServiceUnavailable",
     "TooManyRequests",

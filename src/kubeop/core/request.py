@@ -302,6 +302,7 @@ class RequestBuilder:
         *,
         label_selector: LabelSelectorLike | None = None,
         field_selector: FieldSelectorLike | None = None,
+        selectors: Selectors | None = None,
         limit: int | None = None,
         continue_: str | None = None,
         resource_version: str | None = None,
@@ -315,7 +316,7 @@ class RequestBuilder:
             raise ValueError("resource_version_match needs resource_version")
         if continue_ and resource_version:
             raise ValueError("continue_ and resource_version are exclusive: the token pins the version")
-        query = Selectors.of(label_selector, field_selector).query()
+        query = Selectors.merge(selectors, label_selector, field_selector).query()
         if limit is not None:
             if limit <= 0:
                 raise ValueError(f"limit must be positive, got {limit}")
@@ -336,6 +337,7 @@ class RequestBuilder:
         name: str | None = None,
         label_selector: LabelSelectorLike | None = None,
         field_selector: FieldSelectorLike | None = None,
+        selectors: Selectors | None = None,
         resource_version: str | None = None,
         resource_version_match: ResourceVersionMatch | None = None,
         allow_bookmarks: bool = True,
@@ -353,7 +355,7 @@ class RequestBuilder:
             resource_version_match = resource_version_match or "NotOlderThan"
         elif resource_version_match and resource_version is None:
             raise ValueError("resource_version_match needs resource_version (or send_initial_events)")
-        selectors = Selectors.of(label_selector, field_selector)
+        selectors = Selectors.merge(selectors, label_selector, field_selector)
         if name is not None:
             _check_name(name, self.resource)
             selectors = selectors.with_name(name)
@@ -466,6 +468,7 @@ class RequestBuilder:
         *,
         label_selector: LabelSelectorLike | None = None,
         field_selector: FieldSelectorLike | None = None,
+        selectors: Selectors | None = None,
         propagation_policy: PropagationPolicy | None = None,
         grace_period_seconds: int | None = None,
         dry_run: bool = False,
@@ -475,7 +478,7 @@ class RequestBuilder:
             # The server supports this (all namespaces), but an unscoped delete_collection is far
             # too easy to issue by accident; ask for it explicitly with a cluster-scoped builder.
             raise ValueError(f"{self.resource.display_name}: delete_collection needs a namespace")
-        query = Selectors.of(label_selector, field_selector).query()
+        query = Selectors.merge(selectors, label_selector, field_selector).query()
         if dry_run:
             query.append(("dryRun", "All"))
         body = _delete_options(propagation_policy, grace_period_seconds, None, None, dry_run)

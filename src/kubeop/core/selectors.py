@@ -12,7 +12,7 @@ import enum
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 __all__ = [
     "FieldRequirement",
@@ -22,6 +22,7 @@ __all__ = [
     "LabelSelectorLike",
     "Operator",
     "Requirement",
+    "Selection",
     "SelectorError",
     "Selectors",
     "field_selector_text",
@@ -562,6 +563,10 @@ class Selectors:
     ``Selectors`` with :meth:`of`, and the layers below pass that along. Both are held in the
     query-string form (None: no selector), so two equal selectors are equal values (an informer
     is shared by equal ones).
+
+    The client's collection calls also take one directly, ``selectors=Selectors.of(...)``,
+    beside (or instead of) the two keywords (:class:`Selection`); :meth:`merge` makes the one
+    value a call uses of both.
     """
 
     labels: str | None = None
@@ -573,6 +578,39 @@ class Selectors:
     ) -> Selectors:
         """The selectors of a call's ``label_selector=`` and ``field_selector=`` arguments."""
         return cls(label_selector_text(label_selector), field_selector_text(field_selector))
+
+    @classmethod
+    def merge(
+        cls,
+        selectors: Selectors | None,
+        label_selector: LabelSelectorLike | None = None,
+        field_selector: FieldSelectorLike | None = None,
+    ) -> Selectors:
+        """The selectors of a call that takes ``selectors=`` beside ``label_selector=`` and
+        ``field_selector=``: each as given when given one way; given both ways, an object must
+        match both (the two are joined with ``,``, which is "and" in both grammars)."""
+        given = cls.of(label_selector, field_selector)
+        if selectors is None:
+            return given
+        if given.labels is None and given.fields is None:
+            return selectors
+        return cls(_both(selectors.labels, given.labels), _both(selectors.fields, given.fields))
+
+    @classmethod
+    def of_selection(cls, selection: Selection, *, call: str) -> Selectors:
+        """The selectors of a call that takes :class:`Selection`'s keywords as ``**selection``
+        (:meth:`merge` of them); a keyword it does not know is a TypeError naming ``call``."""
+        if not selection:
+            return _NONE
+        for keyword in selection:
+            if keyword not in _SELECTION:
+                raise TypeError(
+                    f"{call}() got an unexpected keyword argument {keyword!r} (its selector keywords "
+                    f"are {', '.join(sorted(_SELECTION))})"
+                )
+        return cls.merge(
+            selection.get("selectors"), selection.get("label_selector"), selection.get("field_selector")
+        )
 
     def with_name(self, name: str) -> Selectors:
         """These selectors narrowed to the object ``name`` (a ``metadata.name`` field selector)."""
@@ -590,3 +628,25 @@ class Selectors:
         """For logs: `` with labels a=b with fields c=d`` (empty without selectors)."""
         labels = f" with labels {self.labels}" if self.labels else ""
         return labels + (f" with fields {self.fields}" if self.fields else "")
+
+
+_NONE = Selectors()
+
+
+class Selection(TypedDict, total=False):
+    """The keywords with which every collection call of the client (``list``, ``list_stream``,
+    ``pages``, ``list_all``, ``watch``, ``delete_collection``) chooses objects by their labels and
+    fields, declared once: ``label_selector=`` and ``field_selector=`` in any accepted form, or both
+    as one value, ``selectors=``; given both ways, an object must match both (:meth:`Selectors.merge`)."""
+
+    label_selector: LabelSelectorLike | None
+    field_selector: FieldSelectorLike | None
+    selectors: Selectors | None
+
+
+_SELECTION = frozenset(Selection.__annotations__)
+
+
+def _both(a: str | None, b: str | None) -> str | None:
+    """Two selectors in the query-string form, as one that needs both (None: none)."""
+    return f"{a},{b}" if (a and b) else (a or b)

@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubeop.core.selectors import FieldSelector, LabelSelector, Operator, Requirement, SelectorError
+from kubeop.core.request import RequestBuilder
+from kubeop.core.resource import ApiResource
+from kubeop.core.selectors import (
+    FieldSelector,
+    LabelSelector,
+    Operator,
+    Requirement,
+    SelectorError,
+    Selectors,
+)
 
 
 @pytest.mark.parametrize(
@@ -157,3 +166,34 @@ def test_field_selector_escaping_roundtrip() -> None:
 def test_field_selector_rejects(text: str) -> None:
     with pytest.raises(SelectorError):
         FieldSelector.parse(text)
+
+
+def test_selectors_merge_takes_each_kind_given_once_and_needs_both_when_given_twice() -> None:
+    both = Selectors.of({"app": "web"}, "status.phase=Running")
+    assert Selectors.merge(None, {"app": "web"}, "status.phase=Running") == both
+    assert Selectors.merge(both) is both
+    assert Selectors.merge(Selectors(labels="app=web"), None, "status.phase=Running") == both
+    assert Selectors.merge(both, "tier=db", {"metadata.name": "a"}) == Selectors(
+        "app=web,tier=db", "status.phase=Running,metadata.name=a"
+    )
+
+
+def test_selectors_of_selection_names_the_call_on_an_unknown_keyword() -> None:
+    assert Selectors.of_selection({}, call="Client.list") == Selectors()
+    assert Selectors.of_selection(
+        {"selectors": Selectors(labels="app=web"), "field_selector": "a=b"}, call="Client.list"
+    ) == Selectors("app=web", "a=b")
+    with pytest.raises(TypeError, match=r"Client\.watch\(\) got an unexpected keyword argument 'label'"):
+        Selectors.of_selection({"label": "a=b"}, call="Client.watch")  # type: ignore[typeddict-unknown-key]
+
+
+def test_request_builder_takes_selectors_beside_the_two_keywords() -> None:
+    pods = RequestBuilder(ApiResource("", "v1", "pods", kind="Pod"), "default")
+    selectors = Selectors.of({"app": "web"}, "status.phase=Running")
+    kw = {"label_selector": {"app": "web"}, "field_selector": "status.phase=Running"}
+    assert pods.list(selectors=selectors) == pods.list(**kw)  # type: ignore[arg-type]
+    assert pods.watch(selectors=selectors, name="a") == pods.watch(name="a", **kw)  # type: ignore[arg-type]
+    assert pods.delete_collection(selectors=selectors) == pods.delete_collection(**kw)  # type: ignore[arg-type]
+    assert pods.list(selectors=Selectors(labels="app=web"), label_selector="tier=db").query == (
+        ("labelSelector", "app=web,tier=db"),
+    )

@@ -88,8 +88,7 @@ class _Scope(TypedDict):
 
     namespace: str | None
     all_namespaces: bool
-    label_selector: str | None
-    field_selector: str | None
+    selectors: Selectors
     metadata_only: bool
 
 
@@ -148,8 +147,7 @@ class ListWatch:
         return {
             "namespace": self.namespace,
             "all_namespaces": self.namespace is None,
-            "label_selector": self.selectors.labels,
-            "field_selector": self.selectors.fields,
+            "selectors": self.selectors,
             "metadata_only": self.metadata_only,
         }
 

@@ -21,13 +21,18 @@ objects they stand for.
 Namespaces: ``namespace=None`` means the client's default namespace (from the kubeconfig context
 or the pod's service account) for namespaced resources; list/watch take ``all_namespaces=True``
 to span the cluster. For writes the object's own ``metadata.namespace`` wins over the default.
+
+Selectors: the collection verbs (``list``, ``list_stream``, ``pages``, ``list_all``, ``watch``,
+``delete_collection``) take ``label_selector=`` and ``field_selector=`` (a string, a mapping or a
+selector object), or both as one value, ``selectors=Selectors.of(...)``
+(:class:`~kubeop.core.selectors.Selectors`); given both ways, an object must match both.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Unpack, overload
 
 from kubeop.client.config import ClientConfig, load_config
 from kubeop.client.discovery import Discovery
@@ -40,15 +45,13 @@ from kubeop.core.model import from_dict, is_model_class, model_gvk, model_resour
 from kubeop.core.patch import PatchType
 from kubeop.core.request import (
     ApiRequest,
-    FieldSelectorLike,
     FieldValidation,
-    LabelSelectorLike,
     PropagationPolicy,
     RequestBuilder,
     ResourceVersionMatch,
 )
 from kubeop.core.resource import ApiResource
-from kubeop.core.selectors import Selectors
+from kubeop.core.selectors import Selection, Selectors
 
 if TYPE_CHECKING:
     from kubeop.client.openapi import OpenAPIModels
@@ -309,14 +312,13 @@ class Client:
         *,
         namespace: str | None = ...,
         all_namespaces: bool = ...,
-        label_selector: LabelSelectorLike | None = ...,
-        field_selector: FieldSelectorLike | None = ...,
         limit: int | None = ...,
         continue_: str | None = ...,
         resource_version: str | None = ...,
         resource_version_match: ResourceVersionMatch | None = ...,
         metadata_only: bool = ...,
         share_strings: bool = ...,
+        **selection: Unpack[Selection],
     ) -> ObjectList[M]: ...
     @overload
     async def list(
@@ -325,14 +327,13 @@ class Client:
         *,
         namespace: str | None = ...,
         all_namespaces: bool = ...,
-        label_selector: LabelSelectorLike | None = ...,
-        field_selector: FieldSelectorLike | None = ...,
         limit: int | None = ...,
         continue_: str | None = ...,
         resource_version: str | None = ...,
         resource_version_match: ResourceVersionMatch | None = ...,
         metadata_only: bool = ...,
         share_strings: bool = ...,
+        **selection: Unpack[Selection],
     ) -> ObjectList[Obj]: ...
     async def list(
         self,
@@ -340,14 +341,13 @@ class Client:
         *,
         namespace: str | None = None,
         all_namespaces: bool = False,
-        label_selector: LabelSelectorLike | None = None,
-        field_selector: FieldSelectorLike | None = None,
         limit: int | None = None,
         continue_: str | None = None,
         resource_version: str | None = None,
         resource_version_match: ResourceVersionMatch | None = None,
         metadata_only: bool = False,
         share_strings: bool = True,
+        **selection: Unpack[Selection],
     ) -> ObjectList[Any]:
         """One list call (one page when ``limit`` is set). Items get ``apiVersion`` and ``kind``
         filled in (the server omits them inside lists) so they can be sent back as they are.
@@ -359,7 +359,7 @@ class Client:
             what,
             namespace=namespace,
             all_namespaces=all_namespaces,
-            selectors=Selectors.of(label_selector, field_selector),
+            selectors=Selectors.of_selection(selection, call="Client.list"),
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
@@ -395,13 +395,12 @@ class Client:
         *,
         namespace: str | None = None,
         all_namespaces: bool = False,
-        label_selector: LabelSelectorLike | None = None,
-        field_selector: FieldSelectorLike | None = None,
         limit: int | None = None,
         continue_: str | None = None,
         resource_version: str | None = None,
         resource_version_match: ResourceVersionMatch | None = None,
         metadata_only: bool = False,
+        **selection: Unpack[Selection],
     ) -> AsyncIterator[ObjectList[Obj]]:
         """One list call like :meth:`list` (dicts only), read as it arrives: yields the items in
         parts as soon as each is decoded, so a caller can use a large list while the rest is
@@ -412,7 +411,7 @@ class Client:
             what,
             namespace=namespace,
             all_namespaces=all_namespaces,
-            selectors=Selectors.of(label_selector, field_selector),
+            selectors=Selectors.of_selection(selection, call="Client.list_stream"),
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
@@ -457,8 +456,7 @@ class Client:
         res = await self.resource(what)
         ns = None if all_namespaces else self._namespace(res, namespace)
         req = RequestBuilder(res, ns).list(
-            label_selector=selectors.labels,
-            field_selector=selectors.fields,
+            selectors=selectors,
             limit=limit,
             continue_=continue_,
             resource_version=resource_version,
@@ -484,8 +482,7 @@ class Client:
         page_size: int = 500,
         namespace: str | None = None,
         all_namespaces: bool = False,
-        label_selector: LabelSelectorLike | None = None,
-        field_selector: FieldSelectorLike | None = None,
+        **selection: Unpack[Selection],
     ) -> AsyncIterator[ObjectList[Any]]:
         """Yield pages of ``page_size`` until the collection is exhausted.
 
@@ -493,14 +490,14 @@ class Client:
         object appears exactly once. If the token expires mid-way the server answers 410 and
         :class:`~kubeop.core.errors.Expired` is raised: start over.
         """
+        scope = Selectors.of_selection(selection, call="Client.pages")
         token: str | None = None
         while True:
             page = await self.list(
                 what,
                 namespace=namespace,
                 all_namespaces=all_namespaces,
-                label_selector=label_selector,
-                field_selector=field_selector,
+                selectors=scope,
                 limit=page_size,
                 continue_=token,
             )
@@ -516,8 +513,7 @@ class Client:
         page_size: int = 500,
         namespace: str | None = None,
         all_namespaces: bool = False,
-        label_selector: LabelSelectorLike | None = None,
-        field_selector: FieldSelectorLike | None = None,
+        **selection: Unpack[Selection],
     ) -> ObjectList[Any]:
         """All pages joined; ``resource_version`` is the snapshot's (the first page's)."""
         items: list[Any] = []
@@ -528,8 +524,7 @@ class Client:
             page_size=page_size,
             namespace=namespace,
             all_namespaces=all_namespaces,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            selectors=Selectors.of_selection(selection, call="Client.list_all"),
         ):
             rv = rv or page.resource_version
             kind = kind or page.kind
@@ -543,14 +538,13 @@ class Client:
         namespace: str | None = None,
         all_namespaces: bool = False,
         name: str | None = None,
-        label_selector: LabelSelectorLike | None = None,
-        field_selector: FieldSelectorLike | None = None,
         resource_version: str | None = None,
         resource_version_match: ResourceVersionMatch | None = None,
         allow_bookmarks: bool = True,
         send_initial_events: bool = False,
         timeout_seconds: int | None = None,
         metadata_only: bool = False,
+        **selection: Unpack[Selection],
     ) -> AsyncGenerator[WatchEvent[Any], None]:
         """Stream ADDED/MODIFIED/DELETED/BOOKMARK events until the server ends the watch.
 
@@ -566,8 +560,7 @@ class Client:
         ns = None if all_namespaces else self._namespace(res, namespace)
         req = RequestBuilder(res, ns).watch(
             name=name,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            selectors=Selectors.of_selection(selection, call="Client.watch"),
             resource_version=resource_version,
             resource_version_match=resource_version_match,
             allow_bookmarks=allow_bookmarks,
@@ -779,16 +772,14 @@ class Client:
         what: ResourceLike,
         *,
         namespace: str | None = None,
-        label_selector: LabelSelectorLike | None = None,
-        field_selector: FieldSelectorLike | None = None,
         propagation_policy: PropagationPolicy | None = None,
         dry_run: bool = False,
+        **selection: Unpack[Selection],
     ) -> Obj:
         """Delete every object in the namespace that matches the selectors (all if none given)."""
         res = await self.resource(what)
         req = RequestBuilder(res, self._namespace(res, namespace)).delete_collection(
-            label_selector=label_selector,
-            field_selector=field_selector,
+            selectors=Selectors.of_selection(selection, call="Client.delete_collection"),
             propagation_policy=propagation_policy,
             dry_run=dry_run,
         )

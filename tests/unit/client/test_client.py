@@ -18,6 +18,7 @@ from kubeop.client.transport import ApiConnectionError, HttpTransport
 from kubeop.core.errors import Conflict, Expired, Gone, Invalid, NotFound, ServiceUnavailable, TooManyRequests
 from kubeop.core.patch import PatchType
 from kubeop.core.resource import ApiResource
+from kubeop.core.selectors import Selectors
 
 from .fakeapi import FakeApi, json, status
 
@@ -84,6 +85,42 @@ async def test_list_fills_kind_and_pages(api: FakeApi) -> None:
         assert everything.resource_version == "10"
         typed = await client.list(ConfigMap, limit=2)
         assert isinstance(typed.items[0], ConfigMap)
+
+
+async def test_collection_calls_take_selectors_beside_the_two_keywords(api: FakeApi) -> None:
+    seen: list[str] = []
+    events = b"".join(orjson.dumps(e) + b"\n" for e in [{"type": "ADDED", "object": cm("a")}])
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append(request.query_string)
+        if request.method == "DELETE":
+            return json({"kind": "Status", "status": "Success"})
+        if request.query.get("watch") != "true":
+            return json({"kind": "ConfigMapList", "metadata": {"resourceVersion": "1"}, "items": [cm("a")]})
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(events)
+        await resp.write_eof()
+        return resp
+
+    api.route("GET", CM_PATH, handler)
+    api.route("DELETE", CM_PATH, handler)
+    both = Selectors.of({"app": "web"}, "metadata.name=a")
+    async with api.client() as client:
+        for selection in (
+            {"label_selector": {"app": "web"}, "field_selector": "metadata.name=a"},
+            {"selectors": both},
+            {"selectors": Selectors(labels="app=web"), "field_selector": {"metadata.name": "a"}},
+        ):
+            await client.list(CM, **selection)  # type: ignore[arg-type]
+            await client.list_all(CM, **selection)  # type: ignore[arg-type]
+            _ = [p async for p in client.list_stream(CM, **selection)]  # type: ignore[arg-type]
+            _ = [e async for e in client.watch(CM, **selection)]  # type: ignore[arg-type]
+            await client.delete_collection(CM, **selection)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"Client\.list\(\) got an unexpected keyword argument 'labels'"):
+            await client.list(CM, labels="app=web")  # type: ignore[call-overload]
+    selected = "labelSelector=app%3Dweb&fieldSelector=metadata.name%3Da"
+    assert len(seen) == 15 and all(selected in q for q in seen), seen
 
 
 async def test_list_shares_repeated_metadata_strings(api: FakeApi) -> None:

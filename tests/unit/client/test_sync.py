@@ -15,6 +15,7 @@ from kubeop.client.config import ClientConfig
 from kubeop.client.sync import SyncClient
 from kubeop.core.errors import NotFound
 from kubeop.core.resource import ApiResource
+from kubeop.core.selectors import Selectors
 
 from .fakeapi import FakeApi, json
 
@@ -70,3 +71,25 @@ def test_sync_client_get_list_watch(server: FakeApi) -> None:
             break  # closing early must not hang
     with pytest.raises(RuntimeError, match="closed"):
         k.get(CM, "a")
+
+
+def test_sync_client_passes_selectors_on(server: FakeApi) -> None:
+    queries: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        queries.append(request.query_string)
+        if request.query.get("watch") != "true":
+            return json({"metadata": {"resourceVersion": "4"}, "items": []})
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write_eof()
+        return resp
+
+    server.route("GET", "/api/v1/namespaces/default/configmaps", handler)
+    with SyncClient(ClientConfig(server=server.url, qps=None)) as k:
+        k.list(CM, selectors=Selectors.of({"app": "web"}))
+        k.list_all(CM, selectors=Selectors(labels="app=web"), field_selector="metadata.name=a")
+        assert list(k.watch(CM, selectors=Selectors(labels="app=web"))) == []
+    assert queries[0] == "labelSelector=app%3Dweb"
+    assert queries[1].startswith("labelSelector=app%3Dweb&fieldSelector=metadata.name%3Da")
+    assert "labelSelector=app%3Dweb" in queries[2] and "watch=true" in queries[2]

@@ -9,6 +9,9 @@ one more created object costs: start-up, the initial list and shutdown cancel ou
     flock /tmp/kubeop-bench.lock .venv/bin/python bench/operator/create_calls.py --n 1000 \
         --src base=/tmp/kubeop-base/src --src new=src [--top 40] [--out calls.json]
 
+With --valgrind the operator runs under callgrind instead (no cProfile): the rows are machine
+instructions by C function, "instructions: total" their sum, the same N minus N/2 difference.
+
 Prints, per tree, the function calls per object, then the functions whose calls per object differ most
 between the first tree and each other one (new rows included), and each tree's largest own-time rows.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import pstats
@@ -59,13 +63,45 @@ def load(path: str) -> dict[str, Row]:
     return {site: (calls, own) for site, (calls, own) in rows.items()}
 
 
-async def profile_once(cp: ControlPlane, src: str, n: int, workdir: Path, label: str) -> dict[str, Row]:
+def load_callgrind(path: str) -> dict[str, Row]:
+    """Instructions by C function (callgrind_annotate's rows), as (instructions, 0) rows."""
+    text = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", "--inclusive=no", path],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for line in text.splitlines():
+        found = re.match(r"\s*([\d,]+) \([^)]*\)\s+(.+)$", line)
+        if found is None:
+            continue
+        where = found[2]
+        if where == "PROGRAM TOTALS":
+            site = "instructions: total"
+        else:
+            code, _, lib = where.partition(" [")
+            file, _, function = code.rpartition(":")
+            library = os.path.basename(lib.rstrip("]")) or os.path.basename(file)
+            site = f"{library}:{function.split(chr(39))[0]}"  # _PyEval_EvalFrameDefault'2: one row
+        rows[site][0] += int(found[1].replace(",", ""))
+    return {site: (count, 0.0) for site, (count, _) in rows.items()}
+
+
+async def profile_once(
+    cp: ControlPlane, src: str, n: int, workdir: Path, label: str, *, valgrind: bool = False
+) -> dict[str, Row]:
     ns = f"calls-{label}-{n}-{int(time.time() * 1000) % 100000}"
     cp.create_namespace(ns)
     prefix = workdir / f"{label}-{n}"
-    env = dict(cp.env(), PYTHONPATH=src, BENCH_RESYNC="0", PYTHONUNBUFFERED="1", BENCH_PROFILE=str(prefix))
+    env = dict(cp.env(), PYTHONPATH=src, BENCH_RESYNC="0", PYTHONUNBUFFERED="1")
+    command = [sys.executable, str(HERE / "kubeop_operator.py"), "16"]
+    if valgrind:  # instructions, counted by the CPU simulator: no cProfile, no noise from the machine
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={prefix}.%p", *command]
+    else:
+        env["BENCH_PROFILE"] = str(prefix)
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "kubeop_operator.py"), "16"],
+        command,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -86,16 +122,18 @@ async def profile_once(cp: ControlPlane, src: str, n: int, workdir: Path, label:
                     await client.create(body, resource=bench.WIDGETS)
 
             await asyncio.gather(*(create(i) for i in range(n)))
-            await bench.wait_converged(client, ns, n, "one", timeout=300)
+            await bench.wait_converged(client, ns, n, "one", timeout=900)
             await asyncio.sleep(1.0)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(60)
+            proc.wait(300 if valgrind else 60)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
         await bench.clear_namespace(cp, ns)
+    if valgrind:
+        return load_callgrind(f"{prefix}.{proc.pid}")
     rows = load(f"{prefix}.{proc.pid}")
     collections = json.loads(Path(f"{prefix}.{proc.pid}.gc").read_text())
     for gen, count in enumerate(collections):  # garbage collections, as rows of their own
@@ -149,6 +187,11 @@ async def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--out", help="write the per-object rows of every tree as JSON")
     parser.add_argument("--keep", help="a directory to keep the profiles in (for pstats' callers)")
+    parser.add_argument(
+        "--valgrind",
+        action="store_true",
+        help="count instructions by C function under callgrind, not Python calls (slow: a small --n)",
+    )
     args = parser.parse_args()
     srcs = dict(s.split("=", 1) for s in args.src)
     half = args.n // 2
@@ -160,8 +203,9 @@ async def main() -> None:
         cp.install_crds([bench.CRD])
         await bench.warm_up(cp, args.n)
         for label, src in srcs.items():
-            big = await profile_once(cp, os.path.abspath(src), args.n, Path(tmp), label)
-            small = await profile_once(cp, os.path.abspath(src), half, Path(tmp), label)
+            run = functools.partial(profile_once, cp, os.path.abspath(src), workdir=Path(tmp), label=label)
+            big = await run(args.n, valgrind=args.valgrind)
+            small = await run(half, valgrind=args.valgrind)
             trees[label] = per_object(big, small, args.n - half)
     report(trees, args.top)
     if args.out:

@@ -6,16 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubeop.core.request import RequestBuilder
-from kubeop.core.resource import ApiResource
-from kubeop.core.selectors import (
-    FieldSelector,
-    LabelSelector,
-    Operator,
-    Requirement,
-    SelectorError,
-    Selectors,
-)
+from kubeop.core import ApiResource, RequestBuilder, Selectors
+from kubeop.core.selectors import FieldSelector, LabelSelector, Operator, Requirement, SelectorError
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,10 @@ one more created object costs: start-up, the initial list and shutdown cancel ou
     flock /tmp/kubeop-bench.lock .venv/bin/python bench/operator/create_calls.py --n 1000 \
         --src base=/tmp/kubeop-base/src --src new=src [--top 40] [--out calls.json]
 
-With --valgrind the operator runs under callgrind instead (no cProfile): the rows are machine
-instructions by C function, "instructions: total" their sum, the same N minus N/2 difference.
+``--tool callgrind`` runs the operator under valgrind's callgrind instead (no cProfile): the rows
+are machine instructions by C function (slow: use a small N).
+``--tool strace`` counts its system calls (strace -c). Several --tool run one after the other on
+one control plane; each is the same N minus N/2 difference.
 
 Prints, per tree, the function calls per object, then the functions whose calls per object differ most
 between the first tree and each other one (new rows included), and each tree's largest own-time rows.
@@ -77,27 +79,38 @@ def load_callgrind(path: str) -> dict[str, Row]:
         if found is None:
             continue
         where = found[2]
-        if where == "PROGRAM TOTALS":
-            site = "instructions: total"
-        else:
-            code, _, lib = where.partition(" [")
-            file, _, function = code.rpartition(":")
-            library = os.path.basename(lib.rstrip("]")) or os.path.basename(file)
-            site = f"{library}:{function.split(chr(39))[0]}"  # _PyEval_EvalFrameDefault'2: one row
+        if where == "PROGRAM TOTALS":  # the rows' sum (the report adds them up)
+            continue
+        code, _, lib = where.partition(" [")
+        file, _, function = code.rpartition(":")
+        library = os.path.basename(lib.rstrip("]")) or os.path.basename(file)
+        site = f"{library}:{function.split(chr(39))[0]}"  # _PyEval_EvalFrameDefault'2: one row
         rows[site][0] += int(found[1].replace(",", ""))
     return {site: (count, 0.0) for site, (count, _) in rows.items()}
 
 
+def load_strace(path: str) -> dict[str, Row]:
+    """System calls by name (strace -c's table), as (calls, seconds) rows."""
+    rows: dict[str, Row] = {}
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[1].replace(".", "").isdigit() and parts[-1] != "total":
+            rows[f"syscall:{parts[-1]}"] = (float(parts[3]), float(parts[1]))
+    return rows
+
+
 async def profile_once(
-    cp: ControlPlane, src: str, n: int, workdir: Path, label: str, *, valgrind: bool = False
+    cp: ControlPlane, src: str, n: int, workdir: Path, label: str, *, tool: str = "cprofile"
 ) -> dict[str, Row]:
     ns = f"calls-{label}-{n}-{int(time.time() * 1000) % 100000}"
     cp.create_namespace(ns)
-    prefix = workdir / f"{label}-{n}"
+    prefix = workdir / f"{tool}-{label}-{n}"
     env = dict(cp.env(), PYTHONPATH=src, BENCH_RESYNC="0", PYTHONUNBUFFERED="1")
     command = [sys.executable, str(HERE / "kubeop_operator.py"), "16"]
-    if valgrind:  # instructions, counted by the CPU simulator: no cProfile, no noise from the machine
+    if tool == "callgrind":  # instructions, counted by the CPU simulator: no noise from the machine
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={prefix}.%p", *command]
+    elif tool == "strace":
+        command = ["strace", "-f", "-c", "-o", f"{prefix}.strace", *command]
     else:
         env["BENCH_PROFILE"] = str(prefix)
     proc = subprocess.Popen(
@@ -125,15 +138,20 @@ async def profile_once(
             await bench.wait_converged(client, ns, n, "one", timeout=900)
             await asyncio.sleep(1.0)
     finally:
-        proc.send_signal(signal.SIGTERM)
+        pid = proc.pid
+        if tool == "strace":  # stop the operator, not strace (which then writes its counts)
+            pid = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
+        os.kill(pid, signal.SIGTERM)
         try:
-            proc.wait(300 if valgrind else 60)
+            proc.wait(300 if tool == "callgrind" else 60)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
         await bench.clear_namespace(cp, ns)
-    if valgrind:
+    if tool == "callgrind":
         return load_callgrind(f"{prefix}.{proc.pid}")
+    if tool == "strace":
+        return load_strace(f"{prefix}.strace")
     rows = load(f"{prefix}.{proc.pid}")
     collections = json.loads(Path(f"{prefix}.{proc.pid}.gc").read_text())
     for gen, count in enumerate(collections):  # garbage collections, as rows of their own
@@ -159,7 +177,7 @@ def report(trees: dict[str, dict[str, Row]], top: int) -> None:
     for label, rows in trees.items():
         calls = sum(c for c, _ in rows.values())
         own = sum(t for s, (_, t) in rows.items() if s != _WAITING)
-        print(f"{label}: {calls:,.1f} function calls per object, {own * 1e3:.3f} ms profiled own time")
+        print(f"{label}: {calls:,.1f} counted per object (calls or instructions), {own * 1e3:.3f} ms own")
     first = trees[labels[0]]
     for label in labels[1:]:
         rows = trees[label]
@@ -188,28 +206,34 @@ async def main() -> None:
     parser.add_argument("--out", help="write the per-object rows of every tree as JSON")
     parser.add_argument("--keep", help="a directory to keep the profiles in (for pstats' callers)")
     parser.add_argument(
-        "--valgrind",
-        action="store_true",
-        help="count instructions by C function under callgrind, not Python calls (slow: a small --n)",
+        "--tool",
+        action="append",
+        choices=("cprofile", "callgrind", "strace"),
+        help="what to count: Python calls (cprofile, the default), instructions (callgrind), system calls",
     )
     args = parser.parse_args()
     srcs = dict(s.split("=", 1) for s in args.src)
     half = args.n // 2
-    trees: dict[str, dict[str, Row]] = {}
+    tools = args.tool or ["cprofile"]
+    found: dict[str, dict[str, dict[str, Row]]] = {tool: {} for tool in tools}
     with tempfile.TemporaryDirectory() as tmp, ControlPlane(full=False) as cp:
         if args.keep:
             tmp = args.keep
             os.makedirs(tmp, exist_ok=True)
         cp.install_crds([bench.CRD])
         await bench.warm_up(cp, args.n)
-        for label, src in srcs.items():
-            run = functools.partial(profile_once, cp, os.path.abspath(src), workdir=Path(tmp), label=label)
-            big = await run(args.n, valgrind=args.valgrind)
-            small = await run(half, valgrind=args.valgrind)
-            trees[label] = per_object(big, small, args.n - half)
-    report(trees, args.top)
+        for tool in tools:
+            for label, src in srcs.items():
+                path = os.path.abspath(src)
+                run = functools.partial(profile_once, cp, path, workdir=Path(tmp), label=label)
+                big = await run(args.n, tool=tool)
+                small = await run(half, tool=tool)
+                found[tool][label] = per_object(big, small, args.n - half)
+    for tool, trees in found.items():
+        print(f"==== {tool}")
+        report(trees, args.top)
     if args.out:
-        Path(args.out).write_text(json.dumps({"n": args.n, "srcs": srcs, "per_object": trees}, indent=1))
+        Path(args.out).write_text(json.dumps({"n": args.n, "srcs": srcs, "per_object": found}, indent=1))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ one more created object costs: start-up, the initial list and shutdown cancel ou
 
 ``--tool callgrind`` runs the operator under valgrind's callgrind instead (no cProfile): the rows
 are machine instructions by C function (slow: use a small N).
-``--tool strace`` counts its system calls (strace -c). Several --tool run one after the other on
-one control plane; each is the same N minus N/2 difference.
+``--tool strace`` counts its system calls (strace -c). ``--tool none`` runs it as it is and reads
+its user and system CPU time and page faults from /proc over the N creates (noisy: use --repeat).
+Several --tool run one after the other on one control plane; each but none is the same N minus
+N/2 difference, and with ``--repeat R`` the trees alternate R times and the rows are the mean.
 
 Prints, per tree, the function calls per object, then the functions whose calls per object differ most
 between the first tree and each other one (new rows included), and each tree's largest own-time rows.
@@ -89,6 +91,23 @@ def load_callgrind(path: str) -> dict[str, Row]:
     return {site: (count, 0.0) for site, (count, _) in rows.items()}
 
 
+def _proc_stat(pid: int) -> dict[str, float]:
+    """A process's user and system CPU (ms) and page faults so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ms = 1000 / os.sysconf("SC_CLK_TCK")
+    return {
+        "user_ms": int(fields[11]) * ms,
+        "system_ms": int(fields[12]) * ms,
+        "minor_faults": float(fields[7]),
+        "major_faults": float(fields[9]),
+    }
+
+
+def _proc_rows(rows: dict[str, Row]) -> str:
+    shown = sorted((site[5:], count) for site, (count, _) in rows.items() if site.startswith("proc:"))
+    return ", ".join(f"{name} {count:.4g}" for name, count in shown)
+
+
 def load_strace(path: str) -> dict[str, Row]:
     """System calls by name (strace -c's table), as (calls, seconds) rows."""
     rows: dict[str, Row] = {}
@@ -125,6 +144,7 @@ async def profile_once(
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(1)
+        before = _proc_stat(proc.pid)
         async with Client.from_kubeconfig(cp.kubeconfig_path, qps=None) as client:
             sem = asyncio.Semaphore(32)
 
@@ -137,6 +157,7 @@ async def profile_once(
             await asyncio.gather(*(create(i) for i in range(n)))
             await bench.wait_converged(client, ns, n, "one", timeout=900)
             await asyncio.sleep(1.0)
+        after = _proc_stat(proc.pid)
     finally:
         pid = proc.pid
         if tool == "strace":  # stop the operator, not strace (which then writes its counts)
@@ -148,6 +169,8 @@ async def profile_once(
             proc.kill()
             raise
         await bench.clear_namespace(cp, ns)
+    if tool == "none":
+        return {f"proc:{k}": (after[k] - before[k], 0.0) for k in after}
     if tool == "callgrind":
         return load_callgrind(f"{prefix}.{proc.pid}")
     if tool == "strace":
@@ -204,11 +227,12 @@ async def main() -> None:
     parser.add_argument("--src", action="append", required=True, help="label=path of a kubeop src/")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--out", help="write the per-object rows of every tree as JSON")
+    parser.add_argument("--repeat", type=int, default=1, help="alternate the trees this many times")
     parser.add_argument("--keep", help="a directory to keep the profiles in (for pstats' callers)")
     parser.add_argument(
         "--tool",
         action="append",
-        choices=("cprofile", "callgrind", "strace"),
+        choices=("cprofile", "callgrind", "strace", "none"),
         help="what to count: Python calls (cprofile, the default), instructions (callgrind), system calls",
     )
     args = parser.parse_args()
@@ -223,12 +247,23 @@ async def main() -> None:
         cp.install_crds([bench.CRD])
         await bench.warm_up(cp, args.n)
         for tool in tools:
-            for label, src in srcs.items():
-                path = os.path.abspath(src)
-                run = functools.partial(profile_once, cp, path, workdir=Path(tmp), label=label)
-                big = await run(args.n, tool=tool)
-                small = await run(half, tool=tool)
-                found[tool][label] = per_object(big, small, args.n - half)
+            sums: dict[str, dict[str, list[float]]] = {}
+            for label in srcs:
+                sums[label] = defaultdict(lambda: [0.0, 0.0])
+            for _ in range(args.repeat):
+                for label, src in srcs.items():
+                    path = os.path.abspath(src)
+                    run = functools.partial(profile_once, cp, path, workdir=Path(tmp), label=label)
+                    big = await run(args.n, tool=tool)
+                    if tool == "none":  # measured from the operator's start on: nothing to cancel out
+                        rows = {site: (count / args.n, 0.0) for site, (count, _) in big.items()}
+                    else:
+                        rows = per_object(big, await run(half, tool=tool), args.n - half)
+                    print(f"  {tool} {label}: {_proc_rows(rows)}", file=sys.stderr)
+                    for site, (count, seconds) in rows.items():
+                        sums[label][site][0] += count / args.repeat
+                        sums[label][site][1] += seconds / args.repeat
+            found[tool] = {label: {s: (c, t) for s, (c, t) in rows.items()} for label, rows in sums.items()}
     for tool, trees in found.items():
         print(f"==== {tool}")
         report(trees, args.top)

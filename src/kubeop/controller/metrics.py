@@ -1,7 +1,10 @@
 """Prometheus metrics with controller-runtime's names, so existing dashboards work.
 
 One :class:`Metrics` per manager, on its own registry (no global state). Series objects are
-resolved once per controller, so the per-reconcile cost is a few increments.
+resolved once per controller, so the per-reconcile cost is a few increments. The registry also
+holds the process's ``process_*`` series (CPU seconds, resident and virtual memory, open and
+maximum file descriptors, start time; read from ``/proc`` at scrape time, on Linux), which
+controller-runtime's Go collector exports and kubebuilder's dashboards query.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 from kubeop.queue import MetricsProvider
 from kubeop.queue.metrics import CounterMetric, GaugeMetric, HistogramMetric, SettableGaugeMetric
@@ -72,6 +75,7 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)  # process_*: nothing on a system without /proc
         self.reconcile_total = Counter(
             "controller_runtime_reconcile_total",
             "Total number of reconciliations per controller",

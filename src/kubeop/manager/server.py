@@ -1,7 +1,9 @@
 """The manager's HTTP endpoints: ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics``.
 
 Each check is a named callable returning True/raising; ``/readyz?verbose`` lists them, like the
-Kubernetes components do. ``/metrics`` serves the Prometheus text format.
+Kubernetes components do. ``/metrics`` serves the Prometheus text format, without the
+``*_created`` series prometheus_client adds to counters and histograms (Go's client exports none;
+a dashboard made for controller-runtime queries none, and each doubles a counter's series).
 
 The server is kubeop's small HTTP core (``kubeop.client.httpserver``, on llhttp, shared with the
 webhook server) rather than a web framework: it answers GETs from kubelet probes and a Prometheus
@@ -16,10 +18,12 @@ from __future__ import annotations
 import inspect
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from kubeop.client.httpserver import Authorize, HttpServer, Limits, Request, Response
 from kubeop.client.httpserver import Route as _Route
@@ -106,7 +110,7 @@ class ProbeServer:
         if path == "/readyz":
             return await self._run(self.ready, "verbose" in query)
         if path == "/metrics" and self.registry is not None:
-            return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST
+            return 200, generate_latest(_WithoutCreated(self.registry)), CONTENT_TYPE_LATEST
         return 404, b"404: not found\n", _TEXT
 
     @staticmethod
@@ -126,3 +130,20 @@ class ProbeServer:
             lines.append(f"[{'+' if passed else '-'}]{name} {'ok' if passed else 'failed' + reason}")
         text = "\n".join(lines) + "\n" if (verbose or not ok) else "ok"
         return (200 if ok else 500), text.encode(), _TEXT
+
+
+class _WithoutCreated(Collector):
+    """A registry's metrics without their ``*_created`` samples (the registry itself unchanged,
+    and no process-wide switch such as prometheus_client's ``disable_created_metrics``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._registry.collect():
+            created = metric.name + "_created"
+            if any(s.name == created for s in metric.samples):  # a copy: a collector may keep its own
+                copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                copy.samples = [s for s in metric.samples if s.name != created]
+                metric = copy
+            yield metric

@@ -6,7 +6,8 @@ in a response: a review's verdict (a denial or a failed conversion for its uid w
 decoded), else 400 with a message; never an exception into the server.
 
 :meth:`Webhooks.observe` exports ``kubeop_webhook_stuck_calls{webhook=<path>}``: the calls of
-each webhook's synchronous handler (or conversion) still running past their deadline.
+each webhook's synchronous handler (or conversion) still running past their deadline; and
+controller-runtime's ``controller_runtime_webhook_*`` series (:mod:`kubeop.webhook.metrics`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,7 @@ import orjson
 
 from kubeop.webhook.admission import AdmissionWebhook
 from kubeop.webhook.conversion import Conversion
+from kubeop.webhook.metrics import WebhookMetrics
 from kubeop.webhook.review import BadReview, admission_response, decode_admission
 
 if TYPE_CHECKING:
@@ -49,6 +52,7 @@ class Webhooks:
         self._admission: dict[str, AdmissionWebhook] = {}
         self._conversion: dict[str, Conversion] = {}
         self._observed: list[CollectorRegistry] = []
+        self._metrics: list[WebhookMetrics] = []
         for item in items:
             self.add(item)
 
@@ -98,6 +102,29 @@ class Webhooks:
         conversion = self._conversion.get(path) if webhook is None else None
         if webhook is None and conversion is None:
             return 404, b'{"message": "no webhook is served at this path"}'
+        if not self._metrics:
+            return await self._answer(path, webhook, conversion, body, timeout, headers, peer)
+        for metrics in self._metrics:
+            metrics.started(path)
+        start, status = time.perf_counter(), 500
+        try:
+            status, payload = await self._answer(path, webhook, conversion, body, timeout, headers, peer)
+            return status, payload
+        finally:
+            elapsed = time.perf_counter() - start
+            for metrics in self._metrics:
+                metrics.finished(path, status, elapsed)
+
+    async def _answer(
+        self,
+        path: str,
+        webhook: AdmissionWebhook | None,
+        conversion: Conversion | None,
+        body: bytes,
+        timeout: float | None,
+        headers: Mapping[str, str] | None,
+        peer: Mapping[str, Any] | None,
+    ) -> tuple[int, bytes]:
         try:
             if webhook is None:
                 assert conversion is not None
@@ -125,12 +152,15 @@ class Webhooks:
             return 200, admission_response(request.uid, allowed=False, status=status)
 
     def observe(self, registry: CollectorRegistry) -> None:
-        """Export each webhook's stuck calls on ``registry`` (read at scrape time; once per registry)."""
+        """Export each webhook's stuck calls on ``registry`` (read at scrape time) and record its
+        requests there with controller-runtime's names; once per registry."""
         from prometheus_client import Gauge
 
         if any(seen is registry for seen in self._observed):
             return
         self._observed.append(registry)
+        metrics = WebhookMetrics(registry)
+        self._metrics.append(metrics)
         gauge = Gauge(
             "kubeop_webhook_stuck_calls",
             "Calls of a webhook's synchronous handler or conversion still running past their "
@@ -140,6 +170,7 @@ class Webhooks:
         )
         for item in self:
             gauge.labels(item.path).set_function(lambda item=item: item.stuck_calls)  # type: ignore[misc]
+            metrics.declare(item.path)
 
 
 def _cancelling() -> bool:

@@ -15,7 +15,9 @@
 
 A handler takes up to four positional arguments, ``(new, old, operation, user_info)``, and is
 called with as many as it declares; it may be ``async``. Declared with a
-:class:`~kubeop.crd.CustomResource` class it receives instances of that class (an object the
+:class:`~kubeop.crd.CustomResource` class or a typed built-in kind (``@validating(ConfigMap)``,
+``@defaulting(Deployment)`` with :mod:`kubeop.kinds`: any pydantic model class declaring its
+``resource``, as the client's verbs take) it receives instances of that class (an object the
 model rejects is denied with one cause per field, before the handler runs); declared with an
 :class:`~kubeop.core.resource.ApiResource` it receives plain dicts (decoded for this review alone).
 
@@ -57,6 +59,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from kubeop.core.model import is_model_class, model_gvk, model_resource
 from kubeop.core.resource import ApiResource
 from kubeop.crd import CustomResource
 from kubeop.webhook import jsonpatch
@@ -79,7 +82,7 @@ FailurePolicy = Literal["Fail", "Ignore"]
 MatchPolicy = Literal["Equivalent", "Exact"]
 SideEffects = Literal["None", "NoneOnDryRun"]
 Handler = Callable[..., Any]
-Target = type[CustomResource] | ApiResource
+Target = type[CustomResource] | type[BaseModel] | ApiResource
 
 _MISSING: Any = object()
 
@@ -172,7 +175,8 @@ class AdmissionWebhook:
     handler: Handler
     mutating: bool
     rules: tuple[Rule, ...]
-    model: type[CustomResource] | None = None
+    model: type[BaseModel] | None = None
+    """The class the handler receives objects as (a CustomResource or a typed built-in kind); None: dicts."""
     failure_policy: FailurePolicy = "Fail"
     timeout_seconds: int = 10
     match_policy: MatchPolicy = "Equivalent"
@@ -332,7 +336,7 @@ class AdmissionWebhook:
             return self.model.model_validate(obj)
         except ValidationError as exc:
             raise Denied(
-                f"{where} is not a valid {self.model.kind}" if where != "object" else "",
+                f"{where} is not a valid {model_gvk(self.model).kind}" if where != "object" else "",
                 fields=[
                     FieldError(".".join(str(p) for p in e["loc"]) or where, e["msg"], "FieldValueInvalid")
                     for e in exc.errors()
@@ -443,12 +447,28 @@ def _merge3(raw: Any, base: Any, desired: Any) -> Any:
     return desired
 
 
-def _target(target: Target) -> tuple[ApiResource, type[CustomResource] | None]:
+def _target(target: Target) -> tuple[ApiResource, type[BaseModel] | None]:
     if isinstance(target, ApiResource):
         return target, None
-    if isinstance(target, type) and issubclass(target, CustomResource) and target.is_declared():
-        return target.resource, target
-    raise TypeError(f"a webhook needs a declared CustomResource class or an ApiResource, not {target!r}")
+    if isinstance(target, type) and issubclass(target, CustomResource):
+        if target.is_declared():
+            return target.resource, target
+        raise TypeError(
+            f"a webhook of {target.__name__} needs its kind declared: "
+            f"class {target.__name__}(CustomResource, group=..., version=..., kind=...)"
+        )
+    if isinstance(target, type) and issubclass(target, BaseModel) and is_model_class(target):
+        resource = model_resource(target)
+        if resource is not None:
+            return resource, target  # a typed built-in kind (kubeop.kinds) or a generated model
+        raise TypeError(
+            f"a webhook of {target.__name__} needs its resource without discovery (the rules name the "
+            "plural): give the class `resource: ClassVar[ApiResource]`, or pass an ApiResource"
+        )
+    raise TypeError(
+        "a webhook needs a declared CustomResource class, a typed kind (kubeop.kinds, e.g. ConfigMap) "
+        f"or an ApiResource, not {target!r}"
+    )
 
 
 def _webhook(

@@ -119,6 +119,13 @@ class Conversion:
     ) -> Conversion:
         """Hub and spokes as CustomResource classes of one kind; each spoke has to_hub/from_hub,
         or ``functions`` maps it to ``(to_hub(spoke) -> hub, from_hub(hub) -> spoke)``."""
+        for model in (hub, *spokes, *(functions or {})):
+            if not (isinstance(model, type) and issubclass(model, CustomResource)):
+                raise TypeError(
+                    f"Conversion.of_models({getattr(model, '__name__', model)!r}): a conversion webhook "
+                    "converts the versions of a CustomResource; built-in kinds (kubeop.kinds) are "
+                    "converted by the API server itself, so they need none"
+                )
         if not hub.is_declared():
             raise TypeError(f"{hub.__name__} declares no kind")
         functions = dict(functions or {})

@@ -8,7 +8,8 @@ here is Kubernetes' reading of a schedule (robfig/cron, as kube-controller-manag
   (``*``, or ``*/1``), and when *either* matches otherwise (``0 0 13 * 5``: the 13th and every
   Friday). ``*/2`` counts as restricted, as in robfig/cron (cronsim alone would read it as ``*``).
 - the macros ``@yearly`` (``@annually``), ``@monthly``, ``@weekly``, ``@daily`` (``@midnight``),
-  ``@hourly``.
+  ``@hourly``; names in any case, ``?``, ``a/step``: an expression a CronJob accepts is read as
+  robfig/cron reads it (:func:`examples.crontab.cron.normalized`) before cronsim evaluates it.
 - times in UTC unless a time zone is named (an IANA name, as CronJob's ``timeZone``).
 
 Missed times (pkg/controller/cronjob, utils.go ``mostRecentScheduleTime``): only the most
@@ -27,6 +28,8 @@ import zoneinfo
 from dataclasses import dataclass
 
 from cronsim import CronSim, CronSimError
+
+from examples.crontab.cron import cron_problem, normalized
 
 __all__ = ["MACROS", "TOO_MANY_MISSED", "CronSchedule", "InvalidSchedule", "Plan", "job_name", "plan"]
 
@@ -62,6 +65,8 @@ class CronSchedule:
 
     @property
     def _fields(self) -> str:
+        if cron_problem(self.expression) is None:  # robfig/cron's reading, in cronsim's spelling
+            return normalized(self.expression)
         expr = MACROS.get(self.expression.strip().lower(), self.expression)
         parts = expr.split()
         if len(parts) != 5:

@@ -1,9 +1,10 @@
-"""The CronTab v1beta1 webhooks: validation of the cron expression, replicas defaulted to 1."""
+"""The CronTab v1beta1 webhooks: validation of the cron expression (what a CronJob's schedule
+accepts, see examples/crontab/cron.py), replicas defaulted to 1, a descriptor written as fields."""
 
 from __future__ import annotations
 
 from examples.crontab.api.v1beta1.crontab import CronTabV1Beta1
-from examples.crontab.cron import cron_problem
+from examples.crontab.cron import DESCRIPTORS, cron_problem
 from examples.crontab.schedule import CronSchedule, InvalidSchedule
 from kubeop.webhook import Allowed, Denied, FieldError, defaulting, validating
 
@@ -28,7 +29,8 @@ def validate(new: CronTabV1Beta1, old: CronTabV1Beta1 | None) -> Allowed | None:
 
 @defaulting(CronTabV1Beta1)
 def default(obj: CronTabV1Beta1) -> CronTabV1Beta1:
-    """replicas: 1 unless given.
+    """replicas: 1 unless given; a valid schedule spelt as v1's five fields (``@hourly`` as
+    ``0 * * * *``, runs of spaces as one), so the object converts to v1, the storage version.
 
     Both webhooks take v1beta1 (v1 writes reach them converted, matchPolicy Equivalent): the
     mutating webhook runs before anything validates, and a v1beta1 object with a malformed
@@ -37,6 +39,9 @@ def default(obj: CronTabV1Beta1) -> CronTabV1Beta1:
     """
     if obj.spec.replicas is None:
         obj.spec.replicas = 1
+    spec = obj.spec.cron_spec
+    if cron_problem(spec) is None:  # an invalid one is left for the validator to name
+        obj.spec.cron_spec = DESCRIPTORS.get(spec) or " ".join(spec.split())
     return obj
 
 

@@ -1,5 +1,6 @@
-"""The Memcached controller: a Deployment of spec.size memcached Pods, a Ready condition, and a
-finalizer that records an Event before a Memcached goes.
+"""The Memcached controller: a Deployment of spec.size memcached Pods, conditions derived from
+that Deployment's status (Ready, Progressing, Degraded), and a finalizer that records an Event
+before a Memcached goes.
 
 The Memcached tutorial (docs/tutorials/memcached.md) shows this file, and
 tests/e2e/cli/test_tutorial_e2e.py copies it into a project made by ``kubeop init`` as
@@ -65,15 +66,51 @@ async def reconcile(req: Request, ctx: Context) -> Result | None:
         },
     }
     set_controller_reference(obj, deployment)
-    await ctx.client.create_or_update(deployment)
+    _, deployment = await ctx.client.create_or_update(deployment)
     # --8<-- [end:deployment]
     # --8<-- [start:status]
     generation = obj.metadata.generation
     current = obj.status.model_dump(exclude_none=True) if obj.status else {}
     conditions: list[dict[str, Any]] = list(current.get("conditions", []))
-    set_condition(conditions, "Ready", True, "Reconciled", "", observed_generation=generation)
+    for type_, status, reason, message in deployment_conditions(deployment, obj.spec.size):
+        set_condition(conditions, type_, status, reason, message, observed_generation=generation)
     await ctx.client.patch_status(obj, {"observedGeneration": generation, "conditions": conditions})
     return None
+
+
+def deployment_conditions(deployment: dict[str, Any], size: int) -> list[tuple[str, bool, str, str]]:
+    """Ready, Progressing and Degraded as (type, status, reason, message), from what the
+    Deployment controller reports: Ready once ``size`` Pods of the current spec are available."""
+    status = deployment.get("status") or {}
+    seen = status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
+    available = status.get("availableReplicas", 0)
+    updated = status.get("updatedReplicas", 0)
+    failed = [
+        c
+        for c in status.get("conditions", [])
+        if (c["type"] == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded")
+        or (c["type"] == "ReplicaFailure" and c["status"] == "True")
+    ]
+    if failed:
+        reason, message = failed[0].get("reason", "DeploymentFailed"), failed[0].get("message", "")
+        return [
+            ("Ready", False, reason, f"{available}/{size} Pods available; {message}"),
+            ("Progressing", False, reason, message),
+            ("Degraded", True, reason, message),
+        ]
+    if seen and updated >= size and available >= size:
+        message = f"{available}/{size} Pods available"
+        return [
+            ("Ready", True, "Available", message),
+            ("Progressing", False, "Available", message),
+            ("Degraded", False, "Available", ""),
+        ]
+    message = f"{available}/{size} Pods available, {updated} up to date"
+    return [
+        ("Ready", False, "Progressing", message),
+        ("Progressing", True, "Progressing", message),
+        ("Degraded", False, "Progressing", ""),
+    ]
     # --8<-- [end:status]
 
 

@@ -1,4 +1,5 @@
-"""The tutorial's checks: the Deployment follows spec.size; deleting runs the finalizer.
+"""The tutorial's checks: the Deployment follows spec.size and the status tells the truth about
+it (Ready only with every Pod available); deleting runs the finalizer.
 
 docs/tutorials/memcached.md shows this file; tests/e2e/cli/test_tutorial_e2e.py copies it into the
 project as tests/test_memcached_tutorial.py and runs the project's ``make test``.
@@ -24,6 +25,23 @@ async def test_the_deployment_follows_the_size(client: Client, operator: Operato
         return dep is not None and dep["spec"]["replicas"] == 2
 
     await operator.eventually(scaled, what="a Deployment of 2 replicas")
+
+    async def status_matches_the_deployment() -> bool:
+        obj = await client.get(Memcached, created.metadata.name or "", namespace=namespace)
+        dep = await client.get(DEPLOYMENTS, created.metadata.name or "", namespace=namespace)
+        available = (dep.get("status") or {}).get("availableReplicas", 0)
+        if obj.status is None or obj.status.observed_generation != obj.metadata.generation:
+            return False
+        ready = {c.type: c for c in obj.status.conditions}.get("Ready")
+        # Ready is True only with 2 Pods available (a control plane without a scheduler and
+        # kubelets never gets there: then Ready is False, Progressing, saying how far it is).
+        return (
+            ready is not None
+            and (ready.status == "True") == (available >= 2)
+            and (ready.reason == ("Available" if available >= 2 else "Progressing"))
+        )
+
+    await operator.eventually(status_matches_the_deployment, what="a status that matches the Deployment")
     # Left behind on purpose: the operator fixture deletes it and waits for its finalizer.
 
 

@@ -5,7 +5,8 @@
     init_project(Path("."), domain="example.com", repo="github.com/example/guestbook-operator")
 
 writes PROJECT, pyproject.toml, Makefile, Dockerfile, README.md, the package (main.py, api/,
-controllers/), config/manager, config/default's metrics Service and tests/, then the generated
+controllers/), config/manager, config/default's metrics Service, grafana/'s dashboards and
+tests/, then the generated
 config/{default,crd,rbac,samples}. ``namespace`` (default ``<project>-system``) is recorded in
 PROJECT: config/default's kustomization puts every object there.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Change, Planned, write_planned
+from kubeop.scaffold.grafana import dashboards
 from kubeop.scaffold.image import local_kubeop
 from kubeop.scaffold.manifests import generated, plan_manifests
 from kubeop.scaffold.names import (
@@ -137,6 +139,7 @@ def project_files(
     out = {}
     for path, template in _FILES.items():
         out[path.format(package=params.names.package)] = render_template(template, values) if template else ""
+    out.update(dashboards(names.name))  # grafana/: kubebuilder's grafana plugin's equivalent
     return out
 
 

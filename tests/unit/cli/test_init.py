@@ -36,6 +36,8 @@ LAYOUT = [
     "config/rbac/role_binding.yaml",
     "config/rbac/service_account.yaml",
     "config/samples/kustomization.yaml",
+    "grafana/controller-resources-metrics.json",
+    "grafana/controller-runtime-metrics.json",
     "guestbook_operator/__init__.py",
     "guestbook_operator/__main__.py",
     "guestbook_operator/api/__init__.py",

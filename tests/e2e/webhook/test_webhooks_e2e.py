@@ -25,10 +25,13 @@ from examples.crontab.main import install, manifests, webhooks
 
 from kubeop.client import Client, load_kubeconfig
 from kubeop.core.resource import ApiResource
+from kubeop.kinds import ConfigMap
 from kubeop.manager import Manager
 from kubeop.testing import ControlPlane
 from kubeop.webhook import (
+    Denied,
     Endpoint,
+    FieldError,
     Webhooks,
     issue_serving,
     local_certificates,
@@ -57,6 +60,15 @@ def raising(new: dict[str, Any]) -> None:
 )
 async def slow(new: dict[str, Any]) -> None:
     await asyncio.sleep(30)
+
+
+@validating(ConfigMap, name="typed.e2e.kubeop.dev", object_selector={"matchLabels": {"e2e": "typed"}})
+def typed(new: ConfigMap) -> None:
+    """A typed built-in kind, as the client verbs take it: the handler gets a ConfigMap."""
+    if not isinstance(new, ConfigMap):
+        raise TypeError(f"got a {type(new).__name__}, not a ConfigMap")
+    if "forbidden" in (new.data or {}):
+        raise Denied(fields=[FieldError("data.forbidden", "this key is not allowed")])
 
 
 def _down(policy: str) -> Any:
@@ -145,7 +157,7 @@ def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 def env(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     cert_dir = tmp_path_factory.mktemp("webhook-certs")
     certs = local_certificates(cert_dir)
-    runner = ManagerThread(cp.kubeconfig_path, Webhooks([*webhooks, raising, slow]), cert_dir)
+    runner = ManagerThread(cp.kubeconfig_path, Webhooks([*webhooks, raising, slow, typed]), cert_dir)
     server = runner.start()
     try:
         endpoint = Endpoint.url(server.url, ca_bundle=certs.ca_pem)
@@ -154,7 +166,7 @@ def env(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         cp.install_crds([crd])
         configs = [
             *crontab_configs,
-            *webhook_configurations([raising, slow], "e2e-raising", endpoint),
+            *webhook_configurations([raising, slow, typed], "e2e-raising", endpoint),
             *webhook_configurations([_down("Fail"), _down("Ignore")], "e2e-down", down),
         ]
         for config in configs:
@@ -215,6 +227,30 @@ def test_an_invalid_cron_expression_is_denied_naming_the_field(cp: ControlPlane,
     # matchPolicy Equivalent: a v1 write is converted to v1beta1 for the validator
     res = create_v1(cp, "bad-v1", {"minute": "*", "hour": "25"})
     assert res.returncode != 0 and "spec.cronSpec: hour '25' is outside 0-23" in res.stderr
+
+
+def test_what_a_cronjob_accepts_is_accepted(cp: ControlPlane, env: Any) -> None:
+    assert create_v1beta1(cp, "hourly", "@hourly").returncode == 0
+    # the defaulter writes a descriptor as five fields, so the object converts to v1 (storage)
+    assert get(cp, "v1beta1", "hourly")["spec"]["cronSpec"] == "0 * * * *"
+    assert get(cp, "v1", "hourly")["spec"]["schedule"]["minute"] == "0"
+    assert create_v1beta1(cp, "mondays", "0 0 * * MON").returncode == 0
+    assert create_v1(cp, "januaries", {"minute": "0", "hour": "0", "month": "JAN"}).returncode == 0
+    assert get(cp, "v1beta1", "januaries")["spec"]["cronSpec"] == "0 0 * JAN *"
+    res = create_v1beta1(cp, "zoned", "TZ=Europe/Berlin 0 0 * * *")
+    assert res.returncode != 0 and "set the timeZone field instead" in res.stderr
+
+
+def test_a_typed_built_in_kinds_webhook(cp: ControlPlane, env: Any) -> None:
+    res = cp.kubectl("create", "configmap", "typed", "-n", NS, "--dry-run=client", "-o", "json")
+    cm = json.loads(res.stdout)
+    cm["metadata"]["labels"] = {"e2e": "typed"}
+    cm["data"] = {"fine": "1"}
+    assert cp.kubectl("create", "-f", "-", input=json.dumps(cm), check=False).returncode == 0
+    cm["metadata"]["name"], cm["data"] = "typed-denied", {"forbidden": "1"}
+    res = cp.kubectl("create", "-f", "-", input=json.dumps(cm), check=False)
+    assert res.returncode != 0
+    assert 'The ConfigMap "typed-denied" is invalid: data.forbidden: this key is not allowed' in res.stderr
 
 
 def test_replicas_is_defaulted_on_create(cp: ControlPlane, env: Any) -> None:

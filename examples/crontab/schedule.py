@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import zoneinfo
 from dataclasses import dataclass
+from functools import cached_property
 
 from cronsim import CronSim, CronSimError
 
@@ -63,7 +64,7 @@ class CronSchedule:
         # comes (``0 0 30 2 *``) shows here, not in the middle of a reconcile.
         self.next_after(dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
 
-    @property
+    @cached_property
     def _fields(self) -> str:
         if cron_problem(self.expression) is None:  # robfig/cron's reading, in cronsim's spelling
             return normalized(self.expression)

@@ -50,6 +50,7 @@ def accepted(expression: str) -> bool:
         "05 +3 * * *",
         "0  0   * * *",
         "59 23 31 12 6",
+        "*/61 * * * *",  # a step past the range keeps the first value: once an hour
     ],
 )
 def test_what_a_cronjob_accepts_is_accepted(expression: str) -> None:

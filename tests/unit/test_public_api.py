@@ -215,6 +215,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "resource_key",
     ],
     "kubeop.cluster": ["Cluster"],
+    "kubeop.dashboard": ["DashboardServer", "Recorder", "Sources"],
     "kubeop.fleet": [
         "ClusterProvider",
         "ClusterSharding",
@@ -557,6 +558,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "warn",
     ],
     "kubeop.manager": [
+        "Dashboard",
         "LeaderElection",
         "LeaderElector",
         "LeadershipLost",

@@ -96,6 +96,15 @@ class ServerProbe:
 
         return cls(check, **options)
 
+    @property
+    def seen(self) -> str:
+        """What the last check saw: ``"ready"``, ``"not ready"``, or ``"unchecked"`` (the probe
+        checks only while a watch or a controller waits on the server: nothing has failed)."""
+        up, down = self._last_up, self._last_down
+        if up is None and down is None:
+            return "unchecked"
+        return "not ready" if down is not None and (up is None or down > up) else "ready"
+
     async def wait(self, delay: float) -> bool:
         """Sleep ``delay`` seconds, or less when the server comes back meanwhile.
 

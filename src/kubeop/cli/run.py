@@ -190,6 +190,12 @@ def run(
             help="the operator's log level: debug, info, warning, error, critical", envvar="KUBEOP_LOG_LEVEL"
         ),
     ] = None,
+    dashboard: Annotated[
+        bool,
+        typer.Option(
+            help="serve the live dashboard on http://127.0.0.1:8090/ (KUBEOP_DASHBOARD=host:port: elsewhere)"
+        ),
+    ] = False,
 ) -> None:
     """Run the operator here against the cluster; arguments after -- go to the operator."""
     args = list(ctx.args)
@@ -209,6 +215,8 @@ def run(
             if objs:
                 asyncio.run(_register_webhooks(objs, kubeconfig))
     env = dict(os.environ) | logging_env
+    if dashboard and not env.get("KUBEOP_DASHBOARD"):
+        env["KUBEOP_DASHBOARD"] = "1"  # the Manager reads it (kubeop.manager.options.Dashboard)
     if kubeconfig:
         env["KUBECONFIG"] = str(kubeconfig)
     source = project.root if isinstance(project, HelmProject) else project.package_root

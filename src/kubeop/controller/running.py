@@ -38,11 +38,12 @@ from kubeop.client.unavailable import server_unavailable
 from kubeop.controller.context import SYSTEM_CLOCK, Context, SyncClient, _running
 from kubeop.controller.controller import Controller, RateLimiterSource, kind_name
 from kubeop.controller.handler import EventHandler, enqueue_for_owner
+from kubeop.controller.journal import ControllerLoad, ReconcileJournal, ReconcileRecord
 from kubeop.controller.predicate import Predicate
 from kubeop.controller.request import Request, Result, TerminalError, request_for
 from kubeop.core.model import ModelMismatch
 from kubeop.core.resource import ApiResource
-from kubeop.queue import Clock, QueueShutDown, RateLimiter, RateLimitingQueue
+from kubeop.queue import Clock, MetricsProvider, QueueShutDown, RateLimiter, RateLimitingQueue
 
 if TYPE_CHECKING:
     from kubeop.controller.client import ReconcilerClient
@@ -137,6 +138,8 @@ class ControllerRuntime:
     probe: ServerProbe | None = None
     #: The cluster's name in a fleet (requests and log lines carry it); "" for a Manager's one.
     cluster: str = ""
+    #: Where finished reconciles are recorded for an observer (the dashboard); None: nowhere.
+    journal: ReconcileJournal | None = None
 
 
 class RunningController:
@@ -154,16 +157,21 @@ class RunningController:
         self._is_async = inspect.iscoroutinefunction(reconciler)
         self._clock = runtime.clock or SYSTEM_CLOCK
         self._workers = description._workers
+        self._kind = kind_name(description._for.what)
+        queue_metrics: MetricsProvider | None = runtime.metrics.queue if runtime.metrics else None
+        self._journal = runtime.journal
+        if self._journal is not None:  # an observer (the dashboard): count the adds for it
+            load = ControllerLoad(lambda: len(self._queue), self._busy, self._workers, self._kind)
+            queue_metrics = self._journal.register(self.name, load, queue_metrics)
         self._queue: RateLimitingQueue[Request] = RateLimitingQueue(
             _rate_limiter(description._rate_limiter),
             name=self.name,
-            metrics=runtime.metrics.queue if runtime.metrics else None,
+            metrics=queue_metrics,
             clock=runtime.clock,
         )
         self._series: ControllerSeries | None = (
             runtime.metrics.controller(self.name) if runtime.metrics else None
         )
-        self._kind = kind_name(description._for.what)
         self._registrations: list[tuple[Informer, HandlerRegistration]] = []
         self._primary: Informer | None = None  # the primary kind's, once started
         self._disconnects: list[Callable[[], None]] = []
@@ -175,6 +183,9 @@ class RunningController:
         self._failing: dict[Request, _Streak] = {}
         self._started = False
         self._stopped = False
+
+    def _busy(self) -> int:
+        return self._queue.processing
 
     # -- starting ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -363,6 +374,11 @@ class RunningController:
         ctx: Context | None = None
         # In a fleet the reconciler's request names the cluster; the queue keys do not need to.
         asked = Request(req.namespace, req.name, runtime.cluster) if runtime.cluster else req
+        journal = self._journal
+        wall = time.time() if journal is not None else 0.0
+        outcome, after = "", 0.0  # for the journal: "" (cancelled) records nothing
+        failure: BaseException | None = None
+        retry_in: float | None = None
         try:
             # The reconcile is this task's (or worker thread's) running context only while the
             # reconciler runs: tasks it starts inherit it, and anything started later must not.
@@ -383,6 +399,7 @@ class RunningController:
         except asyncio.CancelledError:
             raise
         except (TerminalError, ModelMismatch) as exc:
+            outcome, failure = "terminal", exc
             queue.forget(req)
             if series is not None:
                 series.terminal.inc()
@@ -398,13 +415,15 @@ class RunningController:
                 extra=_fields(ctx, error=_error_text(exc)),
             )
         except Exception as exc:
+            outcome, failure = "error", exc
             if series is not None:
                 series.errors.inc()
                 series.results["error"].inc()
             if server_unavailable(exc):
+                outcome = "parked"
                 self._park(req, ctx, exc)
             else:
-                delay = queue.rate_limiter.when(req)
+                delay = retry_in = queue.rate_limiter.when(req)
                 queue.add_after(req, delay)
                 self._log_failure(req, ctx, exc, delay)
         else:
@@ -414,7 +433,7 @@ class RunningController:
             elif result.requeue_after:
                 queue.forget(req)
                 queue.add_after(req, result.requeue_after)
-                outcome = "requeue_after"
+                outcome, after = "requeue_after", result.requeue_after
             else:
                 queue.add_rate_limited(req)
                 outcome = "requeue"
@@ -446,6 +465,23 @@ class RunningController:
             if series is not None:
                 series.active.dec()
                 series.time.observe(time.perf_counter() - started)
+            if journal is not None and outcome:
+                streak = self._failing.get(req) if outcome == "error" else None
+                journal.records.append(
+                    ReconcileRecord(
+                        self.name,
+                        self._kind,
+                        req,
+                        wall,
+                        time.perf_counter() - started,
+                        outcome,
+                        failure,
+                        after,
+                        retry_in,
+                        streak.attempts if streak is not None else int(failure is not None),
+                        ctx.reconcile_id if ctx is not None else "",
+                    )
+                )
 
     def _log_failure(self, req: Request, ctx: Context | None, exc: Exception, delay: float) -> None:
         """The first failure of a streak at ERROR with its traceback; the retries that fail again

@@ -5,12 +5,13 @@ from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.manager import Manager
 from kubeop.manager.membership import ShardLeaseLost
-from kubeop.manager.options import LeaderElection, Runtime, Serving, WebhookLimits
+from kubeop.manager.options import Dashboard, LeaderElection, Runtime, Serving, WebhookLimits
 from kubeop.manager.runnable import Phase, Runnable, runnable
 from kubeop.manager.server import ProbeServer
 from kubeop.manager.sharding import Sharding
 
 __all__ = [
+    "Dashboard",
     "LeaderElection",
     "LeaderElector",
     "LeadershipLost",

@@ -7,9 +7,9 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubeop.client.httpserver import Request
 from kubeop.controller import Controller
@@ -18,14 +18,17 @@ from kubeop.manager._group import until_stop
 from kubeop.manager.leader import LeaderElector
 from kubeop.manager.options import WebhookLimits
 from kubeop.manager.runnable import Phase
-from kubeop.manager.server import Check, ProbeServer, parse_address
+from kubeop.manager.server import Check, ProbeServer, is_loopback, parse_address
 from kubeop.manager.sharding import Sharder
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from kubeop.cluster import Cluster
+    from kubeop.dashboard import DashboardServer, Recorder, Sources
     from kubeop.manager.delegated_auth import DelegatedAuth
+    from kubeop.manager.manager import Manager
+    from kubeop.manager.options import Dashboard
     from kubeop.manager.serving_tls import SelfSigned
     from kubeop.webhook import Webhooks
     from kubeop.webhook.rotator import CertRotator, CertSecret
@@ -306,3 +309,120 @@ class ProbeRunnable:
         server = ProbeServer(address, registry=self._registry, tls=tls, authorize=authorize)
         await server.start()
         self.servers.append(server)
+
+
+class DashboardRunnable:
+    """The dashboard (:mod:`kubeop.dashboard`): its server on every replica, from before the
+    caches sync, and the recorder's drain each refresh; the log handler that keeps the
+    reconciles' lines is installed for the run only."""
+
+    phase = Phase.SERVERS
+    needs_leader = False
+    name = "dashboard"
+
+    def __init__(self, options: Dashboard, recorder: Recorder, sources: Sources, *, secure: bool) -> None:
+        self._options = options
+        self.recorder = recorder
+        self._sources = sources
+        self._secure = secure
+        self.server: DashboardServer | None = None
+        self._started = asyncio.Event()
+
+    async def started(self) -> None:
+        await self._started.wait()
+
+    async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
+        from kubeop.dashboard import DashboardServer
+
+        options, recorder = self._options, self.recorder
+        tls: Callable[[], ssl.SSLContext] | None = None
+        authorize = None
+        if self._secure:
+            tls, authorize = await self._protection(cluster)
+        recorder.install()
+        try:
+            self.server = DashboardServer(
+                recorder,
+                self._sources,
+                options.address,
+                refresh=options.refresh,
+                tls=tls,
+                authorize=authorize,
+            )
+            await self.server.start()
+            log.info("dashboard serving on %s", self.server.url)
+            self._started.set()
+            while not stop.is_set():
+                recorder.drain()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(options.refresh):
+                        await stop.wait()
+        finally:
+            recorder.uninstall()
+            if self.server is not None:
+                await self.server.stop()
+
+    async def _protection(
+        self, cluster: Cluster
+    ) -> tuple[Callable[[], ssl.SSLContext], Callable[[Request], Awaitable[tuple[int, str] | None]]]:
+        """HTTPS and delegated authentication and authorization (``get /dashboard``)."""
+        from kubeop.manager.delegated_auth import DelegatedAuth
+
+        auth = DelegatedAuth(cluster.api)
+        tls: Callable[[], ssl.SSLContext]
+        if self._options.cert_dir is None:
+            from kubeop.manager.serving_tls import self_signed
+
+            context = (
+                await asyncio.to_thread(self_signed, [parse_address(self._options.address)[0]])
+            ).context
+
+            def tls() -> ssl.SSLContext:
+                return context
+        else:
+            from kubeop.webhook.server import CertWatcher
+
+            directory = Path(self._options.cert_dir)
+            tls = CertWatcher(directory / "tls.crt", directory / "tls.key").current
+
+        async def authorize(request: Request) -> tuple[int, str] | None:
+            return await auth.check(request.header("authorization"), path="/dashboard")
+
+        return tls, authorize
+
+
+def dashboard_runnable(manager: Manager) -> DashboardRunnable:
+    """The dashboard of ``manager``'s run (``manager.dashboard`` set): a new recorder each run,
+    reading the run's cluster and this replica's role from the manager."""
+    from kubeop.dashboard import Recorder, Sources
+
+    options = manager.dashboard
+    assert options is not None
+    recorder = Recorder(
+        objects=options.objects,
+        reconciles_per_object=options.reconciles_per_object,
+        log_lines=options.log_lines,
+    )
+
+    def replica() -> dict[str, Any]:
+        if manager.sharder is not None:
+            sharder = manager.sharder
+            return {"mode": "sharding", "identity": sharder.identity, "ring": sharder.membership.ring_name}
+        if manager.elector is not None:
+            elector = manager.elector
+            return {
+                "mode": "leader election",
+                "identity": elector.identity,
+                "lease": f"{elector.namespace}/{elector.name}",
+                "leader": elector.is_leader,
+            }
+        return {"mode": "single replica", "leader": True}
+
+    def webhooks() -> list[dict[str, Any]]:
+        return [{"path": getattr(w, "path", ""), "kind": type(w).__name__} for w in manager.webhooks or ()]
+
+    sources = Sources(cluster=lambda: manager.cluster, replica=replica, webhooks=webhooks, name=manager.name)
+    secure = options.secure
+    if secure is None:  # as the metrics: protected unless only this machine (or pod) reaches it
+        secure = not is_loopback(parse_address(options.address)[0])
+    return DashboardRunnable(options, recorder, sources, secure=secure)

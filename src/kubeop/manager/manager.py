@@ -19,8 +19,8 @@ lease, stops the caches and servers, flushes events and closes everything.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
+import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
@@ -33,22 +33,33 @@ from kubeop.manager._group import RunnableGroup
 from kubeop.manager._runnables import (
     CacheRunnable,
     ControllerRunnable,
+    DashboardRunnable,
     ElectionRunnable,
     ProbeRunnable,
     ShardRunnable,
     WebhookRunnable,
+    dashboard_runnable,
 )
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
-from kubeop.manager.options import DeprecatedKeywords, LeaderElection, Runtime, Serving, _resolve
+from kubeop.manager.options import (
+    Dashboard,
+    DeprecatedKeywords,
+    LeaderElection,
+    Runtime,
+    Serving,
+    _dashboard_from_env,
+    _resolve,
+)
 from kubeop.manager.runnable import Phase, Runnable
-from kubeop.manager.server import Check, ProbeServer, parse_address
+from kubeop.manager.server import Check, ProbeServer, is_loopback, parse_address
 from kubeop.manager.sharding import Sharder, Sharding
 from kubeop.queue import Clock
 
 if TYPE_CHECKING:
     from kubeop.cache import SharedInformerFactory
     from kubeop.core.resource import ApiResource
+    from kubeop.dashboard import DashboardServer
     from kubeop.manager.delegated_auth import DelegatedAuth
     from kubeop.manager.serving_tls import SelfSigned
 
@@ -60,7 +71,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Manager"]
 
-_LOOPBACK_NAMES = ("localhost", "localhost.")
 _STOP_MARGIN = 5.0
 """Seconds beyond graceful_shutdown_timeout a runnable has to return after its stop (the
 controllers drain within the timeout, then close)."""
@@ -83,6 +93,8 @@ class Manager:
         serving: a :class:`Serving`: the metrics, health probe and webhook addresses and TLS,
             and the webhook server's caps (:class:`WebhookLimits`).
         runtime: a :class:`Runtime`: shutdown and sync timeouts, resync, field manager, workers.
+        dashboard: a :class:`Dashboard` (or True): serve the live web dashboard. None: as the
+            ``KUBEOP_DASHBOARD`` environment variable says (``kubeop run --dashboard``), else off.
         clock: the time every controller's queue and reconciler (``ctx.now()``) sees; tests pass
             a :class:`kubeop.queue.SteppedClock` to step a schedule. None: the real one.
 
@@ -101,6 +113,7 @@ class Manager:
         serving: Serving | None = None,
         runtime: Runtime | None = None,
         clock: Clock | None = None,
+        dashboard: Dashboard | bool | None = None,
         **deprecated: Unpack[DeprecatedKeywords],
     ) -> None:
         options = _resolve(leader_election, sharding, serving, runtime, deprecated)
@@ -116,6 +129,10 @@ class Manager:
         self.serving = options.serving
         self.runtime = options.runtime
         self.clock = clock
+        if dashboard is None:  # kubeop run --dashboard (any operator: kopf's, Helm's too)
+            dashboard = _dashboard_from_env(os.environ.get("KUBEOP_DASHBOARD"))
+        self.dashboard: Dashboard | None = Dashboard() if dashboard is True else dashboard or None
+        self._dashboard: DashboardRunnable | None = None
         self.webhooks: Webhooks | None = webhooks
         self._client = client
         self._owns_client = client is None
@@ -239,6 +256,11 @@ class Manager:
         otherwise).
         """
         return self._probes.metrics_tls if self._probes is not None else None
+
+    @property
+    def dashboard_server(self) -> DashboardServer | None:
+        """The dashboard's server of the current run (None: no dashboard, or not started)."""
+        return self._dashboard.server if self._dashboard is not None else None
 
     @property
     def webhook_server(self) -> WebhookServer | None:
@@ -388,6 +410,7 @@ class Manager:
         """This run's runnables: the manager's own, then the ones added, then the controllers
         (``ending``: set when the run starts to end)."""
         lease = self._lease(cluster, recording, ending)
+        dashboard = self._dashboard = dashboard_runnable(self) if self.dashboard is not None else None
         if recording is not None:
             recording.observe_bookkeeping(cluster.client, cluster.recorder)
             if self.webhooks is not None:
@@ -402,10 +425,12 @@ class Manager:
             clock=self.clock,
             shards=self.sharder,
             probe=cluster.probe,
+            journal=dashboard.recorder.journal if dashboard is not None else None,
         )
         timeout = self.runtime.graceful_shutdown_timeout
         controllers = [ControllerRunnable(c, runtime, timeout=timeout) for c in self.controllers]
-        return [*self._servers(), CacheRunnable(), *lease, *self.runnables, *controllers]
+        servers = [*self._servers(), *([dashboard] if dashboard is not None else [])]
+        return [*servers, CacheRunnable(), *lease, *self.runnables, *controllers]
 
     def _servers(self) -> list[Runnable]:
         """The webhook server (with webhooks) and the metrics and probe servers."""
@@ -530,7 +555,7 @@ def _metrics_secure(
         return False
     host = parse_address(address)[0]
     if secure is None:
-        secure = not _is_loopback(host)
+        secure = not is_loopback(host)
     if cert_dir is not None and not secure:
         raise ValueError(
             "Manager(metrics_cert_dir=...) is for HTTPS metrics, but metrics_secure is off: "
@@ -542,12 +567,3 @@ def _metrics_secure(
             "their own port (the kubelet probes plain HTTP): e.g. metrics_address='0.0.0.0:8443'"
         )
     return secure
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

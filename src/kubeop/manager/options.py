@@ -24,7 +24,7 @@ from kubeop.manager.sharding import Sharding
 if TYPE_CHECKING:
     from kubeop.webhook.rotator import CertSecret
 
-__all__ = ["DeprecatedKeywords", "LeaderElection", "Runtime", "Serving", "WebhookLimits"]
+__all__ = ["Dashboard", "DeprecatedKeywords", "LeaderElection", "Runtime", "Serving", "WebhookLimits"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,51 @@ class Runtime:
     resync_period: float = 0.0
     field_manager: str | None = None
     sync_workers: int = 8
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """The live web dashboard (:mod:`kubeop.dashboard`), served while the manager runs.
+
+    ``address``: where it listens (loopback by default: ``kubectl port-forward`` reaches it in a
+    pod); ``secure``: HTTPS, and only for callers the API server authenticates and RBAC lets
+    ``get`` the non-resource URL ``/dashboard`` (as the metrics endpoint; None: unless the
+    address is loopback); ``cert_dir``: its ``tls.crt``/``tls.key`` (None: self-signed).
+    ``refresh``: seconds between the pages' updates. What it keeps (its memory bound):
+    ``reconciles_per_object`` reconciles of each of the last ``objects`` objects reconciled, at
+    most ``objects`` failing objects, ``log_lines`` log lines of reconciles, 5 minutes of
+    5-second steps per controller.
+    """
+
+    address: str = "127.0.0.1:8090"
+    secure: bool | None = None
+    cert_dir: str | None = None
+    refresh: float = 1.0
+    objects: int = 1000
+    reconciles_per_object: int = 20
+    log_lines: int = 5000
+
+    def __post_init__(self) -> None:
+        if not self.refresh > 0:
+            raise ValueError(
+                f"Dashboard(refresh=...) must be a positive number of seconds, not {self.refresh!r}"
+            )
+        for name in ("objects", "reconciles_per_object", "log_lines"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Dashboard({name}=...) must be at least 1, not {getattr(self, name)!r}")
+
+
+def _dashboard_from_env(value: str | None) -> Dashboard | None:
+    """The dashboard ``KUBEOP_DASHBOARD`` asks for (``kubeop run --dashboard`` sets it): ``1``,
+    ``true`` or ``yes`` for the default address, a ``host:port`` for that one; else none."""
+    value = (value or "").strip()
+    if not value or value.lower() in ("0", "false", "no", "off"):
+        return None
+    if value.lower() in ("1", "true", "yes", "on"):
+        return Dashboard()
+    if ":" not in value:
+        raise ValueError(f"KUBEOP_DASHBOARD={value!r}: use 1 (127.0.0.1:8090) or an address host:port")
+    return Dashboard(address=value)
 
 
 class DeprecatedKeywords(TypedDict, total=False):

@@ -16,6 +16,7 @@ connection closed after 60 s.
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Iterator
@@ -29,7 +30,7 @@ from kubeop.client.httpserver import Authorize, HttpServer, Limits, Request, Res
 from kubeop.client.httpserver import Route as _Route
 from kubeop.client.httpserver import parse_address as _parse_address
 
-__all__ = ["Check", "ProbeServer", "Route", "parse_address"]
+__all__ = ["Check", "ProbeServer", "Route", "is_loopback", "parse_address"]
 
 log = logging.getLogger("kubeop.manager.server")
 
@@ -40,6 +41,7 @@ Route = Callable[[], Awaitable[tuple[int, bytes, str]]]
 DEFAULT_MAX_CONNECTIONS = 64
 _IDLE_SECONDS = 60.0
 _TEXT = "text/plain; charset=utf-8"
+_LOOPBACK_NAMES = ("localhost", "localhost.")
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -47,6 +49,16 @@ def parse_address(address: str) -> tuple[str, int]:
     (all interfaces) -> ("*", 8080); a clear error otherwise."""
     host, port = _parse_address(address)
     return ("*" if host is None else host), port
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (of :func:`parse_address`) is this machine only (or this pod)."""
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class ProbeServer:

@@ -121,6 +121,11 @@ class WorkQueue(Generic[T]):
         """How many items wait to be handed out (not those being processed); informational."""
         return len(self._queue)
 
+    @property
+    def processing(self) -> int:
+        """How many items are handed out and not done yet; informational."""
+        return len(self._processing)
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} {self._name!r} queued={len(self._queue)} "

@@ -127,6 +127,17 @@ class Operator:
                 raise AssertionError(f"no {word!r} within {timeout:.0f} s:\n{self.output[-4000:]}")
             time.sleep(0.05)
 
+    def wait_until_counted(self, counts: dict[str, int], timeout: float = 30.0) -> None:
+        """Wait until each handler's "succeeded" line appears ``counts`` times (or fail)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            succeeded = collections.Counter(re.findall(r"'(.+?)' succeeded", self.output))
+            if all(succeeded[name] >= n for name, n in counts.items()):
+                return
+            if self.popen.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"not {counts} successes: {dict(succeeded)}:\n{self.output[-4000:]}")
+            time.sleep(0.05)
+
     def stop(self) -> int:
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
@@ -170,6 +181,11 @@ def test_kopf_example(
         op.wait_for(f"{prefix} Deleted, really deleted")
         for word in expect.deletion_words:
             op.wait_for(word)
+        if expect.success_counts is not None:
+            # kubeop.kopf runs @kopf.on.event handlers beside the change handlers, not before them
+            # in one task as kopf does: the last event's handler may still be running when the
+            # deletion is logged. Wait (bounded) for every expected success before stopping.
+            op.wait_until_counted(expect.success_counts)
     finally:
         code = op.stop()
     output = op.output

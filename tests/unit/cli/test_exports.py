@@ -13,6 +13,7 @@ MODULES = {
     "errors",
     "existing_kind",
     "files",
+    "grafana",
     "helm",
     "image",
     "kustomize",

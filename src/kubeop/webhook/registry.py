@@ -8,6 +8,8 @@ decoded), else 400 with a message; never an exception into the server.
 :meth:`Webhooks.observe` exports ``kubeop_webhook_stuck_calls{webhook=<path>}``: the calls of
 each webhook's synchronous handler (or conversion) still running past their deadline; and
 controller-runtime's ``controller_runtime_webhook_*`` series (:mod:`kubeop.webhook.metrics`).
+:meth:`Webhooks.add_listener` tells a :class:`RequestListener` (the dashboard's) of each request
+answered, with whether the admission review was denied; without listeners nothing is looked at.
 """
 
 from __future__ import annotations
@@ -17,19 +19,19 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from kubeop.webhook.admission import AdmissionWebhook
 from kubeop.webhook.conversion import Conversion
 from kubeop.webhook.metrics import WebhookMetrics
-from kubeop.webhook.review import BadReview, admission_response, decode_admission
+from kubeop.webhook.review import BadReview, admission_denied, admission_response, decode_admission
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["Webhooks", "parse_timeout"]
+__all__ = ["RequestListener", "Webhooks", "parse_timeout"]
 
 log = logging.getLogger("kubeop.webhook")
 
@@ -45,6 +47,16 @@ def parse_timeout(value: str | None) -> float | None:
     return sum(float(n) * _UNITS[u] for n, u in _PART.findall(value))
 
 
+class RequestListener(Protocol):
+    """Told of each request to a served path, on the event loop (keep it short): when it starts,
+    and when it is answered with its HTTP status, the seconds it took and whether an admission
+    review was denied (``allowed: false``; never for a conversion)."""
+
+    def started(self, path: str) -> None: ...
+
+    def finished(self, path: str, status: int, seconds: float, denied: bool) -> None: ...
+
+
 class Webhooks:
     """A set of admission webhooks and conversions with distinct paths."""
 
@@ -53,6 +65,7 @@ class Webhooks:
         self._conversion: dict[str, Conversion] = {}
         self._observed: list[CollectorRegistry] = []
         self._metrics: list[WebhookMetrics] = []
+        self._listeners: list[RequestListener] = []
         for item in items:
             self.add(item)
 
@@ -102,11 +115,13 @@ class Webhooks:
         conversion = self._conversion.get(path) if webhook is None else None
         if webhook is None and conversion is None:
             return 404, b'{"message": "no webhook is served at this path"}'
-        if not self._metrics:
+        if not self._metrics and not self._listeners:
             return await self._answer(path, webhook, conversion, body, timeout, headers, peer)
         for metrics in self._metrics:
             metrics.started(path)
-        start, status = time.perf_counter(), 500
+        for listener in self._listeners:
+            listener.started(path)
+        start, status, payload = time.perf_counter(), 500, b""
         try:
             status, payload = await self._answer(path, webhook, conversion, body, timeout, headers, peer)
             return status, payload
@@ -114,6 +129,19 @@ class Webhooks:
             elapsed = time.perf_counter() - start
             for metrics in self._metrics:
                 metrics.finished(path, status, elapsed)
+            if self._listeners:
+                denied = webhook is not None and status == 200 and admission_denied(payload)
+                for listener in self._listeners:
+                    listener.finished(path, status, elapsed, denied)
+
+    def add_listener(self, listener: RequestListener) -> None:
+        """Tell ``listener`` of every request answered from now on (see :class:`RequestListener`)."""
+        if not any(seen is listener for seen in self._listeners):
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: RequestListener) -> None:
+        """Stop telling ``listener`` (nothing if it was not listening)."""
+        self._listeners = [seen for seen in self._listeners if seen is not listener]
 
     async def _answer(
         self,

@@ -24,6 +24,7 @@ __all__ = [
     "BadReview",
     "ConversionRequest",
     "UserInfo",
+    "admission_denied",
     "admission_response",
     "conversion_response",
     "decode_admission",
@@ -330,6 +331,19 @@ def admission_response(
         response["warnings"] = warnings
     review = {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
     return orjson.dumps(review)
+
+
+_ALLOWED_KEY = b'"allowed":'
+
+
+def admission_denied(payload: bytes) -> bool:
+    """Whether ``payload``, an AdmissionReview response :func:`admission_response` encoded, denies.
+
+    Cheap (no decoding): the first ``"allowed":`` in it is the response's own, since the only
+    strings before it (apiVersion, kind, uid) are JSON-escaped and so hold no unescaped ``"``.
+    """
+    at = payload.find(_ALLOWED_KEY)
+    return at >= 0 and payload.startswith(b"false", at + len(_ALLOWED_KEY))
 
 
 def conversion_response(

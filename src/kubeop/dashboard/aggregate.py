@@ -30,7 +30,8 @@ _RECENT = 60.0
 @dataclass
 class Sources:
     """What the dashboard reads besides the recorder, given by the Manager: the run's cluster
-    (None between runs), this replica's role (leader election, sharding), the webhooks served."""
+    (None between runs), this replica's role (leader election, sharding), the webhooks served
+    (a row each, with its ``path``; the overview adds the path's traffic to it)."""
 
     cluster: Callable[[], Cluster | None]
     replica: Callable[[], Mapping[str, Any]] = dict
@@ -76,7 +77,16 @@ def overview(recorder: Recorder, sources: Sources, now: float | None = None) -> 
         "step": recorder.step,
         "controllers": controllers,
         "replica": dict(sources.replica()),
-        "webhooks": [dict(w) for w in sources.webhooks()],
+        "webhooks": [
+            {
+                **w,
+                **{
+                    k: _round(v, 6) if isinstance(v, float) else v
+                    for k, v in recorder.webhooks.row(str(w.get("path", "")), now, _RECENT).items()
+                },
+            }
+            for w in sources.webhooks()
+        ],
         "cache": _cache(cluster),
         "api": _api(cluster),
         "failing": len(recorder.failing),

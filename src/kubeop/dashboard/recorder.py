@@ -10,7 +10,8 @@ and keeps, for each size given:
   reconciled (least recently reconciled first to go);
 - the objects failing now (their last error, its traceback once per streak, attempts, next retry),
   at most ``objects`` of them;
-- the last ``log_lines`` log lines made during a reconcile (those carrying a reconcile ID).
+- the last ``log_lines`` log lines made during a reconcile (those carrying a reconcile ID);
+- the webhooks' traffic (:class:`~kubeop.dashboard.traffic.WebhookTraffic`), per path served.
 
 With the dashboard off none of this exists: no journal is given to the controllers and no log
 handler is installed.
@@ -29,6 +30,7 @@ from typing import Any, NamedTuple
 from kubeop.controller import running
 from kubeop.controller.journal import ReconcileJournal, ReconcileRecord
 from kubeop.dashboard.ring import Buckets
+from kubeop.dashboard.traffic import WebhookTraffic
 
 __all__ = ["Failure", "LogLine", "ObjectKey", "Reconcile", "Recorder"]
 
@@ -132,6 +134,7 @@ class Recorder:
         self.history: OrderedDict[ObjectKey, deque[Reconcile]] = OrderedDict()
         self.failing: OrderedDict[tuple[str, ObjectKey], Failure] = OrderedDict()
         self.lines: deque[LogLine] = deque(maxlen=log_lines)
+        self.webhooks = WebhookTraffic(step=step, length=steps)
         self._handler: _LogHandler | None = None
 
     # -- the log lines of reconciles -------------------------------------------------------------

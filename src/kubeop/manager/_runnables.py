@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kubeop.manager.manager import Manager
     from kubeop.manager.options import Dashboard
     from kubeop.manager.serving_tls import SelfSigned
-    from kubeop.webhook import Webhooks
+    from kubeop.webhook import AdmissionWebhook, Conversion, Webhooks
     from kubeop.webhook.rotator import CertRotator, CertSecret
     from kubeop.webhook.server import WebhookServer
 
@@ -320,8 +320,17 @@ class DashboardRunnable:
     needs_leader = False
     name = "dashboard"
 
-    def __init__(self, options: Dashboard, recorder: Recorder, sources: Sources, *, secure: bool) -> None:
+    def __init__(
+        self,
+        options: Dashboard,
+        recorder: Recorder,
+        sources: Sources,
+        *,
+        secure: bool,
+        webhooks: Webhooks | None = None,
+    ) -> None:
         self._options = options
+        self._webhooks = webhooks  # told the recorder of their requests for the run
         self.recorder = recorder
         self._sources = sources
         self._secure = secure
@@ -340,6 +349,8 @@ class DashboardRunnable:
         if self._secure:
             tls, authorize = await self._protection(cluster)
         recorder.install()
+        if self._webhooks is not None:
+            self._webhooks.add_listener(recorder.webhooks)
         try:
             self.server = DashboardServer(
                 recorder,
@@ -359,6 +370,8 @@ class DashboardRunnable:
                         await stop.wait()
         finally:
             recorder.uninstall()
+            if self._webhooks is not None:
+                self._webhooks.remove_listener(recorder.webhooks)
             if self.server is not None:
                 await self.server.stop()
 
@@ -419,10 +432,16 @@ def dashboard_runnable(manager: Manager) -> DashboardRunnable:
         return {"mode": "single replica", "leader": True}
 
     def webhooks() -> list[dict[str, Any]]:
-        return [{"path": getattr(w, "path", ""), "kind": type(w).__name__} for w in manager.webhooks or ()]
+        return [_webhook_row(w) for w in manager.webhooks or ()]
 
     sources = Sources(cluster=lambda: manager.cluster, replica=replica, webhooks=webhooks, name=manager.name)
     secure = options.secure
     if secure is None:  # as the metrics: protected unless only this machine (or pod) reaches it
         secure = not is_loopback(parse_address(options.address)[0])
-    return DashboardRunnable(options, recorder, sources, secure=secure)
+    return DashboardRunnable(options, recorder, sources, secure=secure, webhooks=manager.webhooks)
+
+
+def _webhook_row(webhook: AdmissionWebhook | Conversion) -> dict[str, Any]:
+    mutating = getattr(webhook, "mutating", None)
+    kind = "conversion" if mutating is None else "mutating" if mutating else "validating"
+    return {"path": webhook.path, "kind": type(webhook).__name__, "type": kind}

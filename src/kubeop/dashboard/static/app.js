@@ -67,7 +67,16 @@ function renderOverview(d) {
   dl($("#replica"), d.replica);
   dl($("#api"), d.api);
   $("#webhooks tbody").replaceChildren(
-    ...(d.webhooks.length ? d.webhooks.map((w) => el("tr", {}, el("td", {}, w.path), el("td", {}, w.kind))) : [el("tr", {}, el("td", { class: "quiet" }, "none"), el("td"))])
+    ...(d.webhooks.length
+      ? d.webhooks.map((w) =>
+        el("tr", { "data-webhook": w.path },
+          el("td", {}, w.path), el("td", {}, w.type || w.kind),
+          el("td", { class: "num" }, w.requests ?? 0), el("td", { class: "num" }, rate(w.requests_per_s)),
+          el("td", { class: "num" }, w.in_flight ?? 0),
+          el("td", { class: "num" }, ms(w.p50)), el("td", { class: "num" }, ms(w.p99)),
+          el("td", { class: "num" }, w.denials ?? 0),
+          el("td", { class: "num " + (w.errors ? "bad" : "") }, w.errors ?? 0)))
+      : [el("tr", {}, el("td", { class: "quiet", colspan: "9" }, "none"))])
   );
   $("#cache tbody").replaceChildren(
     ...d.cache.map((c) => el("tr", {}, el("td", {}, c.informer), el("td", { class: "num" }, c.objects), el("td", { class: c.synced ? "ok" : "bad" }, c.synced ? "synced" : "syncing")))

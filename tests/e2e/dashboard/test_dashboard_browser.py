@@ -1,7 +1,8 @@
 """The dashboard in a real browser (headless Debian chromium, driven by Selenium and chromedriver)
-against a Manager on the local control plane: the overview lists the controllers; a Widget made
-to fail is on the errors page with its message within 2 s and gone once fixed; the object page
-shows its reconciles and the ConfigMap it owns. Each page's screenshot goes to docs/assets/.
+against a Manager on the local control plane: the overview lists the controllers and its webhook
+with the requests it answered and denied; a Widget made to fail is on the errors page with its
+message within 2 s and gone once fixed; the object page shows its reconciles and the ConfigMap it
+owns. Each page's screenshot goes to docs/assets/.
 
 Without chromium (``/usr/bin/chromium``) the tests are skipped on a developer's machine and fail
 in CI (``KUBEOP_CI`` or ``CI`` set: ``.ci/run`` installs chromium and sets ``KUBEOP_CI``).
@@ -13,17 +14,22 @@ import asyncio
 import logging
 import os
 import shutil
+import ssl
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from kubeop.controller import Context, Controller, Request, set_condition, set_controller_reference
 from kubeop.core.resource import ApiResource
 from kubeop.manager import Dashboard, Manager, Serving
 from kubeop.testing import ControlPlane
+from kubeop.webhook import Denied, Webhooks, validating
+from kubeop.webhook.certs import local_certificates
 from tests.e2e.controller.conftest import client_for, running
 from tests.support.crds import widget_crd
 
@@ -74,7 +80,26 @@ def _widget(ns: str, name: str, value: str) -> dict[str, Any]:
     }
 
 
-def _operator(namespace: str, kubeconfig: str) -> Manager:
+@validating(WIDGETS, name="vwidget.dashboard.kubeop.dev")
+def _no_forbidden_values(new: dict[str, Any]) -> None:
+    if new.get("spec", {}).get("value") == "forbidden":
+        raise Denied("value 'forbidden' is not allowed")
+
+
+def _admit(url: str, ca: Path, value: str) -> bool:
+    """Post an AdmissionReview of a Widget to the webhook server, as the API server would."""
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": value, "operation": "CREATE", "object": _widget("default", value, value)},
+    }
+    body = orjson.dumps(review)
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=str(ca)), timeout=5) as resp:
+        return bool(orjson.loads(resp.read())["response"]["allowed"])
+
+
+def _operator(namespace: str, kubeconfig: str, cert_dir: Path) -> Manager:
     async def reconcile(req: Request, ctx: Context) -> None:
         widget = await ctx.client.get(WIDGETS, req.name, namespace=req.namespace)
         if widget is None:
@@ -101,7 +126,13 @@ def _operator(namespace: str, kubeconfig: str) -> Manager:
     manager = Manager(
         client_for(kubeconfig),
         name="widget-operator",
-        serving=Serving(metrics_address=None, health_address=None),
+        serving=Serving(
+            metrics_address=None,
+            health_address=None,
+            webhook_address="127.0.0.1:0",
+            webhook_cert_dir=str(cert_dir),
+        ),
+        webhooks=Webhooks([_no_forbidden_values]),
         dashboard=Dashboard(address="127.0.0.1:0"),
     )
     manager.add(
@@ -131,6 +162,12 @@ def _text(selector: str) -> Callable[[Any], str]:
     return lambda browser: browser.find_element(By.CSS_SELECTOR, selector).text
 
 
+def _cells(selector: str) -> Callable[[Any], list[str]]:
+    from selenium.webdriver.common.by import By
+
+    return lambda browser: [td.text for td in browser.find_elements(By.CSS_SELECTOR, selector + " td")]
+
+
 async def _shot(browser: Any, name: str) -> None:
     ASSETS.mkdir(parents=True, exist_ok=True)
     await asyncio.to_thread(browser.save_screenshot, str(ASSETS / f"dashboard-{name}.png"))
@@ -149,21 +186,35 @@ def info_logs() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("info_logs")
-async def test_the_dashboard_in_a_browser(control_plane: ControlPlane, namespace: str, browser: Any) -> None:
+async def test_the_dashboard_in_a_browser(
+    control_plane: ControlPlane, namespace: str, browser: Any, tmp_path: Path
+) -> None:
     control_plane.install_crds([widget_crd(GROUP)])
+    local_certificates(tmp_path)
     async with client_for(control_plane.kubeconfig_path) as client:
         for name in ("alpha", "beta", "gamma"):
             await client.create(_widget(namespace, name, name))
-        async with running(_operator(namespace, control_plane.kubeconfig_path)) as manager:
+        async with running(_operator(namespace, control_plane.kubeconfig_path, tmp_path)) as manager:
             server = manager.dashboard_server
-            assert server is not None
+            assert server is not None and manager.webhook_server is not None
             url = server.url
+            hook = manager.webhook_server.url + _no_forbidden_values.path
+            verdicts = [
+                await asyncio.to_thread(_admit, hook, tmp_path / "ca.crt", value)
+                for value in ("one", "forbidden", "two")
+            ]
+            assert verdicts == [True, False, True]
 
             # Overview: the controller, live
             await asyncio.to_thread(browser.get, url + "#overview")
             await _until(browser, lambda b: "widgets" in _text("#controllers tbody")(b), 10, "controller row")
             await _until(browser, lambda b: "live" in _text("#live")(b), 10, "live stream")
             await _until(browser, lambda b: "syncing" not in _text("#cache")(b), 10, "synced caches")
+            webhook_row = f'#webhooks tr[data-webhook="{_no_forbidden_values.path}"]'
+            await _until(browser, lambda b: _cells(webhook_row)(b)[2] == "3", 10, "the webhook's requests")
+            cells = _cells(webhook_row)(browser)
+            assert (cells[1], cells[2], cells[4], cells[7], cells[8]) == ("validating", "3", "0", "1", "0")
+            assert cells[5].endswith("ms") and cells[6].endswith("ms")  # p50, p99
             await _shot(browser, "overview")
 
             # Errors: a Widget made to fail shows within 2 s, with its message; gone once fixed

@@ -138,6 +138,8 @@ def known_difference(expression: str) -> str | None:
         return "robfig/cron takes '?' for '*' in every field; cronsim does not"
     if "*-" in expression:
         return "robfig/cron ignores what follows '*' ('*-5' is '*'); cronsim refuses it"
+    if len(fields) == 5 and "L" in fields[2].upper():
+        return "cronsim takes 'L' for the month's last day; robfig/cron refuses it"
     if len(fields) == 5 and re.search(r"(^|[,-])0*7($|[,/-])", fields[4]):
         return "cronsim reads 7 in the day of week as Sunday; robfig/cron refuses it"
     return None
@@ -148,6 +150,7 @@ def known_difference(expression: str) -> str | None:
 @example("0 0 * * MON")
 @example("0 0 * JAN *")
 @example("1-5/2 0 1 1 0")
+@example("0 0 L 1 0")
 def test_accepts_iff_cronsim_does_but_for_the_documented_differences(expression: str) -> None:
     if known_difference(expression) is not None:
         return

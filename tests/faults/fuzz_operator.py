@@ -23,7 +23,7 @@ import time
 from fuzz_model import TERMINAL_REPLICAS, Gadget  # type: ignore[import-not-found,unused-ignore]
 
 from kubeop.controller import Context, Controller, Request, TerminalError
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 
 
 async def reconcile(req: Request, ctx: Context) -> None:
@@ -41,7 +41,9 @@ async def reconcile(req: Request, ctx: Context) -> None:
 
 
 async def run(args: argparse.Namespace) -> None:
-    manager = Manager(name="fuzz-operator", metrics_address="127.0.0.1:0", health_address=None)
+    manager = Manager(
+        name="fuzz-operator", serving=Serving(metrics_address="127.0.0.1:0", health_address=None)
+    )
     manager.add(
         Controller.for_(Gadget, namespace=args.namespace).max_concurrent(args.workers).reconcile(reconcile)
     )

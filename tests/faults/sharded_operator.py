@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from kubeop.controller import Context, Controller, Request
-from kubeop.manager import Manager, Sharding
+from kubeop.manager import Manager, Runtime, Serving, Sharding
 
 wo: Any = importlib.import_module("widget_operator")  # the script next to this one
 
@@ -32,14 +32,13 @@ wo: Any = importlib.import_module("widget_operator")  # the script next to this 
 async def run(args: argparse.Namespace) -> None:
     manager = Manager(
         name="widget-operator",
-        metrics_address="127.0.0.1:0",
-        health_address=None,
         leader_election_namespace=args.namespace,
         lease_duration=args.lease_duration,
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
-        graceful_shutdown_timeout=10,
         sharding=Sharding(labels=args.labels),
+        serving=Serving(metrics_address="127.0.0.1:0", health_address=None),
+        runtime=Runtime(graceful_shutdown_timeout=10),
     )
     fd = os.open(args.reconcile_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 

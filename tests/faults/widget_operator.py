@@ -42,7 +42,7 @@ from typing import Any
 
 from kubeop.controller import Context, Controller, Request, set_controller_reference
 from kubeop.core.resource import ApiResource
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Runtime, Serving
 from kubeop.webhook import Denied, Webhooks, validating
 
 GROUP = "faults.kubeop.dev"
@@ -102,19 +102,20 @@ def say(line: str) -> None:
 async def run(args: argparse.Namespace) -> None:
     manager = Manager(
         name="widget-operator",
-        metrics_address="127.0.0.1:0",
-        health_address=None,
         leader_election=args.leader_election,
         leader_election_id="widget-operator",
         leader_election_namespace=args.namespace,
         lease_duration=args.lease_duration,
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
-        graceful_shutdown_timeout=10,
-        resync_period=args.resync,
         webhooks=Webhooks([guard]) if args.webhook_cert_dir else None,
-        webhook_address="127.0.0.1:0",
-        webhook_cert_dir=args.webhook_cert_dir,
+        serving=Serving(
+            metrics_address="127.0.0.1:0",
+            health_address=None,
+            webhook_address="127.0.0.1:0",
+            webhook_cert_dir=args.webhook_cert_dir,
+        ),
+        runtime=Runtime(graceful_shutdown_timeout=10, resync_period=args.resync),
     )
     manager.add(
         Controller.for_(WIDGETS, namespace=args.namespace)

@@ -14,7 +14,7 @@ import sys
 from kubeop.client import Client
 from kubeop.controller import Context, Controller, Request, label_selector
 from kubeop.core.resource import ApiResource
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Runtime, Serving
 
 CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 
@@ -43,14 +43,13 @@ def main() -> None:
         manager = Manager(
             client,
             name="probe",
-            metrics_address=None,
-            health_address=None,
             leader_election="--leader-election" in sys.argv,
             leader_election_namespace=namespace,
             lease_duration=6,
             renew_deadline=4,
             retry_period=1,
-            graceful_shutdown_timeout=10,
+            serving=Serving(metrics_address=None, health_address=None),
+            runtime=Runtime(graceful_shutdown_timeout=10),
         )
         manager.add(
             Controller.for_(CONFIGMAPS, label_selector("app=probe"), namespace=namespace).reconcile(reconcile)

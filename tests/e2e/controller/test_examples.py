@@ -13,7 +13,7 @@ from examples.demo.operator import DEMOS, PODS
 from examples.demo.operator import controller as demo_controller
 
 from kubeop.core.errors import NotFound
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import ControlPlane
 
 from .conftest import client_for, eventually, running
@@ -34,7 +34,9 @@ async def test_application_owns_and_restores_its_deployment(
 ) -> None:
     control_plane.install_crds([app_crd.CRD])
     async with client_for(control_plane.kubeconfig_path) as client:
-        manager = Manager(client, name="application-operator", metrics_address=None, health_address=None)
+        manager = Manager(
+            client, name="application-operator", serving=Serving(metrics_address=None, health_address=None)
+        )
         manager.add(app_controller())
         async with running(manager):
             await client.create(app_crd.sample("web", namespace, replicas=2))
@@ -99,7 +101,9 @@ async def test_invalid_application_is_a_terminal_error_with_an_event(
 ) -> None:
     control_plane.install_crds([app_crd.CRD])
     async with client_for(control_plane.kubeconfig_path) as client:
-        manager = Manager(client, name="application-operator", metrics_address=None, health_address=None)
+        manager = Manager(
+            client, name="application-operator", serving=Serving(metrics_address=None, health_address=None)
+        )
         manager.add(app_controller())
         async with running(manager):
             bad = app_crd.sample("empty", namespace)
@@ -118,7 +122,9 @@ async def test_invalid_application_is_a_terminal_error_with_an_event(
 async def test_demo_keeps_one_pod_per_demo(control_plane: ControlPlane, namespace: str) -> None:
     control_plane.install_crds([demo_crd.CRD])
     async with client_for(control_plane.kubeconfig_path) as client:
-        manager = Manager(client, name="demo-operator", metrics_address=None, health_address=None)
+        manager = Manager(
+            client, name="demo-operator", serving=Serving(metrics_address=None, health_address=None)
+        )
         manager.add(demo_controller())
         async with running(manager):
             await client.create(demo_crd.sample("hello", namespace))

@@ -12,7 +12,7 @@ import pytest
 
 from kubeop.controller import Context, Controller, Request, label_selector, set_controller_reference
 from kubeop.core.resource import ApiResource
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import ControlPlane
 
 from .conftest import client_for, running
@@ -51,7 +51,7 @@ async def test_apiserver_restart_mid_converge_loses_nothing_and_recovers_fast(
         await ctx.client.create_or_update(copy)
 
     async with client_for(cp.kubeconfig_path) as client:
-        manager = Manager(client, name="copier", metrics_address=None, health_address=None)
+        manager = Manager(client, name="copier", serving=Serving(metrics_address=None, health_address=None))
         manager.add(
             Controller.for_(CONFIGMAPS, label_selector("role=source"), namespace="faults")
             .max_concurrent(4)

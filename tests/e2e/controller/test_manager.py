@@ -17,7 +17,7 @@ import pytest
 
 from kubeop.controller import Context, Controller, Request, label_selector
 from kubeop.core.resource import ApiResource
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Runtime, Serving
 from kubeop.testing import ControlPlane
 
 from .conftest import client_for, eventually, running
@@ -132,7 +132,9 @@ async def test_metrics_and_probes(control_plane: ControlPlane, namespace: str) -
 
     async with client_for(control_plane.kubeconfig_path) as client:
         manager = Manager(
-            client, name="metrics-test", metrics_address="127.0.0.1:0", health_address="127.0.0.1:0"
+            client,
+            name="metrics-test",
+            serving=Serving(metrics_address="127.0.0.1:0", health_address="127.0.0.1:0"),
         )
         manager.add(
             Controller.for_(CONFIGMAPS, label_selector("app=probe"), namespace=namespace)
@@ -182,7 +184,10 @@ async def test_missing_rbac_fails_fast_and_stop_during_sync_is_honoured(control_
 
     async with client_for(kubeconfig) as client:
         manager = Manager(
-            client, name="unauthorized", metrics_address=None, health_address=None, cache_sync_timeout=3
+            client,
+            name="unauthorized",
+            serving=Serving(metrics_address=None, health_address=None),
+            runtime=Runtime(cache_sync_timeout=3),
         )
         manager.add(Controller.for_(CONFIGMAPS).reconcile(reconcile))
         started = time.monotonic()
@@ -190,7 +195,9 @@ async def test_missing_rbac_fails_fast_and_stop_during_sync_is_honoured(control_
             await manager.start(asyncio.Event())
         assert time.monotonic() - started < 15
 
-        manager = Manager(client, name="unauthorized", metrics_address=None, health_address=None)
+        manager = Manager(
+            client, name="unauthorized", serving=Serving(metrics_address=None, health_address=None)
+        )
         manager.add(Controller.for_(CONFIGMAPS).reconcile(reconcile))
         stop = asyncio.Event()
         task = asyncio.create_task(manager.start(stop))

@@ -23,7 +23,7 @@ from kubeop.client import Client
 from kubeop.core.request import RequestBuilder
 from kubeop.core.resource import ApiResource
 from kubeop.crd.rbac import cluster_role_binding, metrics_auth_role, metrics_reader_role, service_account
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.manager.delegated_auth import DelegatedAuth
 from kubeop.testing import ControlPlane
 
@@ -145,10 +145,12 @@ async def test_a_manager_serves_metrics_over_https_to_the_metrics_reader_only(
         manager = Manager(
             operator,
             name="secure-metrics",
-            metrics_address="127.0.0.1:0",
-            metrics_secure=True,
-            metrics_cert_dir=cert_dir,
-            health_address="127.0.0.1:0",
+            serving=Serving(
+                metrics_address="127.0.0.1:0",
+                metrics_secure=True,
+                metrics_cert_dir=cert_dir,
+                health_address="127.0.0.1:0",
+            ),
         )
         async with running(manager):
             if manager.metrics_tls is not None:

@@ -19,7 +19,7 @@ from kubeop.core.resource import ApiResource
 from kubeop.crd import CamelModel, CustomResource, crd_manifest
 from kubeop.kinds import ConfigMap
 from kubeop.kinds.meta_v1 import ObjectMeta
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import ControlPlane
 
 from .conftest import client_for, eventually, running
@@ -96,7 +96,7 @@ class Writes(logging.Handler):
 
 
 def _manager(client: Any, name: str, ns: str, model: Any, reconcile: Any) -> Manager:
-    manager = Manager(client, name=name, metrics_address=None, health_address=None)
+    manager = Manager(client, name=name, serving=Serving(metrics_address=None, health_address=None))
     manager.add(
         Controller.for_(model, namespace=ns)
         .owns(CONFIGMAPS if model is GADGETS else ConfigMap)

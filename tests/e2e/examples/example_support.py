@@ -17,7 +17,7 @@ from examples.hostpath_provisioner.provisioner import controllers as provisioner
 from kubeop.client import Client
 from kubeop.controller import Controller
 from kubeop.core.errors import NotFound
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from tests.e2e.controller.conftest import client_for, running
 
 
@@ -78,7 +78,7 @@ def mail_server() -> Any:
 async def operator(kubeconfig: str, name: str, controllers: Sequence[Controller]) -> AsyncIterator[Client]:
     """Run ``controllers`` and the hostPath provisioner in one Manager (its own client) until exit."""
     async with client_for(kubeconfig) as client:
-        manager = Manager(client, name=name, metrics_address=None, health_address=None)
+        manager = Manager(client, name=name, serving=Serving(metrics_address=None, health_address=None))
         for c in [*controllers, *provisioner_controllers()]:
             manager.add(c)
         async with running(manager):

@@ -17,7 +17,7 @@ from examples.php_deployment.operator import PHP_DEPLOYMENTS, operator
 
 from kubeop.client import Client
 from kubeop.helm import HelmOperator, Watch, find_helm
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import ControlPlane
 from kubeop.testing.binaries import ensure_binaries
 
@@ -91,7 +91,9 @@ async def php_operator(
             if watches
             else operator(namespace=namespace, **options)
         )
-        manager = Manager(client, name="php-deployment-operator", metrics_address=None, health_address=None)
+        manager = Manager(
+            client, name="php-deployment-operator", serving=Serving(metrics_address=None, health_address=None)
+        )
         op.add_to(manager)
         try:
             async with running(manager):

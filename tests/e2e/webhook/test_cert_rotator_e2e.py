@@ -25,7 +25,7 @@ from cryptography import x509
 
 from kubeop.client import Client, load_kubeconfig
 from kubeop.core.resource import ApiResource
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import ControlPlane
 from kubeop.webhook import (
     CertRotator,
@@ -104,12 +104,14 @@ class Served:
             self.manager = Manager(
                 client,
                 name="rotator-e2e",
-                metrics_address=None,
-                health_address=None,
                 webhooks=Webhooks([no_bad_key]),
-                webhook_address=f"127.0.0.1:{self.port}",
-                webhook_cert_dir=str(self.cert_dir),
-                webhook_cert_secret=self.cert,
+                serving=Serving(
+                    metrics_address=None,
+                    health_address=None,
+                    webhook_address=f"127.0.0.1:{self.port}",
+                    webhook_cert_dir=str(self.cert_dir),
+                    webhook_cert_secret=self.cert,
+                ),
             )
             await self.manager.start(self.stop_event)
 

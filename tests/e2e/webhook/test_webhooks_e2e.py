@@ -26,7 +26,7 @@ from examples.crontab.main import install, manifests, webhooks
 from kubeop.client import Client, load_kubeconfig
 from kubeop.core.resource import ApiResource
 from kubeop.kinds import ConfigMap
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import ControlPlane
 from kubeop.webhook import (
     Denied,
@@ -102,11 +102,13 @@ class ManagerThread:
             self.manager = Manager(
                 client,
                 name="webhook-e2e",
-                metrics_address=None,
-                health_address=None,
                 webhooks=self.served,
-                webhook_address="127.0.0.1:0",
-                webhook_cert_dir=str(self.cert_dir),
+                serving=Serving(
+                    metrics_address=None,
+                    health_address=None,
+                    webhook_address="127.0.0.1:0",
+                    webhook_cert_dir=str(self.cert_dir),
+                ),
             )
             await self.manager.start(self.stop_event)
 

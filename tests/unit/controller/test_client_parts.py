@@ -17,7 +17,7 @@ from kubeop.controller._finalizers import finalizers_patch, finalizers_verb
 from kubeop.controller._write_ledger import WriteLedger, object_key
 from kubeop.core.resource import ApiResource
 from kubeop.kinds import ConfigMap
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import FakeCluster
 from kubeop.testing.fake import FakeTransport
 
@@ -213,7 +213,9 @@ async def test_controllers_and_reads_naming_one_kind_differently_share_one_watch
         seen["by-model"].add(req.name)
         found.append(await ctx.client.get(CONFIGMAPS, req.name, namespace=req.namespace))
 
-    manager = Manager(api, clock=cluster.clock, metrics_address=None, health_address=None, name="t")
+    manager = Manager(
+        api, clock=cluster.clock, name="t", serving=Serving(metrics_address=None, health_address=None)
+    )
     manager.add(Controller.for_("configmaps").named("by-name").reconcile(by_name))
     manager.add(Controller.for_(ConfigMap).named("by-model").reconcile(by_model))
     stop = asyncio.Event()

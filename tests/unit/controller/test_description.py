@@ -20,7 +20,7 @@ from kubeop.controller import (
     Trigger,
 )
 from kubeop.controller.running import ControllerRuntime, RunningController
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.queue import ItemExponentialFailureRateLimiter
 from kubeop.testing import FakeCluster
 
@@ -73,7 +73,7 @@ def test_a_shared_base_gives_independent_descriptions() -> None:
 
 
 def test_manager_add_refuses_what_cannot_run() -> None:
-    manager = Manager(metrics_address=None, health_address=None)
+    manager = Manager(serving=Serving(metrics_address=None, health_address=None))
     with pytest.raises(ValueError, match=r"'app' has no reconciler: call \.reconcile\(fn\)"):
         manager.add(Controller.for_(APPS))
     with pytest.raises(TypeError, match=r"Manager\.add takes a Controller, got function"):
@@ -157,7 +157,8 @@ async def test_two_managers_run_one_description() -> None:
     described = Controller.for_(APPS).reconcile(reconcile)
     cluster.add_crd(APP_CRD)
     managers = [
-        Manager(cluster.client(), name=name, metrics_address=None, health_address=None) for name in ("a", "b")
+        Manager(cluster.client(), name=name, serving=Serving(metrics_address=None, health_address=None))
+        for name in ("a", "b")
     ]
     for manager in managers:
         manager.add(described)

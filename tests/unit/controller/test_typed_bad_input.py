@@ -20,7 +20,7 @@ from kubeop.core.model import ModelMismatch, from_dict
 from kubeop.crd import CamelModel, CustomResource
 from kubeop.kinds import ConfigMap, Deployment, Secret
 from kubeop.kinds.meta_v1 import ObjectMeta
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import FakeCluster
 
 T = TypeVar("T")
@@ -110,7 +110,10 @@ async def reconcile(req: Request, ctx: Context) -> None:
 @contextlib.asynccontextmanager
 async def running(cluster: FakeCluster) -> AsyncIterator[Client]:
     manager = Manager(
-        cluster.client(), clock=cluster.clock, metrics_address=None, health_address=None, name="things"
+        cluster.client(),
+        clock=cluster.clock,
+        name="things",
+        serving=Serving(metrics_address=None, health_address=None),
     )
     manager.add(Controller.for_(Thing).owns(ConfigMap).max_concurrent(1).reconcile(reconcile))
     stop = asyncio.Event()

@@ -17,7 +17,7 @@ from examples.demo.crd import CRD, sample
 from examples.demo.operator import DEMOS, PODS, controller
 
 from kubeop.client import Client
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import FakeCluster
 
 T = TypeVar("T")
@@ -38,7 +38,10 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], timeout: float = 
 @contextlib.asynccontextmanager
 async def running(cluster: FakeCluster) -> AsyncIterator[Client]:
     manager = Manager(
-        cluster.client(), clock=cluster.clock, metrics_address=None, health_address=None, name="demo-operator"
+        cluster.client(),
+        clock=cluster.clock,
+        name="demo-operator",
+        serving=Serving(metrics_address=None, health_address=None),
     )
     manager.add(controller())
     stop = asyncio.Event()

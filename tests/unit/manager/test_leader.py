@@ -13,7 +13,7 @@ from kubeop.cache import SharedInformerFactory
 from kubeop.client import Client
 from kubeop.controller import ReconcilerClient, WritePolicy
 from kubeop.core.resource import ApiResource
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.testing import FakeCluster
 from kubeop.testing.fake import FakeTransport
@@ -88,7 +88,9 @@ async def test_a_leader_whose_loop_stalled_past_the_deadline_stops_before_renewi
 
 
 async def test_the_manager_fences_controller_writes_with_the_lease(api: LeaseClient) -> None:
-    manager = Manager(name="t", leader_election=True, metrics_address=None, health_address=None)
+    manager = Manager(
+        name="t", leader_election=True, serving=Serving(metrics_address=None, health_address=None)
+    )
     manager.elector = le = elector(api)
     client = ReconcilerClient(
         api.client, SharedInformerFactory(api.client), policy=WritePolicy(guard=manager._fence)

@@ -9,7 +9,7 @@ import ssl
 
 import pytest
 
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.testing import FakeCluster
 
 
@@ -29,25 +29,29 @@ from kubeop.testing import FakeCluster
     ],
 )
 def test_metrics_off_loopback_are_secure_by_default(address: str | None, secure: bool) -> None:
-    assert Manager(metrics_address=address, health_address=None).metrics_secure is secure
+    assert Manager(serving=Serving(metrics_address=address, health_address=None)).metrics_secure is secure
 
 
 def test_plain_http_off_loopback_only_when_asked() -> None:
-    assert Manager(metrics_address="0.0.0.0:8080", metrics_secure=False).metrics_secure is False
-    assert Manager(metrics_address="127.0.0.1:8443", metrics_secure=True).metrics_secure is True
+    assert (
+        Manager(serving=Serving(metrics_address="0.0.0.0:8080", metrics_secure=False)).metrics_secure is False
+    )
+    assert (
+        Manager(serving=Serving(metrics_address="127.0.0.1:8443", metrics_secure=True)).metrics_secure is True
+    )
 
 
 def test_a_cert_dir_without_https_is_refused() -> None:
     with pytest.raises(ValueError, match=r"metrics_cert_dir.*metrics_secure"):
-        Manager(metrics_address="127.0.0.1:8080", metrics_cert_dir="/certs")
+        Manager(serving=Serving(metrics_address="127.0.0.1:8080", metrics_cert_dir="/certs"))
 
 
 def test_https_metrics_cannot_share_the_probe_port() -> None:
     with pytest.raises(ValueError, match=r"own port.*kubelet"):
-        Manager(metrics_address="0.0.0.0:8081", health_address="0.0.0.0:8081")
+        Manager(serving=Serving(metrics_address="0.0.0.0:8081", health_address="0.0.0.0:8081"))
     # plain metrics may still share it, as before; port 0 is two free ports
-    Manager(metrics_address="127.0.0.1:8081", health_address="127.0.0.1:8081")
-    Manager(metrics_address="127.0.0.1:0", health_address="127.0.0.1:0", metrics_secure=True)
+    Manager(serving=Serving(metrics_address="127.0.0.1:8081", health_address="127.0.0.1:8081"))
+    Manager(serving=Serving(metrics_address="127.0.0.1:0", health_address="127.0.0.1:0", metrics_secure=True))
 
 
 async def _plain_get(port: int) -> bytes:
@@ -63,9 +67,7 @@ def _secure_metrics_manager(port: int) -> Manager:
     """A manager on a FakeCluster serving HTTPS metrics on ``port`` and no probes."""
     return Manager(
         FakeCluster().client(),
-        metrics_address=f"127.0.0.1:{port}",
-        metrics_secure=True,
-        health_address=None,
+        serving=Serving(metrics_address=f"127.0.0.1:{port}", metrics_secure=True, health_address=None),
     )
 
 

@@ -15,7 +15,7 @@ import pytest
 from kubeop.client import Client
 from kubeop.controller import Context, Controller, Request
 from kubeop.core.errors import Conflict
-from kubeop.manager import Manager, Sharding
+from kubeop.manager import Manager, Serving, Sharding
 from kubeop.manager import membership as membership_module
 from kubeop.manager.membership import (
     DRAINED,
@@ -56,12 +56,11 @@ class Replica:
         self.manager = Manager(
             Client(transport=self.transport),
             name="shared",
-            metrics_address=None,
-            health_address=None,
             lease_duration=3.0,
             renew_deadline=2.0,
             retry_period=0.5,
             sharding=Sharding(identity="a"),
+            serving=Serving(metrics_address=None, health_address=None),
         )
         self.reconciled: set[str] = set()
 
@@ -275,7 +274,7 @@ def test_an_unparsable_drained_annotation_is_no_acknowledgement(caplog: pytest.L
 def test_ring_entries_that_are_not_member_names_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
     m = Membership(FakeCluster().client(), None, "shared", "default", identity="a")  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="kubeop.sharding"):
-        m._observe(lease(RING, "ring", **{GENERATION: "5", MEMBERS: "a,B,c d,,b"}))
+        m._observe(lease(RING, "ring", **{GENERATION: "5", MEMBERS: "a,B,c d,b"}))
         m._observe(lease("other-shards", "ring", **{GENERATION: "9", MEMBERS: "z"}))  # not the ring
     assert (m.handover.generation, m.handover.members) == (5, ("a", "b"))
     assert len(warnings(caplog, f"annotation {MEMBERS}", "['B', 'c d']")) == 1

@@ -14,7 +14,7 @@ import pytest
 from kubeop.client import Client
 from kubeop.controller import Context, Controller, Request, set_controller_reference
 from kubeop.core.resource import ApiResource
-from kubeop.manager import Manager, Sharding
+from kubeop.manager import Manager, Serving, Sharding
 from kubeop.testing import FakeCluster
 
 CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
@@ -51,12 +51,11 @@ class Fleet:
         manager = Manager(
             self.cluster.client(),
             name="shared",
-            metrics_address=None,
-            health_address=None,
             lease_duration=3.0,
             renew_deadline=2.0,
             retry_period=0.5,
             sharding=Sharding(identity=name, unsharded=self.sharding.unsharded, labels=self.sharding.labels),
+            serving=Serving(metrics_address=None, health_address=None),
         )
 
         async def reconcile(req: Request, ctx: Context) -> None:
@@ -305,9 +304,8 @@ async def test_label_mode_refuses_a_kind_that_is_one_controllers_primary_and_ano
     manager = Manager(
         FakeCluster().client(),
         name="shared",
-        metrics_address=None,
-        health_address=None,
         sharding=Sharding(identity="a", labels=True),
+        serving=Serving(metrics_address=None, health_address=None),
     )
 
     async def reconcile(req: Request, ctx: Context) -> None:

@@ -30,7 +30,7 @@ from kubeop.core.errors import (
     UnsupportedMediaType,
 )
 from kubeop.core.patch import PatchType
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.queue import FakeClock
 from kubeop.testing import FakeCluster
 from kubeop.testing.fake import FakeTransport
@@ -205,7 +205,10 @@ async def test_strategic_merge_directives() -> None:
 async def test_a_manager_wins_the_lease_and_releases_it() -> None:
     cluster = FakeCluster()
     manager = Manager(
-        cluster.client(), leader_election=True, name="lease-test", metrics_address=None, health_address=None
+        cluster.client(),
+        leader_election=True,
+        name="lease-test",
+        serving=Serving(metrics_address=None, health_address=None),
     )
     stop = asyncio.Event()
     task = asyncio.ensure_future(manager.start(stop))
@@ -262,7 +265,9 @@ async def test_a_requeue_after_an_hour_runs_when_the_test_steps_an_hour() -> Non
         seen.append(ctx.clock.utcnow().strftime("%H:%M"))
         return Result(requeue_after=3600)
 
-    manager = Manager(cluster.client(), clock=cluster.clock, metrics_address=None, health_address=None)
+    manager = Manager(
+        cluster.client(), clock=cluster.clock, serving=Serving(metrics_address=None, health_address=None)
+    )
     manager.add(Controller.for_(CM).named("hourly").reconcile(reconcile))
     stop = asyncio.Event()
     task = asyncio.ensure_future(manager.start(stop))

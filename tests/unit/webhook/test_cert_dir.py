@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from kubeop.manager import Serving
 from kubeop.webhook.certs import (
     CertPathError,
     checked_cert_path,
@@ -85,10 +86,8 @@ async def test_without_a_cert_dir_the_manager_serves_from_a_private_directory(te
     manager = Manager(
         client,
         name="webhooks-only",
-        metrics_address=None,
-        health_address=None,
         webhooks=Webhooks([validate]),
-        webhook_address="127.0.0.1:0",
+        serving=Serving(metrics_address=None, health_address=None, webhook_address="127.0.0.1:0"),
     )
     stop = asyncio.Event()
     task = asyncio.ensure_future(manager.start(stop))

@@ -13,7 +13,7 @@ from examples.crontab.webhooks.crontab_v1beta1 import default, validate
 
 from kubeop.client import Client
 from kubeop.client.config import ClientConfig
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Serving
 from kubeop.webhook import Webhooks
 from kubeop.webhook.certs import local_certificates
 
@@ -39,11 +39,13 @@ async def test_the_manager_serves_webhooks_and_reports_them_ready(tmp_path: Path
     manager = Manager(
         client,
         name="webhooks-only",
-        metrics_address="127.0.0.1:0",
-        health_address="127.0.0.1:0",
         webhooks=Webhooks([validate, conversion]),
-        webhook_address="127.0.0.1:0",
-        webhook_cert_dir=str(tmp_path),
+        serving=Serving(
+            metrics_address="127.0.0.1:0",
+            health_address="127.0.0.1:0",
+            webhook_address="127.0.0.1:0",
+            webhook_cert_dir=str(tmp_path),
+        ),
     )
     manager.add_webhook(default)
     stop = asyncio.Event()

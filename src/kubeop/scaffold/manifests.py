@@ -377,13 +377,65 @@ def default_config(
         "(`kubectl apply -k config/default` works too).\n"
         "# Change the namespace with `kubeop manifests --namespace NAME` (it is recorded in PROJECT).\n"
         "# With the Prometheus Operator, add ../prometheus to the resources: a ServiceMonitor for /metrics.\n"
+        "# Where NetworkPolicies are enforced, add ../network-policy: only the ports the manager serves.\n"
     )
     return [
         _generated("config/default/namespace.yaml", render_yaml(namespace)),
         _generated("config/default/kustomization.yaml", head + dump_yaml(kustomization)),
         *plans,
         *_prometheus(project_name, deploy_namespace, labels),
+        *_network_policy(project_name, deploy_namespace, labels, webhooks=webhooks),
     ]
+
+
+def _network_policy(
+    project_name: str, namespace: str, labels: Mapping[str, str], *, webhooks: bool
+) -> list[Planned]:
+    """config/network-policy: once a NetworkPolicy selects the manager's pods, every other
+    ingress to them is refused; these let in /metrics from namespaces labelled
+    ``metrics: enabled`` and, with webhooks, the API server's calls on the webhook port."""
+    pods = {
+        "app.kubernetes.io/name": labels["app.kubernetes.io/name"],
+        "control-plane": "controller-manager",
+    }
+
+    def policy(name: str, source: list[dict[str, Any]] | None, port: int) -> dict[str, Any]:
+        rule: dict[str, Any] = {"ports": [{"port": port, "protocol": "TCP"}]}
+        if source is not None:
+            rule["from"] = source
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"labels": dict(labels), "name": f"{project_name}-{name}", "namespace": namespace},
+            "spec": {"podSelector": {"matchLabels": pods}, "policyTypes": ["Ingress"], "ingress": [rule]},
+        }
+
+    metrics = policy(
+        "allow-metrics-traffic", [{"namespaceSelector": {"matchLabels": {"metrics": "enabled"}}}], 8443
+    )
+    files = ["allow-metrics-traffic.yaml"]
+    plans = [
+        _generated(
+            "config/network-policy/allow-metrics-traffic.yaml",
+            "# /metrics (HTTPS, token and RBAC checked) from pods in namespaces labelled metrics=enabled,\n"
+            "# e.g. Prometheus's: kubectl label namespace monitoring metrics=enabled\n"
+            + render_yaml(metrics),
+        )
+    ]
+    if webhooks:
+        hooks = policy("allow-webhook-traffic", None, WEBHOOK_PORT)
+        files.append("allow-webhook-traffic.yaml")
+        plans.append(
+            _generated(
+                "config/network-policy/allow-webhook-traffic.yaml",
+                "# The webhook port from any source: kube-apiserver calls it, and it usually runs on the\n"
+                "# host network, where no namespace or pod selector matches it. To narrow this, replace the\n"
+                "# rule's open source with an ipBlock of your control plane's addresses.\n"
+                + render_yaml(hooks),
+            )
+        )
+    plans.append(_generated("config/network-policy/kustomization.yaml", _kustomization(files)))
+    return plans
 
 
 def _prometheus(project_name: str, namespace: str, labels: Mapping[str, str]) -> list[Planned]:

@@ -24,6 +24,8 @@ LAYOUT = [
     "config/default/namespace.yaml",
     "config/manager/kustomization.yaml",
     "config/manager/manager.yaml",
+    "config/network-policy/allow-metrics-traffic.yaml",
+    "config/network-policy/kustomization.yaml",
     "config/prometheus/kustomization.yaml",
     "config/prometheus/monitor.yaml",
     "config/rbac/kustomization.yaml",

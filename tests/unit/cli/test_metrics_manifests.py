@@ -102,6 +102,36 @@ def test_an_optional_service_monitor_scrapes_https_with_a_bearer_token(root: Pat
     assert monitor["metadata"]["namespace"] == NS
 
 
+def test_optional_network_policies_let_in_only_the_served_ports(root: Path) -> None:
+    default = yaml.safe_load((root / "config/default/kustomization.yaml").read_text())
+    assert "../network-policy" not in default["resources"]  # opt-in, as ../prometheus
+    folder = root / "config/network-policy"
+    assert yaml.safe_load((folder / "kustomization.yaml").read_text()) == {
+        "resources": ["allow-metrics-traffic.yaml"]  # this project serves no webhooks
+    }
+    (policy,) = yaml.safe_load_all((folder / "allow-metrics-traffic.yaml").read_text())
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 8443, "protocol": "TCP"}]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"metrics": "enabled"}}}]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    pods = policy["spec"]["podSelector"]["matchLabels"]
+    objs = _objects(root)
+    template = objs[("Deployment", f"{NAME}-controller-manager")]["spec"]["template"]
+    assert all(template["metadata"]["labels"].get(k) == v for k, v in pods.items())  # selects the manager
+    assert {p["name"]: p["containerPort"] for p in _container(objs)["ports"]}["metrics"] == 8443
+
+
+def test_a_project_with_webhooks_lets_the_api_server_reach_the_webhook_port() -> None:
+    folder = Path(__file__).parents[3] / "examples/crontab/config/network-policy"
+    assert yaml.safe_load((folder / "kustomization.yaml").read_text())["resources"] == [
+        "allow-metrics-traffic.yaml",
+        "allow-webhook-traffic.yaml",
+    ]
+    (policy,) = yaml.safe_load_all((folder / "allow-webhook-traffic.yaml").read_text())
+    (rule,) = policy["spec"]["ingress"]
+    assert rule == {"ports": [{"port": 9443, "protocol": "TCP"}]}  # kube-apiserver, from the host network
+
+
 @pytest.fixture
 def main_py(project: Project, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     for var in ("METRICS_BIND_ADDRESS", "METRICS_SECURE", "METRICS_CERT_DIR", "HEALTH_PROBE_BIND_ADDRESS"):

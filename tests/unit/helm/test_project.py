@@ -50,6 +50,7 @@ def test_init_files(project_root: Path) -> None:
         "config/crd/kustomization.yaml", "config/default/kustomization.yaml",
         "config/default/metrics_service.yaml", "config/default/namespace.yaml",
         "config/manager/kustomization.yaml", "config/manager/manager.yaml",
+        "config/network-policy/allow-metrics-traffic.yaml", "config/network-policy/kustomization.yaml",
         "config/prometheus/kustomization.yaml", "config/prometheus/monitor.yaml",
         "config/rbac/kustomization.yaml", "config/rbac/leader_election_role.yaml",
         "config/rbac/leader_election_role_binding.yaml", "config/rbac/metrics_auth_role.yaml",

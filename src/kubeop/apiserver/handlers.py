@@ -7,12 +7,16 @@ Paths (everything else under the group is 404)::
     /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>[/status]]      across namespaces)
     /apis/<group>/<version>/watch/...                                       the old watch form
 
-Verbs: get, list, watch (``?watch=true``), create (POST), update (PUT), patch (PATCH: merge and
-JSON patch; strategic merge and apply are 415 as for a CRD without them), delete, deletecollection.
-The server owns ``metadata.uid``, ``creationTimestamp``, ``generation`` (bumped when anything but
-metadata and status changes) and ``resourceVersion`` (the storage's). With a status subresource,
-the main resource ignores ``status`` and ``/status`` changes only it. A write that changes nothing
-is not written (no new resourceVersion, no event). ``Accept: ...;as=Table;g=meta.k8s.io;v=v1``
+Verbs: get, list, watch (``?watch=true``), create (POST), update (PUT), patch (PATCH: merge, JSON
+patch, server-side apply, and strategic merge for kinds that declare list types; 415 for the
+others, as for a CRD), delete, deletecollection. ``dryRun=All`` on every write answers as if,
+storing nothing. The server owns ``metadata.uid``, ``creationTimestamp``, ``generation`` (bumped
+when anything but metadata and status changes, and when deletion starts), ``resourceVersion``
+(the storage's), ``deletionTimestamp`` and ``managedFields`` (:mod:`kubeop.apiserver.apply`). A
+delete of an object with finalizers sets ``deletionTimestamp`` and keeps it; the write that
+removes its last finalizer deletes it; no finalizer may be added meanwhile. With a status
+subresource, the main resource ignores ``status`` and ``/status`` changes only it. A write that
+changes nothing is not written (no new resourceVersion, no event). ``Accept: ...;as=Table;g=meta.k8s.io;v=v1``
 answers a Table (kubectl get), for lists, gets and watches.
 """
 
@@ -28,9 +32,11 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import orjson
+import yaml
 
+from kubeop.apiserver.apply import manager_name
 from kubeop.apiserver.names import check_name, check_namespace
-from kubeop.apiserver.patch import json_patch, merge_patch
+from kubeop.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
 from kubeop.apiserver.resource import ServedResource
 from kubeop.apiserver.status import StatusError
 from kubeop.apiserver.storage import ListOptions, Storage, WatchOptions
@@ -43,6 +49,7 @@ from kubeop.core.selectors import (
     validate_label_key,
     validate_label_value,
 )
+from kubeop.core.yaml_input import load_yaml
 
 __all__ = ["Attributes", "Gate", "Handlers"]
 
@@ -172,8 +179,15 @@ class Handlers:
 
     async def answer(self, request: Request, attrs: Attributes, target: _Target) -> Response:
         query = _query(request)
-        if "dryRun" in query:
-            raise StatusError(400, "dryRun is not supported by this server yet; send the request without it")
+        dry = query.get("dryRun")
+        if dry not in (None, "All"):
+            raise StatusError(
+                400,
+                f"dryRun: {dry!r} is not supported; the only value is All",
+                causes=[("FieldValueNotSupported", "supported values: All", "dryRun")],
+            )
+        if dry is not None and _is_read(attrs.verb):
+            raise StatusError(400, f"dryRun is for writes, not {attrs.verb}")
         if request.method in ("GET", "HEAD") and request.body:
             raise StatusError(400, "a GET has no body")
         verb = attrs.verb
@@ -183,15 +197,16 @@ class Handlers:
             return await self._list(request, target, query)
         if verb == "watch":
             return await self._watch(request, target, query)
+        dry_run = dry is not None
         if verb == "create":
-            return await self._create(request, target)
+            return await self._create(request, target, query, dry_run)
         if verb == "update":
-            return await self._update(request, target)
+            return await self._update(request, target, query, dry_run)
         if verb == "patch":
-            return await self._patch(request, target)
+            return await self._patch(request, target, query, dry_run)
         if verb == "delete":
-            return await self._delete(request, target)
-        return await self._delete_collection(request, target, query)
+            return await self._delete(request, target, dry_run)
+        return await self._delete_collection(request, target, query, dry_run)
 
     async def _get(self, target: _Target) -> dict[str, Any]:
         return await self.storage.get(target.served.key, target.namespace, target.name)
@@ -279,11 +294,21 @@ class Handlers:
 
         return Response(200, content_type=JSON, stream=stream())
 
-    async def _create(self, request: Request, target: _Target) -> Response:
+    async def _create(
+        self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
+    ) -> Response:
         if target.subresource:
             raise StatusError(405, "create goes to the collection")
-        served = target.served
         body = _body(request, JSON)
+        manager = manager_name(query, request.header("user-agent"))
+        stored = await self._create_object(target, body, dry_run, manager=manager)
+        return self._object(request, target.served, stored, 201)
+
+    async def _create_object(
+        self, target: _Target, body: dict[str, Any], dry_run: bool, *, manager: str | None
+    ) -> dict[str, Any]:
+        """Create ``body`` (fields owned by ``manager``'s update; None: managedFields are set)."""
+        served = target.served
         _check_type(served, body)
         meta = _metadata(body)
         name = meta.get("name") or ""
@@ -314,8 +339,10 @@ class Handlers:
                 "metadata.resourceVersion must be empty on create (it is the server's); leave it out",
                 causes=[("FieldValueInvalid", "must be empty", "metadata.resourceVersion")],
             )
-        for owned in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+        for owned in ("deletionTimestamp", "deletionGracePeriodSeconds", "uid", "generation"):
             meta.pop(owned, None)
+        if manager is not None:
+            meta.pop("managedFields", None)
         _check_labels(meta)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self._now()
@@ -323,10 +350,15 @@ class Handlers:
         if served.decl.status_subresource:
             body.pop("status", None)
         obj = served.validate(body)
-        stored = await self.storage.create(served.key, target.namespace, meta["name"], obj)
-        return self._object(request, served, stored, 201)
+        if manager is not None:
+            served.ownership.record_update(None, obj, manager, "", self._now())
+        if dry_run:
+            return obj
+        return await self.storage.create(served.key, target.namespace, meta["name"], obj)
 
-    async def _update(self, request: Request, target: _Target) -> Response:
+    async def _update(
+        self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
+    ) -> Response:
         served = target.served
         body = _body(request, JSON)
         _check_type(served, body)
@@ -339,29 +371,72 @@ class Handlers:
             )
         old = await self._get(target)
         version = _version(meta.get("resourceVersion"))
-        new = self._merge_update(served, old, body, target.subresource)
+        manager = manager_name(query, request.header("user-agent"))
+        new = self._merge_update(served, old, body, target.subresource, manager)
         if _same(old, new) and (version is None or str(version) == old["metadata"]["resourceVersion"]):
             return self._object(request, served, old, 200)
-        stored = await self.storage.update(
-            served.key, target.namespace, target.name, new, resource_version=version
-        )
+        stored = await self._write(target, old, new, version, dry_run)
         return self._object(request, served, stored, 200)
 
-    async def _patch(self, request: Request, target: _Target) -> Response:
+    async def _write(
+        self, target: _Target, old: dict[str, Any], new: dict[str, Any], version: int | None, dry_run: bool
+    ) -> dict[str, Any]:
+        """Store ``new`` over ``old`` (409 if ``version`` is set and not current); the write that
+        leaves an object being deleted without finalizers deletes it."""
+        served = target.served
+        if dry_run:
+            if version is not None and str(version) != old["metadata"]["resourceVersion"]:
+                raise _stale(served, target.name)
+            return {
+                **new,
+                "metadata": {**new["metadata"], "resourceVersion": old["metadata"]["resourceVersion"]},
+            }
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            await self.storage.delete(
+                served.key,
+                target.namespace,
+                target.name,
+                resource_version=version
+                if version is not None
+                else _version(old["metadata"]["resourceVersion"]),
+            )
+            return new
+        return await self.storage.update(
+            served.key, target.namespace, target.name, new, resource_version=version
+        )
+
+    async def _patch(
+        self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
+    ) -> Response:
         served = target.served
         media = _media(request)
-        if media in (_STRATEGIC, _APPLY):
+        if media == _STRATEGIC and not served.strategic:
             raise StatusError(
                 415,
-                f"{media} is not supported for {served.decl.plural}.{served.decl.group}: send "
-                f"{_MERGE} or {_JSON_PATCH}",
+                f"{media} is not supported for {served.decl.plural}.{served.decl.group}: its model declares "
+                f"no list types (ListType), so there is nothing strategic to merge; send {_MERGE}, "
+                f"{_JSON_PATCH} or {_APPLY}",
             )
-        if media not in (_MERGE, _JSON_PATCH):
-            raise StatusError(415, f"Content-Type {media!r} is not a patch: send {_MERGE} or {_JSON_PATCH}")
+        if media == _APPLY:
+            return await self._apply(request, target, query, dry_run)
+        if media not in (_MERGE, _JSON_PATCH, _STRATEGIC):
+            raise StatusError(
+                415,
+                f"Content-Type {media!r} is not a patch: send {_MERGE}, {_JSON_PATCH}, {_APPLY}"
+                + (f" or {_STRATEGIC}" if served.strategic else ""),
+            )
         patch = _decode(request.body)
+        if media != _JSON_PATCH and not isinstance(patch, dict):
+            raise StatusError(400, f"a {media} body must be a JSON object")
+        manager = manager_name(query, request.header("user-agent"))
         for attempt in range(_PATCH_RETRIES):
             old = await self._get(target)
-            patched = merge_patch(old, patch) if media == _MERGE else json_patch(old, patch)
+            if media == _MERGE:
+                patched = merge_patch(old, patch)
+            elif media == _JSON_PATCH:
+                patched = json_patch(old, patch)
+            else:
+                patched = strategic_merge_patch(old, patch, served.list_rule)
             if not isinstance(patched, dict):
                 raise StatusError(422, "the patched object is not an object")
             _check_type(served, patched)
@@ -370,16 +445,16 @@ class Handlers:
             pinned = asked is not None and str(asked) != old["metadata"]["resourceVersion"]
             if meta.get("name") != target.name or meta.get("uid") != old["metadata"].get("uid"):
                 raise StatusError(422, "a patch may not change metadata.name or metadata.uid")
-            new = self._merge_update(served, old, patched, target.subresource)
+            new = self._merge_update(served, old, patched, target.subresource, manager)
             if _same(old, new):
                 return self._object(request, served, old, 200)
             try:
-                stored = await self.storage.update(
-                    served.key,
-                    target.namespace,
-                    target.name,
+                stored = await self._write(
+                    target,
+                    old,
                     new,
-                    resource_version=asked if pinned else _version(old["metadata"]["resourceVersion"]),
+                    asked if pinned else _version(old["metadata"]["resourceVersion"]),
+                    dry_run,
                 )
             except StatusError as exc:
                 if exc.code != 409 or pinned or attempt == _PATCH_RETRIES - 1:
@@ -388,7 +463,82 @@ class Handlers:
             return self._object(request, served, stored, 200)
         raise AssertionError("unreachable")
 
-    async def _delete(self, request: Request, target: _Target) -> Response:
+    async def _apply(
+        self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
+    ) -> Response:
+        """Server-side apply (:mod:`kubeop.apiserver.apply`): creates the object when there is none."""
+        served = target.served
+        manager = query.get("fieldManager")
+        if not manager:
+            raise StatusError(
+                400,
+                "fieldManager is required for apply requests: send ?fieldManager=<your controller's name>",
+                causes=[("FieldValueRequired", "required for apply", "fieldManager")],
+            )
+        manager = manager_name(query, None)
+        force = query.get("force") in ("true", "1")
+        try:
+            applied = load_yaml(request.body.decode())
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise StatusError(400, f"the apply configuration is not YAML or JSON: {exc}") from None
+        if not isinstance(applied, dict):
+            raise StatusError(400, "an apply configuration must be an object (apiVersion, kind, metadata...)")
+        if not applied.get("apiVersion") or not applied.get("kind"):
+            raise StatusError(
+                400,
+                "an apply configuration needs apiVersion and kind; add "
+                f"apiVersion: {served.decl.api_version} and kind: {served.decl.kind}",
+            )
+        _check_type(served, applied)
+        meta = _metadata(applied)
+        if meta.get("name", target.name) != target.name:
+            raise StatusError(
+                400,
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL "
+                f"({target.name})",
+            )
+        if served.namespaced and meta.get("namespace", target.namespace) != target.namespace:
+            raise StatusError(
+                400, "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        asked = _version(meta.get("resourceVersion"))
+        ownership = served.ownership
+        for attempt in range(_PATCH_RETRIES):
+            try:
+                old: dict[str, Any] | None = await self._get(target)
+            except StatusError as exc:
+                if exc.code != 404 or target.subresource:
+                    raise
+                old = None
+            if old is None:
+                body = ownership.apply(None, applied, manager, "", force=force, now=self._now())
+                body.update(apiVersion=served.decl.api_version, kind=served.decl.kind)
+                body["metadata"]["name"] = target.name
+                try:
+                    made = await self._create_object(target, body, dry_run, manager=None)
+                except StatusError as exc:
+                    if exc.code == 409 and attempt < _PATCH_RETRIES - 1:
+                        continue
+                    raise
+                return self._object(request, served, made, 201)
+            if asked is not None and str(asked) != old["metadata"]["resourceVersion"]:
+                raise _stale(served, target.name)
+            merged = ownership.apply(old, applied, manager, target.subresource, force=force, now=self._now())
+            new = self._merge_update(served, old, merged, target.subresource, None)
+            if _same(old, new):
+                return self._object(request, served, old, 200)
+            try:
+                stored = await self._write(
+                    target, old, new, _version(old["metadata"]["resourceVersion"]), dry_run
+                )
+            except StatusError as exc:
+                if exc.code != 409 or attempt == _PATCH_RETRIES - 1:
+                    raise
+                continue
+            return self._object(request, served, stored, 200)
+        raise AssertionError("unreachable")
+
+    async def _delete(self, request: Request, target: _Target, dry_run: bool) -> Response:
         served = target.served
         options = _decode(request.body) if request.body else {}
         if not isinstance(options, dict):
@@ -396,16 +546,57 @@ class Handlers:
         pre = options.get("preconditions") or {}
         if not isinstance(pre, dict):
             raise StatusError(400, "preconditions must be an object")
-        gone = await self.storage.delete(
-            served.key,
-            target.namespace,
-            target.name,
+        if options.get("dryRun") not in (None, [], ["All"]):
+            raise StatusError(400, "DeleteOptions.dryRun: the only value is [All]")
+        dry_run = dry_run or options.get("dryRun") == ["All"]
+        gone = await self._delete_one(
+            target,
+            await self._get(target),
+            dry_run,
             resource_version=_version(pre.get("resourceVersion")),
             uid=pre.get("uid") if isinstance(pre.get("uid"), str) else None,
         )
         return self._object(request, served, gone, 200)
 
-    async def _delete_collection(self, request: Request, target: _Target, query: dict[str, str]) -> Response:
+    async def _delete_one(
+        self,
+        target: _Target,
+        old: dict[str, Any],
+        dry_run: bool,
+        *,
+        resource_version: int | None = None,
+        uid: str | None = None,
+    ) -> dict[str, Any]:
+        """Delete ``old`` (its state when read), or mark it deleted while finalizers remain."""
+        served, meta = target.served, old["metadata"]
+        if uid is not None and uid != meta.get("uid"):
+            raise StatusError(
+                409,
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta.get('uid')}",
+                group=served.decl.group,
+                kind=served.decl.plural,
+                name=meta["name"],
+            )
+        if resource_version is not None and str(resource_version) != meta["resourceVersion"]:
+            raise _stale(served, meta["name"])
+        if meta.get("finalizers"):
+            if meta.get("deletionTimestamp"):
+                return old
+            new = copy_json(old)
+            new["metadata"]["deletionTimestamp"] = self._now()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
+            new["metadata"].pop("resourceVersion")
+            return await self._write(target, old, new, _version(meta["resourceVersion"]), dry_run)
+        if dry_run:
+            return old
+        return await self.storage.delete(
+            served.key, target.namespace, meta["name"], resource_version=_version(meta["resourceVersion"])
+        )
+
+    async def _delete_collection(
+        self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
+    ) -> Response:
         served = target.served
         page = await self.storage.list(
             served.key,
@@ -416,11 +607,16 @@ class Handlers:
         deleted = []
         for obj in page.items:
             meta = obj["metadata"]
-            try:
-                deleted.append(await self.storage.delete(served.key, meta.get("namespace", ""), meta["name"]))
-            except StatusError as exc:
-                if exc.code != 404:
-                    raise
+            one = _Target(served, meta.get("namespace", ""), meta["name"], "", False)
+            for attempt in range(_PATCH_RETRIES):
+                try:
+                    deleted.append(await self._delete_one(one, await self._get(one), dry_run))
+                except StatusError as exc:
+                    if exc.code == 409 and attempt < _PATCH_RETRIES - 1:
+                        continue
+                    if exc.code != 404:
+                        raise
+                break
         return _json(
             200,
             {
@@ -434,10 +630,16 @@ class Handlers:
     # -- helpers -----------------------------------------------------------------------------
 
     def _merge_update(
-        self, served: ServedResource, old: dict[str, Any], body: dict[str, Any], subresource: str
+        self,
+        served: ServedResource,
+        old: dict[str, Any],
+        body: dict[str, Any],
+        subresource: str,
+        manager: str | None,
     ) -> dict[str, Any]:
         """The object to store: the server's metadata kept, status from the right endpoint,
-        generation bumped when the rest changed; validated."""
+        generation bumped when the rest changed, the changed fields given to ``manager`` (None:
+        managedFields are already set, by an apply); validated."""
         old_meta = old["metadata"]
         if subresource == "status":
             new = copy_json(old)
@@ -448,9 +650,26 @@ class Handlers:
         else:
             new = copy_json(body)
             meta = new["metadata"]
-            for owned in ("uid", "creationTimestamp", "generation", "namespace", "name"):
+            for owned in _SERVER_META:
                 if owned in old_meta:
                     meta[owned] = old_meta[owned]
+                else:
+                    meta.pop(owned, None)
+            if old_meta.get("deletionTimestamp"):
+                added = [
+                    f for f in meta.get("finalizers") or () if f not in (old_meta.get("finalizers") or ())
+                ]
+                if added:
+                    raise StatusError(
+                        422,
+                        f"metadata.finalizers: Forbidden: no new finalizers can be added if the object is "
+                        f"being deleted, found new finalizers {added}",
+                        kind=served.decl.kind,
+                        name=old_meta["name"],
+                        causes=[
+                            ("FieldValueForbidden", "no new finalizers while deleting", "metadata.finalizers")
+                        ],
+                    )
             meta.pop("resourceVersion", None)
             _check_labels(meta)
             if served.decl.status_subresource:
@@ -462,6 +681,8 @@ class Handlers:
         valid = served.validate(new)
         if _spec(valid) != _spec(old):
             valid["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
+        if manager is not None:
+            served.ownership.record_update(old, valid, manager, subresource, self._now())
         return valid
 
     def _fields(self, served: ServedResource, query: dict[str, str]) -> FieldSelector:
@@ -491,6 +712,32 @@ class Handlers:
 
     def _now(self) -> str:
         return self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_SERVER_META = (
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "namespace",
+    "name",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
+
+
+def _is_read(verb: str) -> bool:
+    return verb in ("get", "list", "watch")
+
+
+def _stale(served: ServedResource, name: str) -> StatusError:
+    return StatusError(
+        409,
+        f'Operation cannot be fulfilled on {served.decl.plural}.{served.decl.group} "{name}": the object has '
+        "been modified; please apply your changes to the latest version and try again",
+        group=served.decl.group,
+        kind=served.decl.plural,
+        name=name,
+    )
 
 
 def _no_path(path: str) -> StatusError:

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kubeop.apiserver.apply import Ownership
+from kubeop.apiserver.patch import ListRule
 from kubeop.apiserver.status import StatusError
 from kubeop.crd.declaration import Declaration, PrinterColumn
 from kubeop.crd.resource import CustomResource
@@ -20,6 +22,8 @@ __all__ = ["ServedResource"]
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 # metadata and status are the server's: a model validates what the user wrote
+# ObjectMeta's patch strategies (finalizers merge as a set, owner references by uid)
+_META_LISTS = {("metadata", "finalizers"): ListRule(), ("metadata", "ownerReferences"): ListRule("uid")}
 _SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "generation")
 
 
@@ -39,6 +43,7 @@ class ServedResource:
         self.key = f"{decl.group}/{decl.plural}"
         self.columns: tuple[PrinterColumn, ...] = decl.printer_columns or (PrinterColumn.age(),)
         self._schema: dict[str, Any] | None = None
+        self._ownership: Ownership | None = None
 
     def __repr__(self) -> str:
         return f"<ServedResource {self.decl.plural}.{self.decl.group}/{self.decl.version}>"
@@ -53,6 +58,42 @@ class ServedResource:
         if self._schema is None:
             self._schema = resource_schema(self.model)
         return self._schema
+
+    @property
+    def ownership(self) -> Ownership:
+        """Who owns which fields of these objects (server-side apply, managedFields)."""
+        if self._ownership is None:
+            self._ownership = Ownership(
+                self.schema, self.decl.api_version, status_subresource=self.decl.status_subresource
+            )
+        return self._ownership
+
+    @property
+    def strategic(self) -> bool:
+        """Whether strategic merge patch applies: the model declares a list type (``ListType('map',
+        keys=...)`` or ``'set'``) somewhere, the patch strategy of a typed kind. A kind without one
+        answers 415, as kube-apiserver does for a CRD."""
+        return _declares_list_type(self.schema)
+
+    def list_rule(self, path: tuple[str, ...]) -> ListRule | None:
+        """How strategic merge merges the list at ``path`` (field names from the root): by its
+        one map key, as a set, or (None) replaced whole (atomic lists and lists keyed by several
+        fields, which have no single patch merge key)."""
+        if path in _META_LISTS:
+            return _META_LISTS[path]
+        node: Any = self.schema
+        for name in path:
+            if node.get("type") == "array":
+                node = node.get("items") or {}
+            properties = node.get("properties") or {}
+            extra = node.get("additionalProperties")
+            node = properties.get(name, extra if isinstance(extra, dict) else {})
+        kind, keys = node.get("x-kubernetes-list-type"), node.get("x-kubernetes-list-map-keys") or []
+        if kind == "set":
+            return ListRule()
+        if kind == "map" and len(keys) == 1:
+            return ListRule(keys[0])
+        return None
 
     def validate(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """``obj`` as the model reads it back (defaults filled in, unknown fields dropped, as the
@@ -148,6 +189,16 @@ class ServedResource:
             ]
         table["rows"] = rows
         return table
+
+
+def _declares_list_type(node: Any) -> bool:
+    if isinstance(node, dict):
+        if node.get("x-kubernetes-list-type") in ("map", "set"):
+            return True
+        return any(_declares_list_type(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_declares_list_type(v) for v in node)
+    return False
 
 
 def _cell(obj: Mapping[str, Any], column: PrinterColumn) -> Any:

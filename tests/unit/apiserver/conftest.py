@@ -101,7 +101,13 @@ def serving_ca(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
+def kinds() -> list[type[CustomResource]]:
+    """The kinds the env's server serves (a test module may override this fixture)."""
+    return [Widget]
+
+
+@pytest.fixture
+async def env(tmp_path: Path, kinds: list[type[CustomResource]]) -> AsyncIterator[Env]:
     serving = CertificateAuthority.create("serving-ca")
     serving.save(tmp_path, "serving-ca")
     serving.issue_to(tmp_path / "certs", "tls", "api", hosts=["127.0.0.1", "localhost"], server=True)
@@ -113,7 +119,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     reviews = Reviews()
     storage = MemoryStorage()
     server = APIServer(
-        [Widget],
+        kinds,
         storage,
         address="127.0.0.1:0",
         cert_dir=tmp_path / "certs",

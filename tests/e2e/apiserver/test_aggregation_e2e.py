@@ -222,3 +222,63 @@ async def test_a_kubeop_informer_lists_and_watches_the_aggregated_resource(
 
 def _name(obj: Any) -> str:
     return str(obj["metadata"]["name"] if isinstance(obj, dict) else obj.metadata.name)
+
+
+async def test_kubectl_server_side_apply_dry_run_and_finalizers(
+    cp: ControlPlane, served: tuple[APIServer, Client]
+) -> None:
+    _, client = served
+    await _available(client)
+    await _discovered(cp)
+    applied = WIDGET.replace("small", "ssa")
+    await _kubectl(cp, "apply", "--server-side", "-f", "-", input=applied)
+    got = await client.get(Widget, "ssa", namespace=NS)
+    assert got.spec.size == 2
+    managed = (
+        await _kubectl(cp, "get", "widget", "ssa", "-n", NS, "--show-managed-fields", "-o", "yaml")
+    ).stdout
+    assert "manager: kubectl" in managed and "operation: Apply" in managed and "f:size: {}" in managed
+    other = applied.replace("size: 2", "size: 4")
+    conflict = await _kubectl(
+        cp, "apply", "--server-side", "--field-manager=other", "-f", "-", input=other, check=False
+    )
+    assert (
+        conflict.returncode != 0
+        and 'conflict with "kubectl"' in conflict.stderr
+        and ".spec.size" in conflict.stderr
+    )
+    await _kubectl(
+        cp, "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", "-", input=other
+    )
+    assert (await client.get(Widget, "ssa", namespace=NS)).spec.size == 4
+    dry = applied.replace("name: ssa", "name: dry")
+    await _kubectl(cp, "create", "--dry-run=server", "-f", "-", input=dry)
+    missing = await _kubectl(cp, "get", "widget", "dry", "-n", NS, check=False)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr
+    await _kubectl(
+        cp,
+        "patch",
+        "widget",
+        "ssa",
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        '{"metadata":{"finalizers":["example.com/hold"]}}',
+    )
+    await _kubectl(cp, "delete", "widget", "ssa", "-n", NS, "--wait=false")
+    held = await client.get(Widget, "ssa", namespace=NS)
+    assert held.metadata.deletion_timestamp is not None
+    await _kubectl(
+        cp,
+        "patch",
+        "widget",
+        "ssa",
+        "-n",
+        NS,
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/metadata/finalizers"}]',
+    )
+    gone = await _kubectl(cp, "get", "widget", "ssa", "-n", NS, check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr

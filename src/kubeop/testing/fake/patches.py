@@ -1,5 +1,5 @@
 """The patch formats a fake cluster applies: JSON merge, JSON patch and strategic merge, from
-kubeop's one patch engine (:mod:`kubeop.core._patches`, which the aggregated API server uses
+kubeop's one patch engine (:mod:`kubeop.core.patching`, which the aggregated API server uses
 too); this module adds what the fake knows of the built-in kinds.
 
 Strategic merge knows the list keys of the built-in fields operators write (containers, ports,
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeop.core._patches import ListRule, PatchError, json_patch, merge_patch
-from kubeop.core._patches import strategic_merge_patch as _strategic
+from kubeop.core.patching import ListRule, PatchError, json_patch, merge_patch
+from kubeop.core.patching import strategic_merge_patch as _strategic
 
 __all__ = ["PatchError", "json_patch", "merge_patch", "strategic_merge_patch"]
 

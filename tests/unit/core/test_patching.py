@@ -1,4 +1,4 @@
-"""The one patch engine (kubeop.core._patches) that the aggregated API server and the fake
+"""The one patch engine (kubeop.core.patching) that the aggregated API server and the fake
 cluster share: RFC 6902's strictness, RFC 7386, strategic merge by list rules."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubeop.core._patches import ListRule, PatchError, json_patch, merge_patch, strategic_merge_patch
+from kubeop.core.patching import ListRule, PatchError, json_patch, merge_patch, strategic_merge_patch
 
 DOC: dict[str, Any] = {"a": {"b": [1, 2, 3]}, "c/d": 1, "e~f": 2, "t": True}
 

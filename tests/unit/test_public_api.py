@@ -601,6 +601,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
     "kubeop.scaffold": [
         "ApiNames",
         "ApiResult",
+        "ApiServerResult",
         "Change",
         "GENERATED",
         "Generated",
@@ -618,6 +619,7 @@ SNAPSHOT: dict[str, list[str] | None] = {
         "check_namespace",
         "copy_chart",
         "create_api",
+        "create_apiserver",
         "create_webhook",
         "find_helm_project",
         "find_project",

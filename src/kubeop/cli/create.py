@@ -1,4 +1,5 @@
-"""``kubeop create api``: a kind and its controller in the current project."""
+"""``kubeop create api``: a kind and its controller in the current project; ``create webhook`` and
+``create apiserver`` (a kind served by the project's own aggregated API server)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import typer
 
 from kubeop.cli.helm import create_helm_api
 from kubeop.cli.output import Directory, errors_as_messages, project_at, report, say
-from kubeop.scaffold import create_api, create_webhook
+from kubeop.scaffold import create_api, create_apiserver, create_webhook
 from kubeop.scaffold.project import check_webhook_certs
 
 app = typer.Typer(
-    help="Add to the project: create api, create webhook.",
+    help="Add to the project: create api, create webhook, create apiserver.",
     no_args_is_help=True,
     rich_markup_mode=None,
     add_completion=False,
@@ -139,3 +140,36 @@ def webhook(
     for todo in result.todo:
         say(f"todo: {todo}")
     say(f"\nEdit the handlers in {result.path}, then make manifests test run")
+
+
+@app.command()
+def apiserver(
+    group: Annotated[
+        str, typer.Option(help="the API group's first part, e.g. metrics (joined with the domain)")
+    ],
+    version: Annotated[str, typer.Option(help="the API version: v1, v1beta1, v1alpha1, ...")],
+    kind: Annotated[str, typer.Option(help="the CamelCase kind, e.g. Usage")],
+    plural: Annotated[
+        str | None, typer.Option(help="the resource name, when the guessed plural is wrong")
+    ] = None,
+    namespaced: Annotated[
+        bool, typer.Option("--namespaced/--cluster", help="objects live in namespaces, or cluster-wide")
+    ] = True,
+    directory: Directory = None,
+) -> None:
+    """Add a kind served by the project's own aggregated API server (an APIService, not a CRD)."""
+    with errors_as_messages():
+        project = project_at(directory)
+        result = create_apiserver(
+            project, group=group, version=version, kind=kind, namespaced=namespaced, plural=plural or ""
+        )
+    if result.exists:
+        say(f"{result.path} already exists: nothing to do")
+        return
+    report(result.changes)
+    for todo in result.todo:
+        say(f"todo: {todo}")
+    say(
+        f"\nEdit {kind} in {result.path}, then: python -m {project.package}.apiserver manifests, and "
+        f"python -m {project.package}.apiserver serve --cert-dir DIR"
+    )

@@ -1,8 +1,9 @@
 """kubeop.scaffold: operator projects laid out like kubebuilder's, in Python.
 
-- :func:`init_project` (``kubeop init``), :func:`create_api` (``kubeop create api``) and
-  :func:`create_webhook` (``kubeop create webhook``) write a project, its APIs and webhooks
-  from the templates under ``templates/``, never clobbering user code;
+- :func:`init_project` (``kubeop init``), :func:`create_api` (``kubeop create api``),
+  :func:`create_webhook` (``kubeop create webhook``) and :func:`create_apiserver` (``kubeop
+  create apiserver``) write a project, its APIs, webhooks and aggregated API from the templates
+  under ``templates/``, never clobbering user code;
 - :func:`generated` / :func:`plan_manifests` (``kubeop manifests``) derive config/crd,
   config/rbac and config/samples from the project's models and ``@rbac_rule`` declarations, and
   :func:`stale_manifests` says whether config/ is up to date;
@@ -15,6 +16,7 @@ Everything here works on files; talking to a cluster is the CLI's business.
 """
 
 from kubeop.scaffold.api import ApiResult, create_api
+from kubeop.scaffold.apiserver import ApiServerResult, create_apiserver
 from kubeop.scaffold.errors import ScaffoldError
 from kubeop.scaffold.files import Change, Planned, pending, write_planned
 from kubeop.scaffold.helm import (
@@ -42,6 +44,7 @@ __all__ = [
     "PROJECT_FILE",
     "ApiNames",
     "ApiResult",
+    "ApiServerResult",
     "Change",
     "Generated",
     "HelmProject",
@@ -56,6 +59,7 @@ __all__ = [
     "check_namespace",
     "copy_chart",
     "create_api",
+    "create_apiserver",
     "create_webhook",
     "find_helm_project",
     "find_project",

@@ -9,6 +9,7 @@ import kubeop.scaffold
 
 MODULES = {
     "api",
+    "apiserver",
     "confined_copy",
     "errors",
     "existing_kind",

@@ -58,15 +58,15 @@ def _meta(obj: Any) -> dict[str, Any]:
 class UsageStorage:
     """A read-only Storage of NamespaceUsage objects over the caches of namespaces, ConfigMaps,
     Secrets and Pods. resourceVersions count the changes this process has seen; a watch may
-    resume from the last ``_HISTORY`` of them (older: 410, the client lists again)."""
+    resume from the last ``history`` of them (older: 410, the client lists again)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, *, history: int = _HISTORY) -> None:
         self._factory = SharedInformerFactory(client)
         self._counts: dict[str, collections.Counter[str]] = {}
         self._changed: dict[str, int] = {}  # namespace -> the version its usage last changed at
         self._created: dict[str, str] = {}
         self._version = 0
-        self._history: collections.deque[StorageEvent] = collections.deque(maxlen=_HISTORY)
+        self._history: collections.deque[StorageEvent] = collections.deque(maxlen=history)
         self._watchers: set[asyncio.Queue[StorageEvent | None]] = set()
         namespaces = self._factory.informer(NAMESPACES)
         namespaces.add_event_handler(

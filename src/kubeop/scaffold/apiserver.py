@@ -61,20 +61,7 @@ def create_apiserver(
             f"one group version, so {api.api_version} needs a server of its own (--group "
             f"{other_group.split('.')[0]} --version {other_version} adds a kind to this one)"
         )
-    names = project.names
-    values = {
-        "project_name": project.project_name,
-        "package": pkg,
-        "kind": api.kind,
-        "module": api.module,
-        "full_group": api.full_group,
-        "version": version,
-        "api_version": api.api_version,
-        "plural": api.plural,
-        "scope": "Namespaced" if namespaced else "Cluster",
-        "service": names.prefixed("apiserver"),
-        "namespace": project.namespace,
-    }
+    values = _values(project, api, namespaced)
     base = f"{pkg.replace('.', '/')}/apiserver"
     plans = [
         Planned(f"{base}/__init__.py", render_template("apiserver/__init__.py.tmpl", values)),
@@ -103,6 +90,23 @@ def create_apiserver(
         init.write_text(text, encoding="utf-8")
         result.changes.append(Change(f"{base}/__init__.py", "updated"))
     return result
+
+
+def _values(project: Project, api: ApiNames, namespaced: bool) -> dict[str, str]:
+    """What the apiserver templates are given for ``api`` in ``project``."""
+    return {
+        "project_name": project.project_name,
+        "package": project.package,
+        "kind": api.kind,
+        "module": api.module,
+        "full_group": api.full_group,
+        "version": api.version,
+        "api_version": api.api_version,
+        "plural": api.plural,
+        "scope": "Namespaced" if namespaced else "Cluster",
+        "service": project.names.prefixed("apiserver"),
+        "namespace": project.namespace,
+    }
 
 
 def _served_group_versions(directory: Path) -> set[tuple[str, str]]:

@@ -9,6 +9,7 @@ import pytest
 
 from kubeop.scaffold import ApiNames, Project, ProjectNames
 from kubeop.scaffold.api import _values as _values_for_api
+from kubeop.scaffold.apiserver import _values as _values_for_apiserver
 from kubeop.scaffold.existing_kind import ExistingKind
 from kubeop.scaffold.helm import HelmApi
 from kubeop.scaffold.helm import _api_values as _api_values_for_helm
@@ -24,7 +25,9 @@ def _values() -> dict[str, str]:
     api = _values_for_api(project, ApiNames("g", "v1", "Kind", "example.com"), True)
     helm_api = _api_values_for_helm(HelmApi("g.example.com", "v1", "Kind", "helm-charts/c"), "g_v1_kind.yaml")
     existing = ExistingKind("g.example.com", "v1", "Kind", "kinds", builtin=False).template_values(True)
-    return {**params.values(), **existing, **api, **_values_for_helm(ProjectNames("op")), **helm_api}
+    apiserver = _values_for_apiserver(project, ApiNames("g", "v1", "Kind", "example.com"), True)
+    helm = _values_for_helm(ProjectNames("op"))
+    return {**params.values(), **existing, **api, **apiserver, **helm, **helm_api}
 
 
 VALUES = _values()

@@ -40,7 +40,9 @@ _COMMANDS: dict[str, _Lazy] = {
         "kubeop.cli.edit:edit",
         "Change the project's layout: --multigroup puts new APIs under api/<group>/<version>/.",
     ),
-    "create": _Lazy("kubeop.cli.create:app", "Add to the project: create api, create webhook."),
+    "create": _Lazy(
+        "kubeop.cli.create:app", "Add to the project: create api, create webhook, create apiserver."
+    ),
     "manifests": _Lazy(
         "kubeop.cli.manifests:manifests",
         "Write the CRDs, RBAC and samples index under config/ from the models and @rbac_rule declarations.",

@@ -12,12 +12,15 @@ Authentication, in this order; anything else is 401:
    and extra read from the ``X-Remote-User`` / ``X-Remote-Group`` / ``X-Remote-Extra-*`` headers
    (the names the ConfigMap gives); from anyone else those headers are ignored.
    Every authenticated user is also in ``system:authenticated``, as k8s.io/apiserver has it.
+   A user header holding a comma (the header sent twice: the HTTP core joins repeats) is 401.
 2. A direct caller's bearer token, authenticated with a TokenReview (cached: 60 s when
    authenticated, 10 s when not; keyed by an HMAC of the token, which is never stored or logged).
 
 Authorization: a SubjectAccessReview of the request's attributes (resource requests:
 verb, group, version, resource, subresource, namespace, name; other paths: the path and verb),
-cached 10 s allowed and 10 s denied, bounded. A review that cannot be made is 503 (fail closed).
+cached 10 s allowed and 10 s denied, bounded, keyed on the user (name, uid, groups, extra) and
+every attribute. A review that cannot be made (any error, a timeout, an answer that is not an
+object) is 503: fail closed.
 """
 
 from __future__ import annotations
@@ -164,6 +167,9 @@ class Authenticator:
         name = next((v for h in config.username_headers if (v := (request.header(h) or "").strip())), "")
         if not name:
             raise StatusError(401, "Unauthorized: the front proxy sent no user")
+        if "," in name:  # the header sent twice (the HTTP core joins repeats with ", "): whose request?
+            log.warning("the front proxy sent more than one user in its user header: refused")
+            raise StatusError(401, "Unauthorized: the front proxy sent more than one user")
         groups: list[str] = []
         for header in config.group_headers:
             value = request.header(header)
@@ -265,16 +271,23 @@ class Authorizer:
 
 
 async def _send(review: Review, body: dict[str, Any]) -> Mapping[str, Any]:
+    """The review's answer; any failure to get one (an error, a timeout, an answer that is not an
+    object) is 503: the request is refused, never let through (fail closed)."""
+    kind = body["kind"]
     try:
         async with asyncio.timeout(10):
-            return await review(body)
-    except (ApiError, OSError, TimeoutError) as exc:
-        log.warning(
-            "%s failed: %s", body["kind"], type(exc).__name__ if not isinstance(exc, ApiError) else exc
-        )
+            answer = await review(body)
+    except Exception as exc:  # whatever went wrong, the caller is not let through
+        # the exception's type only (its text may hold the token under review), but an ApiError's
+        # message is the API server's Status, which never echoes the review's spec
+        log.warning("%s failed: %s", kind, exc if isinstance(exc, ApiError) else type(exc).__name__)
         raise StatusError(
-            503, f"the caller's credentials could not be reviewed ({body['kind']}); retry later"
+            503, f"the caller's credentials could not be reviewed ({kind}); retry later"
         ) from None
+    if not isinstance(answer, Mapping):
+        log.warning("%s failed: the answer is a %s, not an object", kind, type(answer).__name__)
+        raise StatusError(503, f"the caller's credentials could not be reviewed ({kind}); retry later")
+    return answer
 
 
 def _authenticated(groups: Iterable[str]) -> tuple[str, ...]:

@@ -259,7 +259,7 @@ class MemoryStorage:
         watcher = _Watcher(resource, options, self._watch_queue)
         start = options.resource_version
         first: list[StorageEvent]
-        if options.initial_events and start is not None and start > self._version:
+        if start is not None and start > self._version:  # not served as "now": the client relists
             raise StatusError(
                 504, f"Too large resource version: {start}, current: {self._version}", reason="Timeout"
             )

@@ -1,0 +1,257 @@
+"""An adversarial review of the aggregated API server's boundary: each test is one way round
+authentication, authorization or the input checks, and what the server must answer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import orjson
+import pytest
+
+from kubeop.apiserver.auth import Authenticator, Authorizer, RequestHeaderConfig, User
+from kubeop.apiserver.handlers import Attributes
+from kubeop.apiserver.status import StatusError
+from kubeop.client.httpserver import Request, Response, Route
+from kubeop.core.errors import ApiError
+from tests.unit.apiserver.conftest import Env
+from tests.unit.apiserver.test_http import NS, call, widget
+
+ITEM = NS + "/a"
+
+
+# -- authentication ------------------------------------------------------------------------
+
+
+async def test_a_token_caller_cannot_add_groups_or_a_user_with_remote_headers(env: Env) -> None:
+    headers = {
+        "Authorization": "Bearer alice-token",
+        "X-Remote-User": "root",
+        "X-Remote-Group": "system:masters",
+        "X-Remote-Extra-Scopes": "all",
+    }
+    async with env.session(env.plain, **headers) as s:
+        assert (await call(s, "POST", env.base + NS, widget("a")))[0] == 201
+        code, status = await call(s, "DELETE", env.base + ITEM)
+        assert code == 403 and 'User "alice"' in status["message"]
+    reviews = [c["spec"] for c in env.reviews.calls if c["kind"] == "SubjectAccessReview"]
+    assert {r["user"] for r in reviews} == {"alice"}
+    assert all("system:masters" not in r["groups"] and "extra" not in r for r in reviews)
+
+
+def _proxied(cn: str, *headers: tuple[str, str]) -> Request:
+    fields: dict[str, str] = {}
+    for key, value in headers:  # repeated headers joined as the HTTP core does
+        fields[key.lower()] = f"{fields[key.lower()]}, {value}" if key.lower() in fields else value
+    cert = {"subject": ((("commonName", cn),),)}
+    return Request("GET", "/apis", fields, {k: k for k in fields}, Route(_nothing), ("127.0.0.1", 1), cert)
+
+
+async def _nothing(request: Request) -> Response:
+    return Response(200)
+
+
+async def test_a_proxy_certificate_with_a_name_not_allowed_is_401() -> None:
+    auth = Authenticator(RequestHeaderConfig("CA", ("front-proxy-client",)), None)
+    with pytest.raises(StatusError) as caught:
+        await auth.authenticate(_proxied("mallory", ("X-Remote-User", "root")))
+    assert caught.value.code == 401
+    user = await auth.authenticate(_proxied("front-proxy-client", ("X-Remote-User", "alice")))
+    assert user.name == "alice"
+
+
+async def test_the_front_proxys_user_header_sent_twice_is_refused() -> None:
+    auth = Authenticator(RequestHeaderConfig("CA", ("front-proxy-client",)), None)
+    with pytest.raises(StatusError) as caught:
+        await auth.authenticate(
+            _proxied("front-proxy-client", ("X-Remote-User", "bob"), ("X-Remote-User", "root"))
+        )
+    assert caught.value.code == 401
+
+
+async def test_a_token_review_that_fails_is_503_never_a_user(env: Env) -> None:
+    async def broken(body: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("the API server answered something odd")
+
+    auth = Authenticator(env.server._authn.config, broken)  # type: ignore[union-attr]
+    env.server._authn = auth
+    async with env.session(env.plain, Authorization="Bearer alice-token") as s:
+        code, status = await call(s, "GET", env.base + NS)
+        assert code == 503 and status["kind"] == "Status"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        None,
+        [],
+        {"status": None},
+        {"status": {"allowed": "true"}},
+        {"status": {"allowed": True, "denied": True}},
+        {"status": []},
+    ],
+)
+async def test_a_subject_access_review_answered_oddly_denies(answer: Any) -> None:
+    async def review(body: dict[str, Any]) -> Any:
+        return answer
+
+    authz = Authorizer(review)
+    with pytest.raises(StatusError) as caught:
+        await authz.authorize(User("alice"), Attributes("get", "/x", "g", "v", "widgets"))
+    assert caught.value.code in (403, 503)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("boom"), ApiError("etcd down", code=500, reason="InternalError"), TimeoutError()],
+)
+async def test_a_subject_access_review_that_fails_is_503(error: BaseException) -> None:
+    async def review(body: dict[str, Any]) -> Any:
+        raise error
+
+    authz = Authorizer(review)
+    with pytest.raises(StatusError) as caught:
+        await authz.authorize(User("alice"), Attributes("get", "/x", "g", "v", "widgets"))
+    assert caught.value.code == 503
+
+
+async def test_the_access_cache_is_keyed_on_every_attribute() -> None:
+    calls: list[dict[str, Any]] = []
+
+    async def review(body: dict[str, Any]) -> Any:
+        calls.append(body["spec"])
+        return {"status": {"allowed": body["spec"]["user"] == "alice" and body["spec"].get("extra") is None}}
+
+    authz = Authorizer(review)
+    base = Attributes("get", "/p", "g", "v", "widgets", "", "ns", "a")
+    await authz.authorize(User("alice"), base)
+    variants = [
+        (User("bob"), base),
+        (User("alice", groups=("x",)), base),
+        (User("alice", extra=(("scopes", ("x",)),)), base),
+        (User("alice", uid="u2"), base),
+    ]
+    for field_ in ("verb", "group", "version", "resource", "subresource", "namespace", "name"):
+        from dataclasses import replace
+
+        variants.append((User("alice"), replace(base, **{field_: "other"})))
+    for user, attrs in variants:
+        before = len(calls)
+        with contextlib.suppress(StatusError):
+            await authz.authorize(user, attrs)
+        assert len(calls) == before + 1, (user, attrs)
+
+
+# -- input -----------------------------------------------------------------------------------
+
+
+async def test_deeply_nested_json_is_400(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        body = b'{"apiVersion":"example.com/v1alpha1","kind":"Widget","metadata":{"name":"a"},"spec":'
+        body += b"[" * 100_000 + b"]" * 100_000 + b"}"
+        code, status = await call(s, "POST", env.base + NS, body)
+        assert code == 400 and status["kind"] == "Status"
+
+
+async def test_a_huge_label_selector_is_refused(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        selector = ",".join(f"k{i}=v" for i in range(2000))
+        code, status = await call(s, "GET", env.base + NS, params={"labelSelector": selector})
+        assert code in (400, 414) and status["kind"] == "Status"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a%0d%0aX-Injected:%20yes", "..", "%2e%2e", "a%2fb", "A", "a_b", "a%00", "-a", "x" * 254, "%e2%80%a8"],
+)
+async def test_bad_names_in_the_path_are_refused(env: Env, name: str) -> None:
+    async with env.as_user("alice") as s, s.get(env.base + NS + "/" + name) as r:
+        assert r.status in (400, 404, 422), name
+        assert "X-Injected" not in r.headers
+        status = orjson.loads(await r.read())
+        assert status["kind"] == "Status"
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", "a\r\nb", "A", "x" * 254, ""])
+async def test_bad_names_in_the_body_are_422(env: Env, name: str) -> None:
+    async with env.as_user("alice") as s:
+        code, status = await call(s, "POST", env.base + NS, widget(name))
+        assert code == 422 and status["reason"] == "Invalid", (name, status)
+        assert "\n" not in status["message"]
+
+
+async def test_the_body_namespace_must_match_the_path(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        body = widget("a")
+        body["metadata"]["namespace"] = "kube-system"
+        code, _ = await call(s, "POST", env.base + NS, body)
+        assert code == 400
+        assert (await call(s, "POST", env.base + NS, widget("a")))[0] == 201
+        body = (await call(s, "GET", env.base + ITEM))[1]
+        body["metadata"]["namespace"] = "kube-system"
+        body["spec"]["size"] = 5
+        await call(s, "PUT", env.base + ITEM, body)  # kube-apiserver: 400; here the URL's namespace wins
+        code, _ = await call(s, "GET", env.base.replace(NS, "") + NS.replace("default", "kube-system") + "/a")
+        assert code == 404  # nothing was written to the other namespace
+
+
+async def test_server_owned_metadata_is_the_servers(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        body = widget("a")
+        body["metadata"].update(uid="forged", creationTimestamp="2000-01-01T00:00:00Z", generation=99)
+        code, made = await call(s, "POST", env.base + NS, body)
+        assert code == 201
+        meta = dict(made["metadata"])
+        assert meta["uid"] != "forged" and meta["generation"] == 1
+        assert not meta["creationTimestamp"].startswith("2000")
+        body = widget("b")
+        body["metadata"]["resourceVersion"] = "1"
+        assert (await call(s, "POST", env.base + NS, body))[0] in (400, 422)
+        made["metadata"].update(uid="forged2", creationTimestamp="2000-01-01T00:00:00Z", generation=7)
+        code, _updated = await call(s, "PUT", env.base + ITEM, made)
+        assert code in (200, 409, 422)
+        current = (await call(s, "GET", env.base + ITEM))[1]["metadata"]
+        assert current["uid"] == meta["uid"] and current["generation"] == 1
+        assert current["creationTimestamp"] == meta["creationTimestamp"]
+
+
+async def test_concurrent_updates_of_one_version_succeed_once(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        assert (await call(s, "POST", env.base + NS, widget("a")))[0] == 201
+        current = (await call(s, "GET", env.base + ITEM))[1]
+
+        async def update(size: int) -> int:
+            body = orjson.loads(orjson.dumps(current))
+            body["spec"]["size"] = size
+            return (await call(s, "PUT", env.base + ITEM, body))[0]
+
+        codes = await asyncio.gather(*(update(n) for n in range(2, 12)))
+        assert sorted(codes) == [200] + [409] * 9
+
+
+async def test_forged_continue_tokens_are_400_or_410(env: Env) -> None:
+    import base64
+
+    async with env.as_user("alice") as s:
+        for name in ("a", "b", "c"):
+            assert (await call(s, "POST", env.base + NS, widget(name)))[0] == 201
+        forged = [
+            "garbage!!",
+            base64.urlsafe_b64encode(b'{"v": 999999, "ns": "default", "name": "a"}').decode(),
+            base64.urlsafe_b64encode(b'{"v": -1, "ns": "default", "name": "a"}').decode(),
+            base64.urlsafe_b64encode(b"[1, 2]").decode(),
+        ]
+        for token in forged:
+            code, status = await call(s, "GET", env.base + NS, params={"limit": "1", "continue": token})
+            assert code in (400, 410) and status["kind"] == "Status", (token, code)
+
+
+async def test_a_watch_from_a_future_version_is_not_served_as_now(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        assert (await call(s, "POST", env.base + NS, widget("a")))[0] == 201
+        params = {"watch": "true", "resourceVersion": "999999", "timeoutSeconds": "2"}
+        async with s.get(env.base + NS, params=params) as r:
+            raw = await asyncio.wait_for(r.read(), 10)
+        events = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+        assert r.status != 200 or (events and events[0]["type"] == "ERROR"), events

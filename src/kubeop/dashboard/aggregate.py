@@ -4,6 +4,10 @@
 and its event stream send; they read the recorder, the cluster's cache and probe, and what the
 Manager tells of this replica (:class:`Sources`). Reading only: nothing here writes to the
 cluster (the object page lists the object's Events, a read).
+
+Bounded whatever the run: the errors page lists at most ``_GROUPS`` errors of at most
+``_GROUP_OBJECTS`` objects each (with how many more there are), and the text of Events and
+conditions is redacted and cut as the recorder's errors are (:mod:`kubeop.dashboard.redact`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubeop.dashboard.recorder import ObjectKey, Recorder
+from kubeop.dashboard.redact import redact, shown
 
 if TYPE_CHECKING:
     from kubeop.cluster import Cluster
@@ -25,6 +30,9 @@ _TREE_NODES = 200
 _TREE_DEPTH = 4
 _EVENTS = 20
 _RECENT = 60.0
+_GROUPS = 100
+_GROUP_OBJECTS = 100
+_TEXT_CHARS = 1000
 
 
 @dataclass
@@ -108,7 +116,7 @@ def _cache(cluster: Cluster | None) -> list[dict[str, Any]]:
 def _api(cluster: Cluster | None) -> dict[str, Any]:
     if cluster is None:
         return {"server": "", "probe": "not running"}
-    return {"server": cluster.api.config.server, "probe": cluster.probe.seen}
+    return {"server": redact(str(cluster.api.config.server)), "probe": cluster.probe.seen}
 
 
 def errors(recorder: Recorder, now: float | None = None) -> dict[str, Any]:
@@ -123,7 +131,11 @@ def errors(recorder: Recorder, now: float | None = None) -> dict[str, Any]:
                 "error": failure.error,
                 "traceback": failure.traceback,
                 "objects": [],
+                "more": 0,
             }
+        if len(group["objects"]) >= _GROUP_OBJECTS:
+            group["more"] += 1
+            continue
         group["objects"].append(
             {
                 "controller": failure.controller,
@@ -137,8 +149,13 @@ def errors(recorder: Recorder, now: float | None = None) -> dict[str, Any]:
                 "terminal": failure.terminal,
             }
         )
-    ordered = sorted(groups.values(), key=lambda g: (-len(g["objects"]), g["error"]))
-    return {"time": now, "groups": ordered, "failing": len(recorder.failing)}
+    ordered = sorted(groups.values(), key=lambda g: (-len(g["objects"]) - g["more"], g["error"]))
+    return {
+        "time": now,
+        "groups": ordered[:_GROUPS],
+        "more_groups": max(len(ordered) - _GROUPS, 0),
+        "failing": len(recorder.failing),
+    }
 
 
 def _meta(obj: Any) -> Mapping[str, Any]:
@@ -214,7 +231,11 @@ async def object_page(
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     page["kind"] = _kind_of(obj, informer_name)
     page["uid"] = meta.get("uid")
-    page["conditions"] = [dict(c) for c in conditions or () if isinstance(c, Mapping)]
+    page["conditions"] = [
+        {k: shown(v, _TEXT_CHARS) if isinstance(v, str) else v for k, v in c.items()}
+        for c in conditions or ()
+        if isinstance(c, Mapping)
+    ]
     page["owners"] = [
         {"kind": o.get("kind"), "name": o.get("name"), "controller": bool(o.get("controller"))}
         for o in meta.get("ownerReferences") or ()
@@ -281,7 +302,8 @@ async def _events(cluster: Cluster, namespace: str, name: str, uid: str) -> list
                 "events", namespace=namespace or None, field_selector=f"involvedObject.name={name}"
             )
     except Exception as exc:
-        return [{"type": "Unknown", "reason": "NotRead", "message": f"events not read: {exc}", "count": 0}]
+        message = shown(f"events not read: {exc}", _TEXT_CHARS)
+        return [{"type": "Unknown", "reason": "NotRead", "message": message, "count": 0}]
     rows = []
     for item in listed:
         event = _plain(item)
@@ -292,7 +314,7 @@ async def _events(cluster: Cluster, namespace: str, name: str, uid: str) -> list
             {
                 "type": event.get("type"),
                 "reason": event.get("reason"),
-                "message": event.get("message"),
+                "message": shown(str(event.get("message") or ""), _TEXT_CHARS),
                 "count": event.get("count") or 1,
                 "last": event.get("lastTimestamp") or event.get("eventTime") or "",
             }

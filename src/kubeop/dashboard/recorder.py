@@ -11,6 +11,11 @@ and keeps, for each size given:
 - the objects failing now (their last error, its traceback once per streak, attempts, next retry),
   at most ``objects`` of them;
 - the last ``log_lines`` log lines made during a reconcile (those carrying a reconcile ID);
+
+Errors, tracebacks and log lines are user-controlled text: each is kept with its credentials
+redacted (:mod:`kubeop.dashboard.redact`) and cut to a bounded length (an error's message to
+``_ERROR_CHARS``, a traceback to ``_TRACEBACK_CHARS``, a log line to ``_LOG_CHARS``), so a flood of
+failing objects with huge messages holds at most ``objects`` times that.
 - the webhooks' traffic (:class:`~kubeop.dashboard.traffic.WebhookTraffic`), per path served.
 
 With the dashboard off none of this exists: no journal is given to the controllers and no log
@@ -29,12 +34,15 @@ from typing import Any, NamedTuple
 
 from kubeop.controller import running
 from kubeop.controller.journal import ReconcileJournal, ReconcileRecord
+from kubeop.dashboard.redact import clip, shown
 from kubeop.dashboard.ring import Buckets
 from kubeop.dashboard.traffic import WebhookTraffic
 
 __all__ = ["Failure", "LogLine", "ObjectKey", "Reconcile", "Recorder"]
 
 _TRACEBACK_CHARS = 8000
+_ERROR_CHARS = 1000
+_LOG_CHARS = 2000
 _FRAMEWORK = (running.__file__, concurrent.futures.thread.__file__)
 
 
@@ -103,6 +111,7 @@ class _LogHandler(logging.Handler):
             message = record.getMessage()
         except Exception:
             message = str(record.msg)
+        message = shown(message, _LOG_CHARS)
         self._lines.append(LogLine(str(rid), record.created, record.levelname, record.name, message))
 
 
@@ -233,7 +242,7 @@ class Recorder:
 
 
 def _error_text(exc: BaseException) -> str:
-    text = str(exc)
+    text = shown(str(exc), _ERROR_CHARS)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -242,5 +251,5 @@ def _traceback(exc: BaseException) -> str:
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in _FRAMEWORK:
         tb = tb.tb_next
-    text = "".join(traceback.format_exception(type(exc), exc, tb))
-    return text if len(text) <= _TRACEBACK_CHARS else "...\n" + text[-_TRACEBACK_CHARS:]
+    parts = traceback.TracebackException(type(exc), exc, tb).format()  # a huge message is cut alone
+    return clip("".join(shown(part, _ERROR_CHARS) for part in parts), _TRACEBACK_CHARS, keep_end=True)

@@ -8,11 +8,20 @@
 
 GET and HEAD only: the dashboard shows, it changes nothing. ``authorize`` (given when the
 dashboard is exposed beyond loopback) runs before every route, the page and its files included.
+Without it on a loopback address, a request must name this machine in its ``Host`` header
+(``localhost``, ``127.0.0.1``, ``[::1]``, any port): a web page whose own name an attacker points
+at 127.0.0.1 (DNS rebinding) is 403, so it cannot read the pages through the browser.
+
+Every answer forbids what the pages do not need (``Content-Security-Policy``: scripts, styles and
+connections from this origin only, no inline script, no framing; ``X-Frame-Options``, no
+``Referer``); the script builds the pages with DOM text nodes, never ``innerHTML``, as everything
+shown (errors, log lines, Events) is user-controlled text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import ssl
 from collections.abc import Callable
@@ -39,7 +48,20 @@ _TYPES = {
     ".svg": "image/svg+xml",
 }
 _JSON = "application/json"
-_HEADERS = (("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store"))
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+    ("Content-Security-Policy", _CSP),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+)
+_NOT_FOUND = Response(404, b"404: not found\n", headers=_HEADERS)
+_LOCAL_NAMES = frozenset({"localhost", "localhost."})
 _MAX_CONNECTIONS = 32
 _OBJECT_REFRESH = 2.0  # the object page also lists Events (an API call): not faster than this
 
@@ -72,6 +94,8 @@ class DashboardServer:
         self._sources = sources
         self._refresh = refresh
         self._tls = tls
+        if authorize is None and _is_local(host):
+            authorize = _local_host_only
         self._route = Route(self._answer, authorize=authorize)
         self._stop = asyncio.Event()
         self._http: HttpServer | None = None
@@ -115,18 +139,18 @@ class DashboardServer:
             name = path.removeprefix("/static/")
             body = _static(name)
             if body is None:
-                return Response(404, b"404: not found\n")
+                return _NOT_FOUND
             return Response(200, body, _TYPES["." + name.rsplit(".", 1)[-1]], _HEADERS)
         if path.startswith("/api/"):
             page = self._page(path.removeprefix("/api/"), query)
             if page is None:
-                return Response(404, b"404: not found\n")
+                return _NOT_FOUND
             make, _ = page
             return Response(200, orjson.dumps(await make()), _JSON, _HEADERS)
         if path.startswith("/events/"):
             page = self._page(path.removeprefix("/events/"), query)
             if page is None:
-                return Response(404, b"404: not found\n")
+                return _NOT_FOUND
             make, interval = page
             if request.method == "HEAD":  # the head only: no stream to start
                 return Response(200, content_type=sse.CONTENT_TYPE, headers=_HEADERS)
@@ -136,7 +160,7 @@ class DashboardServer:
                 headers=_HEADERS,
                 stream=sse.snapshots(make, self._stop, interval=interval),
             )
-        return Response(404, b"404: not found\n")
+        return _NOT_FOUND
 
     def _page(self, name: str, query: dict[str, str]) -> tuple[Callable[[], Any], float] | None:
         recorder, sources = self._recorder, self._sources
@@ -163,3 +187,33 @@ class DashboardServer:
 
             return make_object, max(self._refresh, _OBJECT_REFRESH)
         return None
+
+
+def _is_local(host: str | None) -> bool:
+    """Whether ``host`` (a name or an address, without a port) is this machine only."""
+    if host is None:
+        return False
+    if host.lower() in _LOCAL_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+async def _local_host_only(request: Request) -> tuple[int, str] | None:
+    """Refuses a request whose ``Host`` is not this machine (see the module docstring)."""
+    value = (request.header("host") or "").strip()
+    if value.startswith("["):
+        host, _, port = value[1:].partition("]")
+        port = port.removeprefix(":")
+    else:
+        host, _, port = value.partition(":")
+    if _is_local(host) and (not port or (port.isascii() and port.isdigit())):
+        return None
+    return (
+        403,
+        f"Host {value[:100]!r} is not this machine: the dashboard on a loopback address answers "
+        "requests for localhost, 127.0.0.1 or [::1] only (open it by one of those names, or expose it "
+        "with Dashboard(secure=True))",
+    )

@@ -31,7 +31,7 @@ async def _get(port: int, path: str, *, tls: bool = False, limit: int = -1) -> t
         context.verify_mode = ssl.CERT_NONE
     reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
     try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
         await writer.drain()
         data = await (reader.read() if limit < 0 else reader.read(limit))
     finally:
@@ -186,7 +186,7 @@ async def test_the_event_stream_is_live_and_ends_with_the_manager() -> None:
     await _eventually(lambda: _ready(manager, task), 15, "dashboard")
     assert manager.dashboard_server is not None
     reader, writer = await asyncio.open_connection("127.0.0.1", manager.dashboard_server.port)
-    writer.write(b"GET /events/overview HTTP/1.1\r\nHost: x\r\n\r\n")
+    writer.write(b"GET /events/overview HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     await writer.drain()
     async with asyncio.timeout(5):
         head = await reader.readuntil(b"\r\n\r\n")
@@ -213,7 +213,7 @@ async def test_a_head_of_the_event_stream_is_its_head_only() -> None:
     async with _running(_operator(fake, set())) as manager:
         assert manager.dashboard_server is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", manager.dashboard_server.port)
-        writer.write(b"HEAD /events/errors HTTP/1.1\r\nHost: x\r\n\r\n")
+        writer.write(b"HEAD /events/errors HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         await writer.drain()
         async with asyncio.timeout(5):
             answer = await reader.readuntil(b"\r\n\r\n")

@@ -96,7 +96,9 @@ function renderErrors(d) {
             el("tr", { class: "failing-object" },
               el("td", {}, objectLink(o.kind, o.namespace, o.name)), el("td", {}, o.kind), el("td", {}, o.controller),
               el("td", { class: "num" }, o.attempts), el("td", {}, when(o.since)), el("td", {}, o.terminal ? "terminal: not retried" : until(o.next_retry)))))),
-        el("details", {}, el("summary", {}, "traceback"), el("pre", {}, g.traceback))))
+        g.more ? el("p", { class: "quiet" }, `and ${g.more} more objects`) : null,
+        el("details", {}, el("summary", {}, "traceback"), el("pre", {}, g.traceback)))),
+    ...(d.more_groups ? [el("p", { class: "quiet" }, `and ${d.more_groups} more errors`)] : [])
   );
 }
 

@@ -255,3 +255,38 @@ async def test_a_watch_from_a_future_version_is_not_served_as_now(env: Env) -> N
             raw = await asyncio.wait_for(r.read(), 10)
         events = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
         assert r.status != 200 or (events and events[0]["type"] == "ERROR"), events
+
+
+async def test_a_failed_token_review_is_not_remembered(env: Env) -> None:
+    failures = [RuntimeError("the API server is restarting")]
+    reviews = env.reviews
+
+    async def flaky(body: dict[str, Any]) -> Any:
+        if failures:
+            raise failures.pop()
+        return await reviews(body)
+
+    env.server._authn = Authenticator(env.server._authn.config, flaky)  # type: ignore[union-attr]
+    async with env.session(env.plain, Authorization="Bearer alice-token") as s:
+        assert (await call(s, "GET", env.base + NS))[0] == 503
+        assert (await call(s, "GET", env.base + NS))[0] == 200
+
+
+async def test_a_huge_token_is_refused_unreviewed(env: Env) -> None:
+    async with env.session(env.plain, Authorization="Bearer " + "a" * 20_000) as s:
+        code, _ = await call(s, "GET", env.base + NS)
+        assert code in (401, 431)
+    assert not env.reviews.calls
+
+
+async def test_a_slow_head_is_cut_off(env: Env) -> None:
+    ctx = env.plain
+    reader, writer = await asyncio.open_connection("127.0.0.1", env.server.port, ssl=ctx)
+    try:
+        writer.write(b"GET /apis HTTP/1.1\r\nHost: x\r\n")  # and then nothing
+        await writer.drain()
+        async with asyncio.timeout(env.server._limits.header_timeout + 5):
+            answer = await reader.read()
+    finally:
+        writer.close()
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 408")

@@ -117,9 +117,11 @@ class MemoryStorage:
         version, after = self._version, None
         if options.continue_token:
             version, after = _decode_continue(options.continue_token)
+            if version > self._version:  # no page of this storage was made at a version to come
+                raise _forged_continue()
         elif options.resource_version is not None and options.exact:
             version = options.resource_version
-        elif options.resource_version is not None and options.resource_version > self._version:
+        if options.resource_version is not None and options.resource_version > self._version:
             raise StatusError(
                 504,
                 f"Too large resource version: {options.resource_version}, current: {self._version}",
@@ -353,13 +355,17 @@ def _decode_continue(token: str) -> tuple[int, _Key]:
     try:
         data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         version, key = data["v"], (data["ns"], data["name"])
-        if not (isinstance(version, int) and version >= 0 and all(isinstance(k, str) for k in key)):
+        if not (
+            type(version) is int and version >= 0 and all(isinstance(k, str) for k in key)
+        ):  # (not a bool)
             raise ValueError
     except (binascii.Error, ValueError, KeyError, TypeError):
-        raise StatusError(
-            400, "continue: not a continue token this server made; start the list again"
-        ) from None
+        raise _forged_continue() from None
     return version, key
+
+
+def _forged_continue() -> StatusError:
+    return StatusError(400, "continue: not a continue token this server made; start the list again")
 
 
 def _not_found(resource: str, name: str) -> StatusError:

@@ -240,6 +240,7 @@ async def test_forged_continue_tokens_are_400_or_410(env: Env) -> None:
             "garbage!!",
             base64.urlsafe_b64encode(b'{"v": 999999, "ns": "default", "name": "a"}').decode(),
             base64.urlsafe_b64encode(b'{"v": -1, "ns": "default", "name": "a"}').decode(),
+            base64.urlsafe_b64encode(b'{"v": true, "ns": "default", "name": "a"}').decode(),
             base64.urlsafe_b64encode(b"[1, 2]").decode(),
         ]
         for token in forged:
@@ -290,3 +291,11 @@ async def test_a_slow_head_is_cut_off(env: Env) -> None:
     finally:
         writer.close()
     assert answer == b"" or answer.startswith(b"HTTP/1.1 408")
+
+
+async def test_an_exact_list_at_a_future_version_is_too_large_not_expired(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        assert (await call(s, "POST", env.base + NS, widget("a")))[0] == 201
+        params = {"resourceVersion": "999999", "resourceVersionMatch": "Exact"}
+        code, status = await call(s, "GET", env.base + NS, params=params)
+        assert code == 504 and "Too large resource version" in status["message"]

@@ -299,3 +299,11 @@ async def test_an_exact_list_at_a_future_version_is_too_large_not_expired(env: E
         params = {"resourceVersion": "999999", "resourceVersionMatch": "Exact"}
         code, status = await call(s, "GET", env.base + NS, params=params)
         assert code == 504 and "Too large resource version" in status["message"]
+
+
+async def test_concurrent_creates_of_one_name_succeed_once(env: Env) -> None:
+    async with env.as_user("root", "system:masters") as s:
+        codes = await asyncio.gather(*(call(s, "POST", env.base + NS, widget("a", n)) for n in range(10)))
+        assert sorted(code for code, _ in codes) == [201] + [409] * 9
+        codes = await asyncio.gather(*(call(s, "DELETE", env.base + ITEM) for _ in range(10)))
+        assert sorted(code for code, _ in codes) == [200] + [404] * 9

@@ -5,12 +5,17 @@ resolved once per controller, so the per-reconcile cost is a few increments. The
 holds the process's ``process_*`` series (CPU seconds, resident and virtual memory, open and
 maximum file descriptors, start time; read from ``/proc`` at scrape time, on Linux), which
 controller-runtime's Go collector exports and kubebuilder's dashboards query.
+
+A :class:`~kubeop.fleet.Fleet` makes its ``Metrics(per_cluster=True)``: the controller and
+work-queue series then carry a ``cluster`` label too (one series per controller and cluster),
+as multicluster-runtime's do; a Manager's one cluster keeps controller-runtime's labels exactly.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
@@ -70,53 +75,62 @@ RESULTS = ("success", "error", "requeue", "requeue_after")
 
 
 class Metrics:
-    """All series a manager exports."""
+    """All series a manager exports.
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    Args:
+        registry: where the series are registered (default: a registry of their own).
+        per_cluster: label the controller and work-queue series with ``cluster`` too (a fleet's).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, per_cluster: bool = False) -> None:
         self.registry = registry or CollectorRegistry()
+        self.per_cluster = per_cluster
         r = self.registry
+        by = ["cluster"] if per_cluster else []
+        # What was labelled for each cluster, so a cluster that leaves takes its series along.
+        self._by_cluster: dict[str, set[tuple[Any, tuple[str, ...]]]] = {}
         ProcessCollector(registry=r)  # process_*: nothing on a system without /proc
         self.reconcile_total = Counter(
             "controller_runtime_reconcile_total",
             "Total number of reconciliations per controller",
-            ["controller", "result"],
+            ["controller", "result", *by],
             registry=r,
         )
         self.reconcile_errors = Counter(
             "controller_runtime_reconcile_errors_total",
             "Total number of reconciliation errors per controller",
-            ["controller"],
+            ["controller", *by],
             registry=r,
         )
         self.terminal_errors = Counter(
             "controller_runtime_terminal_reconcile_errors_total",
             "Total number of terminal reconciliation errors per controller",
-            ["controller"],
+            ["controller", *by],
             registry=r,
         )
         self.reconcile_panics = Counter(
             "controller_runtime_reconcile_panics_total",
             "Total number of reconciliation panics (unexpected exceptions) per controller",
-            ["controller"],
+            ["controller", *by],
             registry=r,
         )
         self.reconcile_time = Histogram(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
-            ["controller"],
+            ["controller", *by],
             buckets=_RECONCILE_BUCKETS,
             registry=r,
         )
         self.max_concurrent = Gauge(
             "controller_runtime_max_concurrent_reconciles",
             "Maximum number of concurrent reconciles per controller",
-            ["controller"],
+            ["controller", *by],
             registry=r,
         )
         self.active_workers = Gauge(
             "controller_runtime_active_workers",
             "Number of currently used workers per controller",
-            ["controller"],
+            ["controller", *by],
             registry=r,
         )
         self.leader = Gauge(
@@ -138,7 +152,7 @@ class Metrics:
             ["verb", "host"],
             registry=r,
         )
-        self.queue = _QueueMetrics(r)
+        self.queue = _QueueMetrics(r, per_cluster=per_cluster)
         self.remembered_writes = Gauge(
             "kubeop_reconciler_client_remembered_writes",
             "Write results the reconciler client keeps until its cache has them (read-your-writes)",
@@ -163,9 +177,30 @@ class Metrics:
         for kind in ("series", "budgets", "pending"):
             self.event_recorder.labels(kind).set_function(size(kind))
 
-    def controller(self, name: str) -> ControllerSeries:
-        """The series of one controller, labelled with its name."""
-        return ControllerSeries(self, name)
+    def controller(self, name: str, cluster: str = "") -> ControllerSeries:
+        """The series of one controller, labelled with its name (and, per cluster, ``cluster``)."""
+        return ControllerSeries(self, name, cluster)
+
+    def queue_provider(self, cluster: str = "") -> MetricsProvider:
+        """The work-queue series' provider for a controller's queue (of ``cluster``, per cluster)."""
+        if not self.per_cluster:
+            return self.queue
+        return _ClusterQueueMetrics(self, cluster)
+
+    def forget_cluster(self, cluster: str) -> None:
+        """Drop every series labelled with ``cluster`` (a fleet's cluster that was disengaged)."""
+        for metric, labels in self._by_cluster.pop(cluster, set()):
+            with contextlib.suppress(KeyError):  # removed already
+                metric.remove(*labels)
+
+    def _labels(self, metric: Any, cluster: str, *values: str) -> Any:
+        """``metric.labels(*values)``, with ``cluster`` when per cluster (remembered for
+        :meth:`forget_cluster`)."""
+        if not self.per_cluster:
+            return metric.labels(*values)
+        labels = (*values, cluster)
+        self._by_cluster.setdefault(cluster, set()).add((metric, labels))
+        return metric.labels(*labels)
 
 
 class ControllerSeries:
@@ -173,14 +208,14 @@ class ControllerSeries:
 
     __slots__ = ("active", "errors", "max_concurrent", "panics", "results", "terminal", "time")
 
-    def __init__(self, m: Metrics, name: str) -> None:
-        self.results = {res: m.reconcile_total.labels(name, res) for res in RESULTS}
-        self.errors = m.reconcile_errors.labels(name)
-        self.terminal = m.terminal_errors.labels(name)
-        self.panics = m.reconcile_panics.labels(name)
-        self.time = m.reconcile_time.labels(name)
-        self.active = m.active_workers.labels(name)
-        self.max_concurrent = m.max_concurrent.labels(name)
+    def __init__(self, m: Metrics, name: str, cluster: str = "") -> None:
+        self.results = {res: m._labels(m.reconcile_total, cluster, name, res) for res in RESULTS}
+        self.errors = m._labels(m.reconcile_errors, cluster, name)
+        self.terminal = m._labels(m.terminal_errors, cluster, name)
+        self.panics = m._labels(m.reconcile_panics, cluster, name)
+        self.time = m._labels(m.reconcile_time, cluster, name)
+        self.active = m._labels(m.active_workers, cluster, name)
+        self.max_concurrent = m._labels(m.max_concurrent, cluster, name)
         for counter in (*self.results.values(), self.errors, self.terminal, self.panics):
             counter.inc(0)
 
@@ -189,8 +224,8 @@ class _QueueMetrics(MetricsProvider):
     """The work-queue hooks mapped onto client-go's workqueue_* series (label ``name``, and
     ``controller`` as controller-runtime adds)."""
 
-    def __init__(self, r: CollectorRegistry) -> None:
-        labels = ["name", "controller"]
+    def __init__(self, r: CollectorRegistry, *, per_cluster: bool = False) -> None:
+        labels = ["name", "controller", *(["cluster"] if per_cluster else [])]
         self.depth = Gauge("workqueue_depth", "Current depth of workqueue", labels, registry=r)
         self.adds = Counter(
             "workqueue_adds_total", "Total number of adds handled by workqueue", labels, registry=r
@@ -246,3 +281,40 @@ class _QueueMetrics(MetricsProvider):
 
     def new_retries_metric(self, name: str) -> CounterMetric:
         return self.retries.labels(name, name)
+
+
+class _ClusterQueueMetrics(MetricsProvider):
+    """The work-queue series of one cluster's queues (a fleet's): ``cluster`` labelled too."""
+
+    def __init__(self, m: Metrics, cluster: str) -> None:
+        self._m = m
+        self._q = m.queue
+        self._cluster = cluster
+
+    def new_depth_metric(self, name: str) -> GaugeMetric:
+        series: GaugeMetric = self._m._labels(self._q.depth, self._cluster, name, name)
+        return series
+
+    def new_adds_metric(self, name: str) -> CounterMetric:
+        series: CounterMetric = self._m._labels(self._q.adds, self._cluster, name, name)
+        return series
+
+    def new_latency_metric(self, name: str) -> HistogramMetric:
+        series: HistogramMetric = self._m._labels(self._q.latency, self._cluster, name, name)
+        return series
+
+    def new_work_duration_metric(self, name: str) -> HistogramMetric:
+        series: HistogramMetric = self._m._labels(self._q.work, self._cluster, name, name)
+        return series
+
+    def new_unfinished_work_seconds_metric(self, name: str) -> SettableGaugeMetric:
+        series: SettableGaugeMetric = self._m._labels(self._q.unfinished, self._cluster, name, name)
+        return series
+
+    def new_longest_running_processor_seconds_metric(self, name: str) -> SettableGaugeMetric:
+        series: SettableGaugeMetric = self._m._labels(self._q.longest, self._cluster, name, name)
+        return series
+
+    def new_retries_metric(self, name: str) -> CounterMetric:
+        series: CounterMetric = self._m._labels(self._q.retries, self._cluster, name, name)
+        return series

@@ -158,7 +158,9 @@ class RunningController:
         self._clock = runtime.clock or SYSTEM_CLOCK
         self._workers = description._workers
         self._kind = kind_name(description._for.what)
-        queue_metrics: MetricsProvider | None = runtime.metrics.queue if runtime.metrics else None
+        queue_metrics: MetricsProvider | None = (
+            runtime.metrics.queue_provider(runtime.cluster) if runtime.metrics else None
+        )
         self._journal = runtime.journal
         if self._journal is not None:  # an observer (the dashboard): count the adds for it
             load = ControllerLoad(lambda: len(self._queue), self._busy, self._workers, self._kind)
@@ -170,7 +172,7 @@ class RunningController:
             clock=runtime.clock,
         )
         self._series: ControllerSeries | None = (
-            runtime.metrics.controller(self.name) if runtime.metrics else None
+            runtime.metrics.controller(self.name, runtime.cluster) if runtime.metrics else None
         )
         self._registrations: list[tuple[Informer, HandlerRegistration]] = []
         self._primary: Informer | None = None  # the primary kind's, once started

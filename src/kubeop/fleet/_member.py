@@ -13,7 +13,7 @@ from typing import Any
 from kubeop.cache.backoff import Backoff, BackoffConfig
 from kubeop.client import Client, ClientConfig
 from kubeop.cluster import Cluster
-from kubeop.controller import Controller, WritePolicy
+from kubeop.controller import Controller, Metrics, WritePolicy
 from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.queue import Clock
 
@@ -40,6 +40,7 @@ class Member:
         graceful_shutdown_timeout: float,
         clock: Clock | None,
         guard: Callable[[], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -52,6 +53,7 @@ class Member:
         self._drain_timeout = graceful_shutdown_timeout
         self._clock = clock
         self._guard = guard
+        self._metrics = metrics
         self.cluster: Cluster | None = None
         self.ready = asyncio.Event()  # every controller started (caches synced)
 
@@ -91,7 +93,7 @@ class Member:
                 cluster.cache,
                 cluster.client,
                 cluster.recorder,
-                None,
+                self._metrics,
                 self._executor,
                 cache_sync_timeout=self._sync_timeout,
                 clock=self._clock,

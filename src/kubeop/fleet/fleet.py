@@ -13,13 +13,14 @@ from typing import Any
 
 from kubeop.client import Client, ClientConfig
 from kubeop.cluster import Cluster
-from kubeop.controller import Controller
+from kubeop.controller import Controller, Metrics
 from kubeop.fleet._member import Member
 from kubeop.fleet._names import check_cluster_name
 from kubeop.fleet.provider import ClusterProvider
 from kubeop.fleet.sharding import ClusterSharding, ClusterShards
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.options import Runtime
+from kubeop.manager.server import ProbeServer, is_loopback, parse_address
 from kubeop.queue import Clock
 
 __all__ = ["Fleet"]
@@ -63,6 +64,13 @@ class Fleet:
         sharding: a :class:`~kubeop.fleet.ClusterSharding`: replicas split the clusters, each
             cluster run by one replica at a time (None: this process runs every cluster).
         clock: the time the controllers' queues and reconcilers see (tests).
+        metrics_address: serve ``/metrics``, ``/healthz`` and ``/readyz`` there (``host:port``
+            on loopback, e.g. ``127.0.0.1:8080``; port 0 picks one; None: not served). The
+            controller and work-queue series carry a ``cluster`` label (:attr:`metrics`).
+
+    Attributes:
+        metrics: the fleet's series (``Metrics(per_cluster=True)``): one per controller and
+            cluster; a disengaged cluster's series are dropped with it.
     """
 
     def __init__(
@@ -72,8 +80,21 @@ class Fleet:
         runtime: Runtime | None = None,
         sharding: ClusterSharding | None = None,
         clock: Clock | None = None,
+        metrics_address: str | None = None,
     ) -> None:
         self.name = name
+        self.metrics = Metrics(per_cluster=True)
+        self.server: ProbeServer | None = None
+        if metrics_address is not None:
+            host, _ = parse_address(metrics_address)
+            if not is_loopback(host):
+                raise ValueError(
+                    f"Fleet(metrics_address={metrics_address!r}): a fleet serves its metrics on loopback "
+                    "only (e.g. 127.0.0.1:8080); put an authenticating proxy in front to scrape it "
+                    "from elsewhere"
+                )
+            self.server = ProbeServer(metrics_address, registry=self.metrics.registry)
+            self.server.ready["clusters"] = self._clusters_ready
         self.runtime = runtime or Runtime()
         self.sharding = sharding
         self.clock = clock
@@ -206,6 +227,7 @@ class Fleet:
             graceful_shutdown_timeout=runtime.graceful_shutdown_timeout,
             clock=self.clock,
             guard=self._shards.fence if self._shards is not None else None,
+            metrics=self.metrics,
         )
         stop = asyncio.Event()
         task = asyncio.create_task(member.run(stop), name=f"fleet-cluster-{name}")
@@ -233,8 +255,16 @@ class Fleet:
         except Exception as exc:
             log.error("cluster's run failed: %s", exc, extra={"cluster": name})
         finally:
+            self.metrics.forget_cluster(name)
             if self._shards is not None:
                 self._shards.end(name)
+
+    def _clusters_ready(self) -> bool:
+        """Ready: every cluster engaged here runs its controllers (caches synced)."""
+        waiting = sorted(name for name, r in self._running.items() if not r.member.ready.is_set())
+        if waiting:
+            raise RuntimeError(f"clusters not started yet: {', '.join(waiting[:10])}")
+        return True
 
     # -- running -----------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -269,6 +299,8 @@ class Fleet:
         if not self.controllers:
             raise ValueError("Fleet: no controller added: fleet.add(Controller.for_(Kind)...reconcile(fn))")
         self._stop = stop = stop or asyncio.Event()
+        if self.server is not None:
+            await self.server.start()
         self._executor = ThreadPoolExecutor(
             self.runtime.sync_workers, thread_name_prefix=f"{self.name}-reconcile"
         )
@@ -309,6 +341,8 @@ class Fleet:
                 await self._shards.close(leave=lost is None)
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+            if self.server is not None:
+                await self.server.stop()
         if lost is not None:
             raise lost
 

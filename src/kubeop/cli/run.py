@@ -10,6 +10,12 @@ CRD conversions pointing at ``https://127.0.0.1:9443`` with that CA, applied bef
 
 ``--log-format json`` and ``--log-level debug`` reach the operator as ``KUBEOP_LOG_FORMAT`` and
 ``KUBEOP_LOG_LEVEL``, which kubeop's logging setup reads (``kubeop.manager.configure_logging``).
+
+Several clusters, one operator: ``--kubeconfig east.yaml --kubeconfig west.yaml`` (repeatable;
+``NAME=PATH`` names a cluster, else the file's name does) and ``--cluster-secret-selector``
+(kubeconfig Secrets in the hub, the cluster of ``$KUBECONFIG``) run the project's controllers on
+every cluster as a :class:`~kubeop.fleet.Fleet` (``python -m kubeop.fleet <package>``). One
+``--kubeconfig`` runs on that cluster as ever.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Annotated, Any
 import typer
 
 from kubeop.cli.cluster_ops import apply_all, connect
-from kubeop.cli.output import Directory, Kubeconfig, any_project_at, errors_as_messages, fail, say
+from kubeop.cli.output import Directory, any_project_at, errors_as_messages, fail, say
 from kubeop.cli.permissions import accesses, denied, identity
 from kubeop.crd import crd_manifests
 from kubeop.crd.rbac import LEASE_VERBS, PolicyRule
@@ -36,6 +42,16 @@ from kubeop.webhook import Conversion, Endpoint, local_certificates, webhook_con
 from kubeop.webhook.certs import CA_NAME, CertPathError, read_cert_file
 
 __all__ = ["run"]
+
+Kubeconfigs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--kubeconfig",
+        help="the cluster's kubeconfig (default: $KUBECONFIG, then ~/.kube/config); repeat it to run "
+        "on several clusters as one fleet (NAME=PATH names a cluster, else the file's name does)",
+        show_default=False,
+    ),
+]
 
 _TRUE = ("1", "true", "yes")
 
@@ -165,6 +181,45 @@ def log_environment(log_format: str | None, log_level: str | None) -> dict[str, 
     return env
 
 
+def _fleet_environment(paths: Sequence[str], selector: str | None, namespace: str) -> dict[str, str]:
+    """The variables that make the operator a fleet (``python -m kubeop.fleet``), checked: each
+    --kubeconfig a cluster, the kubeconfig Secrets read from the hub ($KUBECONFIG's cluster).
+    None for one cluster (at most one --kubeconfig, no selector: today's run)."""
+    from kubeop.fleet.environment import (
+        KUBECONFIGS_ENV,
+        SECRET_NAMESPACE_ENV,
+        SECRET_SELECTOR_ENV,
+        check_selector,
+        parse_kubeconfigs,
+    )
+
+    if len(paths) <= 1 and selector is None:
+        if paths and not Path(paths[0]).is_file():
+            fail(f"--kubeconfig {paths[0]}: no such file")
+        return {}
+    env: dict[str, str] = {}
+    try:
+        if paths:
+            clusters = parse_kubeconfigs(list(paths), where="--kubeconfig")
+            env[KUBECONFIGS_ENV] = os.pathsep.join(
+                f"{name}={Path(path).resolve()}" for name, path in clusters.items()
+            )
+        if selector is not None:
+            env[SECRET_SELECTOR_ENV] = check_selector(selector, where="--cluster-secret-selector")
+            env[SECRET_NAMESPACE_ENV] = namespace
+    except ValueError as exc:
+        fail(str(exc))
+    return env
+
+
+def _member_paths(fleet_env: dict[str, str]) -> list[str]:
+    """The kubeconfig files of a fleet run's fixed clusters (for the permission check)."""
+    from kubeop.fleet.environment import KUBECONFIGS_ENV
+
+    entries = fleet_env.get(KUBECONFIGS_ENV, "")
+    return [e.partition("=")[2] for e in entries.split(os.pathsep) if e]
+
+
 async def _register_webhooks(objs: Sequence[dict[str, Any]], kubeconfig: Path | None) -> None:
     async with connect(kubeconfig, None) as client:
         await apply_all(client, objs)
@@ -173,7 +228,7 @@ async def _register_webhooks(objs: Sequence[dict[str, Any]], kubeconfig: Path | 
 def run(
     ctx: typer.Context,
     directory: Directory = None,
-    kubeconfig: Kubeconfig = None,
+    kubeconfig: Kubeconfigs = None,
     rbac_check: Annotated[
         bool, typer.Option(help="first ask the cluster whether it grants what the code declares")
     ] = True,
@@ -196,29 +251,55 @@ def run(
             help="serve the live dashboard on http://127.0.0.1:8090/ (KUBEOP_DASHBOARD=host:port: elsewhere)"
         ),
     ] = False,
+    cluster_secret_selector: Annotated[
+        str | None,
+        typer.Option(
+            help="also run on the clusters whose kubeconfig Secrets in the hub (the cluster of "
+            "$KUBECONFIG) match this label selector, e.g. cluster.x-k8s.io/cluster-name (Cluster API's)",
+            show_default=False,
+        ),
+    ] = None,
+    cluster_secret_namespace: Annotated[
+        str, typer.Option(help="the hub namespace of the kubeconfig Secrets (--cluster-secret-selector)")
+    ] = "default",
 ) -> None:
     """Run the operator here against the cluster; arguments after -- go to the operator."""
     args = list(ctx.args)
+    paths = kubeconfig or []
     with errors_as_messages():
+        fleet_env = _fleet_environment(paths, cluster_secret_selector, cluster_secret_namespace)
+        # One cluster: the --kubeconfig given (or $KUBECONFIG); a fleet: each --kubeconfig's.
+        members: list[Path | None] = (
+            [Path(p) for p in _member_paths(fleet_env)] if fleet_env else [Path(p) for p in paths] or [None]
+        )
         logging_env = log_environment(log_format, log_level)
         project = any_project_at(directory)
         if isinstance(project, HelmProject):
+            if fleet_env:
+                fail(
+                    "a Helm operator runs on one cluster: give one --kubeconfig, no --cluster-secret-selector"
+                )
             command = helm_command(project, args)
         elif not (project.package_dir / "__main__.py").is_file():
             fail(f"{project.package_dir / '__main__.py'} is missing: restore it (kubeop init --force) to run")
+        elif fleet_env:
+            command = [sys.executable, "-m", "kubeop.fleet", project.package, *args]
         else:
             command = [sys.executable, "-m", project.package, *args]
         if rbac_check:
-            asyncio.run(_check(project, args, kubeconfig))
+            for member in members:
+                asyncio.run(_check(project, args, member))
         if webhooks and isinstance(project, Project):
             objs = local_webhook_objects(project, args)
+            if objs and fleet_env:
+                fail("a fleet run (several clusters) does not serve webhooks yet: add --no-webhooks")
             if objs:
-                asyncio.run(_register_webhooks(objs, kubeconfig))
-    env = dict(os.environ) | logging_env
+                asyncio.run(_register_webhooks(objs, members[0]))
+    env = dict(os.environ) | logging_env | fleet_env
     if dashboard and not env.get("KUBEOP_DASHBOARD"):
         env["KUBEOP_DASHBOARD"] = "1"  # the Manager reads it (kubeop.manager.options.Dashboard)
-    if kubeconfig:
-        env["KUBECONFIG"] = str(kubeconfig)
+    if paths and not fleet_env:  # a fleet's hub (its kubeconfig Secrets) stays $KUBECONFIG's cluster
+        env["KUBECONFIG"] = str(paths[0])
     source = project.root if isinstance(project, HelmProject) else project.package_root
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), env.get("PYTHONPATH")) if p)
     say(f"starting {project.project_name}: python -m {' '.join(command[2:])}")

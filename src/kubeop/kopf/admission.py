@@ -61,10 +61,7 @@ __all__ = [
 
 # How these kopf names behave on kubeop where it is not as in kopf (read by scripts/kopf_compat.py
 # into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
-_DIFFERS = {
-    "on": "`@kopf.on.validate`/`@kopf.on.mutate`: the webhook configurations written for "
-    "`settings.admission.managed` accept AdmissionReview v1 only (kopf also lists v1beta1).",
-}
+# (kopf.on's differences are described in kubeop.kopf.on.)
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SELECTOR = ("group", "version", "kind", "plural", "singular", "shortcut", "category")

@@ -36,6 +36,16 @@ __all__ = [
     "validate",
 ]
 
+# How kopf.on behaves on kubeop where it is not as in kopf (read by scripts/kopf_compat.py into the
+# compatibility table of docs/migration/from-kopf.md).
+_DIFFERS = {
+    "on": "`@kopf.on.validate`/`@kopf.on.mutate`: the webhook configurations written for "
+    "`settings.admission.managed` accept AdmissionReview v1 only (kopf also lists v1beta1). "
+    "kubeop's extension: the change handlers, daemons and timers also get a `cluster` kwarg, the "
+    "name of the cluster the object lives in when they run in a `kubeop.fleet.Fleet` (one run per "
+    'cluster, memos and daemons per cluster), `""` on one cluster.',
+}
+
 F = TypeVar("F", bound=Callable[..., Any])
 _SELECTOR = ("group", "version", "kind", "plural", "singular", "shortcut", "category", "any_name")
 _COMMON = (

@@ -166,12 +166,13 @@ class Processor:
     """API writes to the handled objects (the benchmark and the tests count them)."""
     _resource: ApiResource | None = None
     _handled_once: set[str] = field(default_factory=set)
-    _memos: dict[tuple[str | None, str], Memo] = field(default_factory=dict)
-    _spawned: dict[tuple[str | None, str], Spawned] = field(default_factory=dict)
+    # Keyed by (cluster, namespace, name): in a fleet one processor serves every cluster.
+    _memos: dict[tuple[str, str | None, str], Memo] = field(default_factory=dict)
+    _spawned: dict[tuple[str, str | None, str], Spawned] = field(default_factory=dict)
     _status_ok: bool = True
     _status_checked: bool = False
     _recorder_set: bool = False
-    _own_writes: dict[tuple[str | None, str], str] = field(default_factory=dict)
+    _own_writes: dict[tuple[str, str | None, str], str] = field(default_factory=dict)
     """resourceVersion of the object as the cycle's own status write left it, by object."""
 
     def __post_init__(self) -> None:
@@ -218,9 +219,12 @@ class Processor:
         if res is None:
             res = self._resource = await client.resource(self.resource_name)
         body = await client.get(res, req.name, namespace=req.namespace)
-        key = (req.namespace or None, req.name)  # as the cycle keys it: no namespace is None
+        key = (req.cluster, req.namespace or None, req.name)  # as the cycle keys it: no namespace is None
         own = self._own_writes.pop(key, None) if self._own_writes else None
-        logger = ObjectLogger(objects_log, {"object_namespace": req.namespace, "object_name": req.name})
+        extra = {"object_namespace": req.namespace, "object_name": req.name}
+        if req.cluster:  # a fleet's: the cluster in every line of the handlers' logger
+            extra["cluster"] = req.cluster
+        logger = ObjectLogger(objects_log, extra)
         if own is not None and body is not None and own == body["metadata"].get("resourceVersion"):
             # The object exactly as this operator's last cycle wrote it: handled, state recorded.
             logger.debug("Something has changed, but we are not interested (the essence is the same).")
@@ -232,13 +236,19 @@ class Processor:
                 await spawned.stop()
             logger.debug("Deleted, really deleted, and we are notified.")
             return None
-        return await self._cycle(client, res, body, logger)
+        return await self._cycle(client, res, body, logger, req.cluster)
 
     # -- one cycle -------------------------------------------------------------------------
     async def _cycle(
-        self, client: ReconcilerClient, res: ApiResource, body: Mapping[str, Any], logger: ObjectLogger
+        self,
+        client: ReconcilerClient,
+        res: ApiResource,
+        body: Mapping[str, Any],
+        logger: ObjectLogger,
+        cluster: str = "",
     ) -> Result | None:
         md = body.get("metadata") or {}
+        key = (cluster, md.get("namespace"), md.get("name") or "")
         uid = md.get("uid") or ""
         now = time.time()
         storages = storages_of(current_settings().persistence)
@@ -247,11 +257,11 @@ class Processor:
         new = storages.essence(body, self._extra_fields)
         the_diff = diff(old, new)
         initial = uid not in self._handled_once
-        memo = self._memos.get((md.get("namespace"), md.get("name") or ""))
+        memo = self._memos.get(key)
         if memo is None:
-            memo = self._memos[(md.get("namespace"), md.get("name") or "")] = Memo(self.memo)
+            memo = self._memos[key] = Memo(self.memo)
         patch = Patch()
-        kwargs = _kwargs(body, patch, logger, res, memo, old, new, the_diff)
+        kwargs = _kwargs(body, patch, logger, res, memo, old, new, the_diff, cluster)
         if self.indexes is not None:
             kwargs.update(self.indexes.indices)
 
@@ -272,7 +282,6 @@ class Processor:
             await self._write(client, res, body, Patch(), None, add_finalizer=True, logger=logger)
             return None
         remove_finalizer = has_finalizer and not needs_finalizer
-        key = (md.get("namespace"), md.get("name") or "")
         spawned = self._spawned.get(key)
         if spawned is not None:
             if storages.essence(spawned.body, self._extra_fields) != new:
@@ -286,7 +295,7 @@ class Processor:
             fitting = [h for h in self.spawners if h.fits(body, kwargs)]
             if fitting:
                 if spawned is None:
-                    spawned = self._spawned[key] = self._spawn(client, res, body, logger, memo)
+                    spawned = self._spawned[key] = self._spawn(client, res, body, logger, memo, cluster)
                 spawned.ensure(fitting)
 
         reason = detect_cause(body, finalizer=self.finalizer, old=old, diff=the_diff, initial=initial)
@@ -424,9 +433,10 @@ class Processor:
         body: Mapping[str, Any],
         logger: ObjectLogger,
         memo: Memo,
+        cluster: str = "",
     ) -> Spawned:
         def kwargs(patch: Patch) -> dict[str, Any]:
-            out = _kwargs(spawned.body, patch, logger, res, memo, None, None, ())
+            out = _kwargs(spawned.body, patch, logger, res, memo, None, None, (), cluster)
             if self.indexes is not None:
                 out.update(self.indexes.indices)
             return out
@@ -664,7 +674,10 @@ def _kwargs(
     old: Any,
     new: Any,
     the_diff: Diff,
+    cluster: str = "",
 ) -> dict[str, Any]:
+    """kopf's kwargs of a handler, and kubeop's ``cluster``: the cluster's name in a fleet
+    (``""`` on one cluster)."""
     b = Body(body)
     meta = b.metadata
     return {
@@ -685,6 +698,7 @@ def _kwargs(
         "new": new,
         "diff": the_diff,
         "reason": None,
+        "cluster": cluster,
     }
 
 

@@ -70,7 +70,8 @@ class Fleet:
 
     Attributes:
         metrics: the fleet's series (``Metrics(per_cluster=True)``): one per controller and
-            cluster; a disengaged cluster's series are dropped with it.
+            cluster, recorded when ``metrics_address`` is given; a disengaged cluster's series
+            are dropped with it.
     """
 
     def __init__(
@@ -227,7 +228,8 @@ class Fleet:
             graceful_shutdown_timeout=runtime.graceful_shutdown_timeout,
             clock=self.clock,
             guard=self._shards.fence if self._shards is not None else None,
-            metrics=self.metrics,
+            # Recorded when served, as a Manager's: unscraped bookkeeping costs every reconcile.
+            metrics=self.metrics if self.server is not None else None,
         )
         stop = asyncio.Event()
         task = asyncio.create_task(member.run(stop), name=f"fleet-cluster-{name}")

@@ -5,6 +5,7 @@ runs as a fleet (``python -m kubeop.fleet <package>``, the clusters in its envir
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -163,3 +164,28 @@ def test_what_a_fleet_cannot_run_yet_is_refused_by_name(tmp_path: Path) -> None:
     environ = {KUBECONFIGS_ENV: f"a={tmp_path / 'a.yaml'}"}
     with pytest.raises(ValueError, match="this operator has leader election, which a fleet run"):
         fleet_for(Manager(leader_election=LeaderElection(id="x", namespace="default")), environ)
+
+
+def test_python_m_kubeop_fleet_says_what_is_missing(
+    generated_main: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from kubeop.fleet.__main__ import main
+
+    for name in FLEET_VARS:
+        monkeypatch.delenv(name, raising=False)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        with pytest.raises(SystemExit, match="the operator's package first"):
+            main([])
+        with pytest.raises(SystemExit, match=r"cannot import no_such_operator\.main"):
+            main(["no_such_operator"])
+        package = generated_main.__name__.rsplit(".", 1)[0]
+        with pytest.raises(SystemExit, match="no clusters: set KUBEOP_FLEET_KUBECONFIGS"):
+            main([package])
+        monkeypatch.setenv(KUBECONFIGS_ENV, f"a={tmp_path / 'missing.yaml'}")
+        with pytest.raises(SystemExit, match="no such kubeconfig file"):
+            main([package])
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)

@@ -283,6 +283,8 @@ def run(
         elif not (project.package_dir / "__main__.py").is_file():
             fail(f"{project.package_dir / '__main__.py'} is missing: restore it (kubeop init --force) to run")
         elif fleet_env:
+            if dashboard:
+                fail("the dashboard shows one Manager's cluster; a fleet run has none yet: drop --dashboard")
             command = [sys.executable, "-m", "kubeop.fleet", project.package, *args]
         else:
             command = [sys.executable, "-m", project.package, *args]

@@ -38,7 +38,7 @@ SECRET_SELECTOR_ENV = "KUBEOP_FLEET_SECRET_SELECTOR"
 SECRET_NAMESPACE_ENV = "KUBEOP_FLEET_SECRET_NAMESPACE"
 
 
-def cluster_name_of(path: str) -> str:
+def _cluster_name_of(path: str) -> str:
     """A cluster's default name: its kubeconfig file's name without the extension, lower case,
     anything but letters, digits, '-' and '.' made '-'."""
     stem = Path(path).name.split(".", 1)[0].lower()
@@ -52,7 +52,7 @@ def parse_kubeconfigs(entries: list[str], *, where: str) -> dict[str, str]:
     for entry in entries:
         name, sep, path = entry.partition("=")
         if not sep:
-            name, path = cluster_name_of(entry), entry
+            name, path = _cluster_name_of(entry), entry
         check_cluster_name(name, where=f"{where} {entry!r}")
         if not Path(path).is_file():
             raise ValueError(f"{where} {path!r}: no such kubeconfig file")

@@ -108,6 +108,10 @@ def test_a_secret_selector_reads_the_hubs_kubeconfig_secrets(started: dict[str, 
             "--cluster-secret-selector 'a in (b' is not a label selector",
         ),
         (["--cluster-secret-selector", " "], "--cluster-secret-selector is empty"),
+        (
+            ["--kubeconfig", "{dir}/east.yaml", "--kubeconfig", "{dir}/west.yaml", "--dashboard"],
+            "a fleet run has none yet: drop --dashboard",
+        ),
     ],
 )
 def test_bad_fleet_input_is_one_line_naming_the_flag(

@@ -117,6 +117,7 @@ def test_import_kubeop_is_cheap() -> None:
 SNAPSHOT: dict[str, list[str] | None] = {
     "kubeop.apiserver": [
         "APIServer",
+        "EtcdStorage",
         "ListOptions",
         "ListPage",
         "MemoryStorage",

@@ -8,6 +8,7 @@ Service and RBAC that put it behind kube-apiserver. See docs/concepts/aggregatio
 from __future__ import annotations
 
 from kubeop.apiserver.auth import RequestHeaderConfig
+from kubeop.apiserver.etcd import EtcdStorage
 from kubeop.apiserver.manifests import apiserver_manifests
 from kubeop.apiserver.memory import MemoryStorage
 from kubeop.apiserver.server import APIServer
@@ -17,6 +18,7 @@ from kubeop.apiserver.storage import ListOptions, ListPage, Storage, StorageEven
 
 __all__ = [
     "APIServer",
+    "EtcdStorage",
     "ListOptions",
     "ListPage",
     "MemoryStorage",

@@ -1,0 +1,200 @@
+"""EtcdStorage against a real etcd (the control plane's binary, one etcd per test, started here):
+the storage suite MemoryStorage and SQLiteStorage pass (tests/unit/apiserver/test_storage.py),
+then what only etcd does: versions are etcd's revisions, two storages on one etcd see each
+other's writes and conflicts, compaction is 410 for lists and watches, a put etcd refuses is a
+clear error."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubeop.apiserver import ListOptions, StatusError, WatchOptions
+from kubeop.apiserver.etcd import EtcdStorage
+from kubeop.testing.binaries import locate_binaries
+from kubeop.testing.controlplane import free_port
+from kubeop.testing.process import Process
+from tests.unit.apiserver.test_storage import (
+    R,
+    obj,
+    take,
+    test_a_watcher_that_falls_behind_is_ended,
+    test_close_ends_every_watch,
+    test_list_filters_by_namespace_and_selectors,
+    test_pages_come_from_the_first_pages_snapshot,
+    test_returned_objects_are_copies,
+    test_versions_increase_and_conflicts_are_409,
+    test_watch_from_a_compacted_version_is_410,
+    test_watch_replays_then_follows_and_sees_selector_transitions,
+    test_watch_without_version_starts_with_the_objects_and_sends_bookmarks,
+)
+
+pytestmark = pytest.mark.controlplane
+
+__all__ = [  # the shared suite, run here with the `make` below
+    "test_a_watcher_that_falls_behind_is_ended",
+    "test_close_ends_every_watch",
+    "test_list_filters_by_namespace_and_selectors",
+    "test_pages_come_from_the_first_pages_snapshot",
+    "test_returned_objects_are_copies",
+    "test_versions_increase_and_conflicts_are_409",
+    "test_watch_from_a_compacted_version_is_410",
+    "test_watch_replays_then_follows_and_sees_selector_transitions",
+    "test_watch_without_version_starts_with_the_objects_and_sends_bookmarks",
+]
+
+
+def _post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[str]:
+    """A fresh etcd (compaction is etcd-wide, so each test has its own); fails if it cannot start."""
+    client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    process = Process(
+        "etcd",
+        [
+            str(locate_binaries(full=False).etcd),
+            "--name=test",
+            f"--data-dir={tmp_path / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=test={peer}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ],
+        tmp_path / "etcd.log",
+    )
+    process.start()
+    try:
+        for _ in range(200):
+            try:
+                _post(client + "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
+                break
+            except OSError:
+                if not process.alive():
+                    break
+                time.sleep(0.05)
+        else:
+            pytest.fail(f"etcd did not answer in 10 s:\n{process.log_tail()}")
+        if not process.alive():
+            pytest.fail(f"etcd exited:\n{process.log_tail()}")
+        yield client
+    finally:
+        process.stop()
+
+
+class _TestEtcdStorage(EtcdStorage):
+    """The shared suite compacts with a plain call, as MemoryStorage's ``compact()``."""
+
+    def compact(self, revision: int | None = None) -> int:  # type: ignore[override]
+        latest = int(
+            _post(self.url + "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"]
+        )
+        _post(self.url + "/v3/kv/compaction", {"revision": str(latest), "physical": True})
+        return latest
+
+
+@pytest.fixture
+async def make(etcd: str) -> AsyncIterator[Any]:
+    made: list[EtcdStorage] = []
+
+    def build(**options: Any) -> EtcdStorage:
+        storage = _TestEtcdStorage(etcd, prefix=f"/test/{uuid.uuid4().hex}/", **options)
+        made.append(storage)
+        return storage
+
+    yield build
+    for storage in made:
+        await storage.close()
+
+
+async def test_versions_are_etcds_revisions_and_replicas_share_them(etcd: str) -> None:
+    one, two = EtcdStorage(etcd, prefix="/shared/"), EtcdStorage(etcd, prefix="/shared/")
+    try:
+        watching = two.watch(R, WatchOptions())
+        made = await one.create(R, "default", "a", obj("a"))
+        header = _post(etcd + "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]
+        assert made["metadata"]["resourceVersion"] == header["revision"]
+        (seen,) = await take(watching, 1)
+        assert (seen.type, seen.object) == ("ADDED", made)
+        assert await two.get(R, "default", "a") == made
+        moved = await two.update(R, "default", "a", {**made, "spec": {"size": 2}}, resource_version=None)
+        with pytest.raises(StatusError) as stale:
+            await one.update(
+                R, "default", "a", made, resource_version=int(made["metadata"]["resourceVersion"])
+            )
+        assert stale.value.code == 409
+        (modified,) = await take(watching, 1)
+        assert (modified.type, modified.object) == ("MODIFIED", moved)
+        with pytest.raises(StatusError) as exists:
+            await two.create(R, "default", "a", obj("a"))
+        assert exists.value.reason == "AlreadyExists"
+        await watching.aclose()
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_compaction_is_410_and_a_fresh_list_works(etcd: str) -> None:
+    storage = EtcdStorage(etcd, prefix="/compacted/")
+    try:
+        first = await storage.create(R, "default", "a", obj("a"))
+        for name in "bc":
+            await storage.create(R, "default", name, obj(name))
+        page = await storage.list(R, ListOptions(limit=1))
+        version = page.resource_version
+        await storage.create(R, "default", "d", obj("d"))
+        await storage.compact()
+        with pytest.raises(StatusError) as expired:
+            await storage.list(R, ListOptions(limit=1, continue_token=page.continue_token))
+        assert (expired.value.code, expired.value.reason) == (410, "Expired")
+        with pytest.raises(StatusError) as old:
+            await storage.list(R, ListOptions(resource_version=version, exact=True))
+        assert old.value.code == 410
+        with pytest.raises(StatusError) as watch:
+            await take(
+                storage.watch(R, WatchOptions(resource_version=int(first["metadata"]["resourceVersion"]))), 1
+            )
+        assert watch.value.code == 410
+        assert [i["metadata"]["name"] for i in (await storage.list(R, ListOptions())).items] == list("abcd")
+        with pytest.raises(StatusError) as future:
+            await storage.list(R, ListOptions(resource_version=storage.resource_version + 100))
+        assert future.value.code == 504
+    finally:
+        await storage.close()
+
+
+async def test_refusals_name_the_cause(etcd: str) -> None:
+    storage = EtcdStorage(etcd, prefix="/refused/")
+    try:
+        with pytest.raises(StatusError) as large:
+            await storage.create(R, "default", "big", {**obj("big"), "data": "x" * (2 << 20)})
+        assert large.value.code == 413 and "etcd" in str(large.value)
+        with pytest.raises(StatusError) as missing:
+            await storage.update(R, "default", "none", obj("none"), resource_version=None)
+        assert missing.value.code == 404
+    finally:
+        await storage.close()
+    unreachable = EtcdStorage(f"http://127.0.0.1:{free_port()}", timeout=2)
+    with pytest.raises(StatusError) as down:
+        await unreachable.get(R, "default", "a")
+    assert down.value.code == 503 and "did not answer" in str(down.value)
+    await unreachable.close()
+    with pytest.raises(ValueError, match="url must be"):
+        EtcdStorage("127.0.0.1:2379")
+    await asyncio.sleep(0)

@@ -32,7 +32,8 @@ cert-controller "rotator" in many operators). At start every replica:
    :class:`CertificateRefused` when it fails one: never overwritten;
 3. writes ``tls.crt`` / ``tls.key`` / ``ca.crt`` into the cert dir (the webhook server reloads
    them on change) and patches ``caBundle`` into the webhook configurations and the conversion
-   stanza of the CRDs named in ``inject``, when it differs.
+   stanza of the CRDs and the ``spec.caBundle`` of the APIServices named in ``inject``, when it
+   differs.
 
 RBAC: get/create/update on the Secret in the operator's namespace, get/patch on each named
 configuration and CRD (``kubeop manifests`` generates exactly that).
@@ -101,6 +102,9 @@ INJECTABLE = {
         kind="CustomResourceDefinition",
         namespaced=False,
     ),
+    "apiservices": ApiResource(
+        "apiregistration.k8s.io", "v1", "apiservices", kind="APIService", namespaced=False
+    ),
 }
 _ATTEMPTS = 5
 # On a Secret the rotator wrote: what it holds is the rotator's to replace. A Secret without it
@@ -122,7 +126,8 @@ class CertSecret:
     """What :class:`CertRotator` keeps: the Secret, the hosts, and where to inject the CA.
 
     ``inject`` lists ``<resource>/<name>`` of validatingwebhookconfigurations,
-    mutatingwebhookconfigurations and customresourcedefinitions; ``namespace`` None means the
+    mutatingwebhookconfigurations, customresourcedefinitions and apiservices (an aggregated API
+    server's, e.g. ``apiservices/v1alpha1.example.com``); ``namespace`` None means the
     client's (the pod's) namespace.
     """
 
@@ -444,7 +449,10 @@ class CertRotator:
             return False
         value = base64.b64encode(bundle).decode()
         ops: list[dict[str, Any]] = []
-        if kind == "customresourcedefinitions":
+        if kind == "apiservices":  # an aggregated API server's (kubeop.apiserver)
+            if (obj.get("spec") or {}).get("caBundle") != value:
+                ops.append({"op": "add", "path": "/spec/caBundle", "value": value})
+        elif kind == "customresourcedefinitions":
             conversion = (obj.get("spec") or {}).get("conversion") or {}
             config = (conversion.get("webhook") or {}).get("clientConfig")
             if conversion.get("strategy") != "Webhook" or config is None:

@@ -263,3 +263,71 @@ def test_writers_of_one_cert_dir_at_once_never_fail_or_leave_half_files(tmp_path
     text = (tmp_path / "tls.key").read_bytes()
     assert text == text[: len(text) // 100] * 100  # one writer's whole content
     assert [p.name for p in tmp_path.iterdir()] == ["tls.key"]
+
+
+async def test_the_ca_bundle_goes_into_an_apiservice(tmp_path: Path) -> None:
+    """An aggregated API server's certificate: kube-apiserver checks it against the APIService's
+    spec.caBundle, which the rotator sets, and sets again when the CA changes."""
+    from kubeop.testing.fake import FakeCluster
+    from kubeop.webhook.rotator import INJECTABLE, CertRotator
+
+    apiservices = INJECTABLE["apiservices"]
+    cluster = FakeCluster()
+    cluster.add_crd(  # the fake serves no APIService: one as a CRD of the same name
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "apiservices.apiregistration.k8s.io"},
+            "spec": {
+                "group": "apiregistration.k8s.io",
+                "scope": "Cluster",
+                "names": {"plural": "apiservices", "singular": "apiservice", "kind": "APIService"},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    async with cluster.client() as api:
+        await api.create(
+            {
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {"name": "v1alpha1.example.com"},
+                "spec": {"group": "example.com", "version": "v1alpha1", "service": {"name": "s"}},
+            },
+            resource=apiservices,
+        )
+        spec = CertSecret.for_service(
+            "cert",
+            "s",
+            "default",
+            inject=("apiservices/v1alpha1.example.com",),
+            ca_validity=dt.timedelta(days=400),
+        )
+        rotator = CertRotator(api, spec, cert_dir=tmp_path)
+        bundle = await rotator.ensure()
+        got = await api.get(apiservices, "v1alpha1.example.com")
+        assert base64.b64decode(got["spec"]["caBundle"]) == bundle
+        renewed = CertSecret.for_service(  # the CA outlives no new certificate: a new CA next to the old
+            "cert",
+            "s",
+            "default",
+            inject=spec.inject,
+            ca_validity=dt.timedelta(days=400),
+            renew_before=dt.timedelta(days=366),
+        )
+        second = await CertRotator(api, renewed, cert_dir=tmp_path).ensure()
+        assert second != bundle and second.endswith(bundle)
+        got = await api.get(apiservices, "v1alpha1.example.com")
+        assert base64.b64decode(got["spec"]["caBundle"]) == second and got["spec"]["group"] == "example.com"

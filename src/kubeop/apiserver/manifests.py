@@ -11,7 +11,10 @@ TokenReviews and SubjectAccessReviews: ``system:auth-delegator``; to read the fr
 
 ``ca_bundle`` is the PEM of the CA that signed the server's certificate, which must name
 ``<name>.<namespace>.svc`` (the name kube-apiserver checks). Left out, the APIService carries
-none: something must inject it before kube-apiserver can reach the server.
+none: something must inject it before kube-apiserver can reach the server, such as
+:class:`kubeop.webhook.CertRotator` with ``inject=("apiservices/<version>.<group>",)``:
+``cert_secret=`` (the rotator's Secret) adds the RBAC it needs (get/create/update of that Secret
+in ``namespace``, get/patch of this APIService).
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ def apiserver_manifests(
     ca_bundle: bytes | None = None,
     group_priority_minimum: int = 1000,
     version_priority: int = 15,
+    cert_secret: str | None = None,
 ) -> list[dict[str, Any]]:
     """Service, APIService and RBAC for a server of ``resources`` (one group version) running
-    as ``service_account`` in pods labelled ``selector`` (default ``app: <name>``)."""
+    as ``service_account`` in pods labelled ``selector`` (default ``app: <name>``); with
+    ``cert_secret``, the RBAC of a certificate rotator keeping that Secret."""
     decls: list[Declaration] = []
     for model in resources:
         decl = getattr(model, "__crd__", None)
@@ -99,4 +104,59 @@ def apiserver_manifests(
         },
         "subjects": subject,
     }
-    return [service, apiservice, delegator, reader]
+    objects = [service, apiservice, delegator, reader]
+    if cert_secret is not None:
+        objects += _rotator_rbac(name, namespace, subject, cert_secret, f"{version}.{group}")
+    return objects
+
+
+def _rotator_rbac(
+    name: str, namespace: str, subject: list[dict[str, str]], secret: str, apiservice: str
+) -> list[dict[str, Any]]:
+    """What the certificate rotator does: keep its Secret (create can name no object), and set
+    the APIService's caBundle."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    role_name, cluster_role_name = f"{name}-cert", f"{name}:ca-injection"
+    role = {
+        "apiVersion": rbac,
+        "kind": "Role",
+        "metadata": {"name": role_name, "namespace": namespace},
+        "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "verbs": ["get", "update"],
+                "resourceNames": [secret],
+            },
+        ],
+    }
+    cluster_role = {
+        "apiVersion": rbac,
+        "kind": "ClusterRole",
+        "metadata": {"name": cluster_role_name},
+        "rules": [
+            {
+                "apiGroups": ["apiregistration.k8s.io"],
+                "resources": ["apiservices"],
+                "verbs": ["get", "patch"],
+                "resourceNames": [apiservice],
+            }
+        ],
+    }
+    ref = {"apiGroup": "rbac.authorization.k8s.io"}
+    binding = {
+        "apiVersion": rbac,
+        "kind": "RoleBinding",
+        "metadata": {"name": role_name, "namespace": namespace},
+        "roleRef": {**ref, "kind": "Role", "name": role_name},
+        "subjects": subject,
+    }
+    cluster_binding = {
+        "apiVersion": rbac,
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": cluster_role_name},
+        "roleRef": {**ref, "kind": "ClusterRole", "name": cluster_role_name},
+        "subjects": subject,
+    }
+    return [role, binding, cluster_role, cluster_binding]

@@ -32,3 +32,22 @@ def test_one_group_version_only() -> None:
 
     with pytest.raises(ValueError, match="one APIService per group version"):
         apiserver_manifests([Widget, Other], name="x", namespace="y", service_account="z")
+
+
+def test_the_certificate_rotators_rbac_with_cert_secret() -> None:
+    objs = apiserver_manifests(
+        [Widget], name="widgets-api", namespace="widgets", service_account="sa", cert_secret="widgets-cert"
+    )
+    role, binding, cluster_role, cluster_binding = objs[4:]
+    assert role["metadata"]["namespace"] == "widgets"
+    assert {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "verbs": ["get", "update"],
+        "resourceNames": ["widgets-cert"],
+    } in role["rules"]
+    assert cluster_role["rules"][0]["resourceNames"] == ["v1alpha1.example.com"]
+    assert cluster_role["rules"][0]["verbs"] == ["get", "patch"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert cluster_binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
+    assert cluster_binding["subjects"] == [{"kind": "ServiceAccount", "name": "sa", "namespace": "widgets"}]

@@ -368,14 +368,12 @@ class EtcdStorage:
                         raise StatusError(
                             500, f"etcd answered {resp.content_length} bytes to {path}: too large"
                         )
-                    data = await resp.content.read(_MAX_RESPONSE + 1)
+                    data = await _read(resp, path)
                     status = resp.status
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise StatusError(
                 503, f"etcd at {self.url} did not answer {path}: {exc or type(exc).__name__}"
             ) from None
-        if len(data) > _MAX_RESPONSE:
-            raise StatusError(500, f"etcd's answer to {path} is over {_MAX_RESPONSE} bytes")
         reply = _json(data, path)
         if status != 200:
             raise _etcd_error(reply, path)
@@ -419,7 +417,7 @@ class _Watcher:
                 storage.url + "/v3/watch", data=orjson.dumps(body), timeout=timeout
             ) as resp:
                 if resp.status != 200:
-                    data = await resp.content.read(_MAX_RESPONSE)
+                    data = await _read(resp, "/v3/watch")
                     self.put(_etcd_error(_json(data, "/v3/watch"), "/v3/watch"))
                     return
                 while not self.ended:
@@ -495,6 +493,17 @@ class _Watcher:
                 return
             except asyncio.QueueFull:
                 self.queue.get_nowait()
+
+
+async def _read(resp: aiohttp.ClientResponse, path: str) -> bytes:
+    """The whole body, refused past _MAX_RESPONSE bytes."""
+    chunks, total = [], 0
+    while chunk := await resp.content.read(1 << 20):
+        total += len(chunk)
+        if total > _MAX_RESPONSE:
+            raise StatusError(500, f"etcd's answer to {path} is over {_MAX_RESPONSE} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _b64(data: bytes) -> str:

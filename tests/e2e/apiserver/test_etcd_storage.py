@@ -20,6 +20,7 @@ import pytest
 
 from kubeop.apiserver import ListOptions, StatusError, WatchOptions
 from kubeop.apiserver.etcd import EtcdStorage
+from kubeop.core.selectors import FieldSelector
 from kubeop.testing.binaries import locate_binaries
 from kubeop.testing.controlplane import free_port
 from kubeop.testing.process import Process
@@ -198,3 +199,27 @@ async def test_refusals_name_the_cause(etcd: str) -> None:
     with pytest.raises(ValueError, match="url must be"):
         EtcdStorage("127.0.0.1:2379")
     await asyncio.sleep(0)
+
+
+async def test_lists_span_several_etcd_ranges(etcd: str) -> None:
+    """More objects than one range answer holds (and answers over aiohttp's read buffer)."""
+    storage = EtcdStorage(etcd, prefix="/many/")
+    try:
+        names = [f"w{i:03d}" for i in range(230)]
+        await asyncio.gather(
+            *(storage.create(R, "default", n, {**obj(n), "data": "x" * 2000}) for n in names)
+        )
+        await storage.create(R, "other", "elsewhere", obj("elsewhere", "other"))
+        listed = await storage.list(R, ListOptions(namespace="default"))
+        assert [i["metadata"]["name"] for i in listed.items] == names
+        first = await storage.list(R, ListOptions(namespace="default", limit=150))
+        assert len(first.items) == 150 and first.remaining == 80
+        rest = await storage.list(
+            R, ListOptions(namespace="default", limit=150, continue_token=first.continue_token)
+        )
+        assert [i["metadata"]["name"] for i in first.items + rest.items] == names
+        assert rest.continue_token is None
+        odd = await storage.list(R, ListOptions(fields=FieldSelector.parse("metadata.namespace=other")))
+        assert [i["metadata"]["name"] for i in odd.items] == ["elsewhere"]
+    finally:
+        await storage.close()

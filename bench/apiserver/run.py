@@ -225,7 +225,12 @@ def machine() -> dict[str, Any]:
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="kubeop-bench-apiserver-"))
-    results: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv), "objects": args.objects}
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "command": " ".join(sys.argv),
+        "objects": args.objects,
+        "review_qps": args.review_qps,
+    }
     with ControlPlane(full=False) as cp:
         cp.create_namespace(NS)
         cp.install_crds([crd_manifest(widget("crd.bench.kubeop.dev"))])
@@ -251,6 +256,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     sys.executable, str(HERE / "server.py"), "--storage", storage, "--port", str(port),
                     "--certs", str(work / "certs"), "--kubeconfig", cp.kubeconfig_path,
                     "--sqlite", str(work / f"{storage}.db"), "--etcd", f"http://127.0.0.1:{cp.ports['etcd']}",
+                    "--review-qps", args.review_qps,
                 ]  # fmt: skip
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 assert proc.stdout is not None and proc.stdin is not None
@@ -303,6 +309,13 @@ def main() -> None:
     parser.add_argument("--gets", type=int, default=1000, help="gets per phase at concurrency 1")
     parser.add_argument("--lists", type=int, default=20, help="full lists per phase")
     parser.add_argument("--storages", nargs="+", default=["memory", "sqlite", "etcd"])
+    parser.add_argument(
+        "--review-qps",
+        choices=("default", "none"),
+        default="default",
+        help="the server's client for its SubjectAccessReviews: kubeop's default limit (50/s, burst "
+        "100) or none",
+    )
     parser.add_argument("--out", default=str(HERE / "results.json"))
     args = parser.parse_args()
     results = asyncio.run(bench(args))

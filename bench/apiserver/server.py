@@ -2,7 +2,7 @@
 ``agg.bench.kubeop.dev/v1`` kept in the storage named on the command line.
 
     python server.py --storage memory|sqlite|etcd --port P --certs DIR --kubeconfig K \
-        [--sqlite FILE] [--etcd URL]
+        [--sqlite FILE] [--etcd URL] [--review-qps none]
 
 Prints ``ready`` once it serves; stops when its standard input closes.
 """
@@ -42,6 +42,7 @@ async def main() -> None:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--sqlite", default="")
     parser.add_argument("--etcd", default="")
+    parser.add_argument("--review-qps", default="default", help="'none': the review client unthrottled")
     args = parser.parse_args()
     storage: Storage
     if args.storage == "memory":
@@ -50,7 +51,8 @@ async def main() -> None:
         storage = SQLiteStorage(args.sqlite)
     else:
         storage = EtcdStorage(args.etcd, prefix="/kubeop-bench/widgets/")
-    async with Client(load_kubeconfig(args.kubeconfig)) as client:
+    options = {"qps": None} if args.review_qps == "none" else {}
+    async with Client(load_kubeconfig(args.kubeconfig, **options)) as client:
         server = APIServer(
             [widget("agg.bench.kubeop.dev")], storage, address=f"127.0.0.1:{args.port}", cert_dir=args.certs
         )

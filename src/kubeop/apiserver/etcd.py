@@ -142,7 +142,14 @@ class EtcdStorage:
             body = {"key": _b64(start), "range_end": _b64(end), "limit": str(chunk)}
             if revision:
                 body["revision"] = str(revision)
-            reply, at = await self._call("/v3/kv/range", body)
+            try:
+                reply, at = await self._call("/v3/kv/range", body)
+            except StatusError as exc:
+                if exc.code == 504 and options.continue_token:  # no page was made at a revision to come
+                    raise StatusError(
+                        400, "continue: not a continue token this server made; start the list again"
+                    ) from None
+                raise
             if not revision:
                 revision = at
                 if options.resource_version is not None and options.resource_version > at:
@@ -301,6 +308,17 @@ class EtcdStorage:
             if options.initial_events:
                 meta = {"resourceVersion": str(start), "annotations": {_INITIAL_EVENTS_END: "true"}}
                 first.append(StorageEvent("BOOKMARK", {"metadata": meta}, start))
+        else:  # etcd would wait for a revision to come: the client relists instead, as from memory
+            try:
+                _, now = await self._call("/v3/kv/range", {"key": _b64(base), "count_only": True})
+            except StatusError:
+                if self._closed:
+                    return
+                raise
+            if start > now:
+                raise StatusError(
+                    504, f"Too large resource version: {start}, current: {now}", reason="Timeout"
+                )
         if self._closed:
             return
         watcher = _Watcher(self, resource, base, options, start, self._watch_queue)

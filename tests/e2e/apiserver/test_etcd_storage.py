@@ -176,6 +176,15 @@ async def test_compaction_is_410_and_a_fresh_list_works(etcd: str) -> None:
         with pytest.raises(StatusError) as future:
             await storage.list(R, ListOptions(resource_version=storage.resource_version + 100))
         assert future.value.code == 504
+        with pytest.raises(StatusError) as ahead:  # not served as "now": the client relists
+            await take(storage.watch(R, WatchOptions(resource_version=storage.resource_version + 100)), 1)
+        assert ahead.value.code == 504
+        token = base64.urlsafe_b64encode(
+            json.dumps({"v": storage.resource_version + 100, "ns": "default", "name": "a"}).encode()
+        ).decode()
+        with pytest.raises(StatusError) as forged:
+            await storage.list(R, ListOptions(limit=1, continue_token=token.rstrip("=")))
+        assert forged.value.code == 400
     finally:
         await storage.close()
 

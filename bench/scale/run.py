@@ -25,7 +25,17 @@ Phases:
 
     python bench/scale/run.py [--objects 100000] [--runs 3] [--operator-runs 1] [--phases sync,operator]
         [--data-dir /var/tmp/kubeop-bench-scale] [--baseline-src /tmp/old/src]
-        [--list-modes default,paged] [--go-json]
+        [--list-modes default,paged] [--go-json] [--startup-runs 3] [--latency-creates 50]
+
+- ``startup``: the operator started on the N + N objects: seconds from process start to its
+  caches synced and to its first reconcile (``--startup-runs`` starts per implementation,
+  interleaved), and the import cost of a kubeop operator process (``python -X importtime`` of
+  widget_operator.py's imports, and the wall time of that import beside ``python -c pass``).
+- ``latency``: the operator started and settled on the N + N objects (an idle plane), then
+  ``--latency-creates`` Widgets created one by one, each timed from its create request to the
+  driver seeing both its ConfigMap and its status (create-to-converged: p50, p99, max), then
+  deleted again. Also reports the start-up times of that start, operator CPU and API writes per
+  create.
 
 ``--baseline-src`` adds "kubeop-base" runs (another checkout's src, same scripts) to both phases.
 """
@@ -397,6 +407,8 @@ async def run_operator(
         assert proc.stdout is not None
         loop = asyncio.get_running_loop()
         line = await loop.run_in_executor(None, proc.stdout.readline)
+        while line.startswith("first "):
+            line = await loop.run_in_executor(None, proc.stdout.readline)
         assert line.startswith("synced "), line
         sync_s = float(line.split()[1])
         synced_cpu, synced_rss = proc_stats(proc.pid)
@@ -471,6 +483,209 @@ async def run_operator(
         stop_operator(proc)
 
 
+# -- phases "startup" and "latency" ------------------------------------------------------------------
+
+
+async def read_startup(proc: subprocess.Popen[str], started: float, timeout: float = 900.0) -> dict[str, Any]:
+    """Read the operator's "synced" and "first" lines: seconds from ``started`` (unix time, taken
+    just before the process was started) to each."""
+    assert proc.stdout is not None
+    loop = asyncio.get_running_loop()
+    out: dict[str, Any] = {}
+    while "synced_s" not in out or "first_s" not in out:
+        line = await asyncio.wait_for(loop.run_in_executor(None, proc.stdout.readline), timeout)
+        if not line:
+            raise RuntimeError("the operator exited before it synced and reconciled")
+        word, *rest = line.split()
+        if word == "synced":
+            out["synced_s"] = float(rest[1]) - started
+        elif word == "first":
+            out["first_s"] = float(rest[0]) - started
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100), nearest rank: with 50 samples p99 is the largest but one... of
+    the sorted values at rank ceil(q/100 * n)."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]
+
+
+async def run_latency(
+    cp: Any,
+    impl: str,
+    kubeconfig: str,
+    n: int,
+    creates: int,
+    gap: float,
+    round_: int,
+    workers: int,
+    go: Path | None,
+    base: str | None,
+) -> dict[str, Any]:
+    """Start the operator (start-up times), and with ``creates`` > 0 let it settle and time
+    single creates on the idle plane."""
+    from kubeop.client import Client, load_kubeconfig
+
+    widgets, configmaps = resources()
+    started = time.time()
+    proc = start_operator(impl, kubeconfig, workers, go, base)
+    try:
+        result: dict[str, Any] = {"phase": "latency" if creates else "startup", "impl": impl, "objects": n}
+        result.update(await read_startup(proc, started))
+        if not creates:
+            return result
+        await settle(proc.pid)
+        writes = (lambda: api_writes(cp)) if cp is not None else (lambda: 0)
+        names = [f"lat-{round_}-{i:03d}" for i in range(creates)]
+        async with Client(load_kubeconfig(kubeconfig, qps=None)) as client:
+            rv = (await client.list(configmaps, namespace=NAMESPACE, limit=1)).resource_version
+            cm_at: dict[str, float] = {}
+            status_at: dict[str, float] = {}
+            converged: dict[str, asyncio.Event] = {name: asyncio.Event() for name in names}
+
+            def check(name: str) -> None:
+                if name in cm_at and name in status_at:
+                    converged[name].set()
+
+            async def follow_configmaps() -> None:
+                async for ev in client.watch(configmaps, namespace=NAMESPACE, resource_version=rv):
+                    if ev.type in ("ADDED", "MODIFIED"):
+                        name = ev.object["metadata"]["name"]
+                        if name in converged and name not in cm_at:
+                            cm_at[name] = time.perf_counter()
+                            check(name)
+
+            async def follow_widgets() -> None:
+                async for ev in client.watch(widgets, namespace=NAMESPACE, resource_version=rv):
+                    if ev.type in ("ADDED", "MODIFIED"):
+                        md = ev.object["metadata"]
+                        name = md["name"]
+                        status = ev.object.get("status") or {}
+                        if (
+                            name in converged
+                            and name not in status_at
+                            and status.get("observedGeneration") == md["generation"]
+                        ):
+                            status_at[name] = time.perf_counter()
+                            check(name)
+
+            watchers = [asyncio.create_task(follow_configmaps()), asyncio.create_task(follow_widgets())]
+            try:
+                await asyncio.sleep(0.5)
+                c0, _ = proc_stats(proc.pid)
+                w0 = writes()
+                latencies: list[float] = []
+                for i, name in enumerate(names):
+                    body = {
+                        "apiVersion": f"{GROUP}/{VERSION}",
+                        "kind": "Widget",
+                        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "latency"}},
+                        "spec": {"value": value_of(i, round_)},
+                    }
+                    t0 = time.perf_counter()
+                    await client.create(body, resource=widgets)
+                    await asyncio.wait_for(converged[name].wait(), 60)
+                    latencies.append(max(cm_at[name], status_at[name]) - t0)
+                    await asyncio.sleep(gap)
+                await settle(proc.pid, window=1.0)
+                c1, rss = proc_stats(proc.pid)
+                change_writes = writes() - w0 - creates
+            finally:
+                for task in watchers:
+                    task.cancel()
+                await asyncio.gather(*watchers, return_exceptions=True)
+        ms = [x * 1000 for x in latencies]
+        result.update(
+            {
+                "creates": creates,
+                "p50_ms": statistics.median(ms),
+                "p99_ms": percentile(ms, 99),
+                "max_ms": max(ms),
+                "latencies_ms": [round(x, 2) for x in ms],
+                "cpu_ms_per_create": (c1 - c0) * 1000 / creates,
+                "writes_per_create": change_writes / creates if cp is not None else None,
+                "rss_mb": rss,
+            }
+        )
+        return result
+    finally:
+        stop_operator(proc)
+        if creates:
+            await delete_latency_objects(kubeconfig)
+
+
+async def delete_latency_objects(kubeconfig: str) -> None:
+    """Delete what latency runs created (the Widgets labelled app=latency and their ConfigMaps:
+    no garbage collector runs on this control plane), so every run starts on N + N objects."""
+    from kubeop.client import Client, load_kubeconfig
+    from kubeop.core import NotFound
+
+    widgets, configmaps = resources()
+    async with Client(load_kubeconfig(kubeconfig, qps=None)) as client:
+        listed = await client.list_all(widgets, namespace=NAMESPACE, label_selector="app=latency")
+        for obj in listed.items:
+            name = obj["metadata"]["name"]
+            for res in (widgets, configmaps):
+                with contextlib.suppress(NotFound):
+                    await client.delete(res, name, namespace=NAMESPACE)
+
+
+def import_cost(base: str | None, runs: int = 5) -> dict[str, Any]:
+    """The import of a kubeop operator process (widget_operator.py's imports): ``python -X
+    importtime`` (sum of the self times, and the heaviest top-level imports by cumulative time),
+    and the wall time of a process that imports it against ``python -c pass`` (median of ``runs``)."""
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import widget_operator"
+    env = dict(os.environ, PYTHONPATH=base) if base else None
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    rows: list[tuple[int, int, int, str]] = []  # (indent, self us, cumulative us, name)
+    for line in out.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, cumulative, raw = line.removeprefix("import time:").split("|")
+        rows.append((len(raw) - len(raw.lstrip()), int(self_us), int(cumulative), raw.strip()))
+    total_us = sum(r[1] for r in rows)
+    outer = min(r[0] for r in rows)
+    top = [(cumulative, name) for indent, _, cumulative, name in rows if indent == outer]
+    top.sort(reverse=True)
+
+    def wall(argv: list[str]) -> float:
+        samples = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=env, check=True)
+            samples.append(time.perf_counter() - t0)
+        return statistics.median(samples)
+
+    return {
+        "importtime_total_ms": total_us / 1000,
+        "importtime_top_ms": {name: us / 1000 for us, name in top[:10]},
+        "python_pass_s": wall([sys.executable, "-c", "pass"]),
+        "python_import_s": wall([sys.executable, "-c", code]),
+    }
+
+
+def summarize_latency(impl: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"impl": impl, "runs": len(runs)}
+    for key in (
+        "synced_s",
+        "first_s",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+        "cpu_ms_per_create",
+        "writes_per_create",
+    ):
+        values = [r[key] for r in runs if r.get(key) is not None]
+        if values:
+            out[key] = statistics.median(values)
+            out[key + "_all"] = values
+    return out
+
+
 # -- driver -------------------------------------------------------------------------------------------
 
 
@@ -505,6 +720,10 @@ def main() -> None:
     parser.add_argument(
         "--go-json", action="store_true", help="sync: also client-go's typed clients speaking JSON"
     )
+    parser.add_argument("--startup-runs", type=int, default=3, help="startup: starts per implementation")
+    parser.add_argument("--latency-runs", type=int, default=1, help="latency: runs per implementation")
+    parser.add_argument("--latency-creates", type=int, default=50, help="latency: creates per run")
+    parser.add_argument("--latency-gap", type=float, default=0.2, help="latency: seconds between creates")
     parser.add_argument("--baseline-src", help="also run this kubeop src as 'kubeop-base'")
     parser.add_argument("--out", default=str(HERE / "results.json"))
     args = parser.parse_args()
@@ -555,6 +774,43 @@ def main() -> None:
                             f"{r['rss_per_object_bytes']:.0f} B/object",
                             file=sys.stderr,
                         )
+        if "startup" in phases or "latency" in phases:
+            go = None if args.no_go else build_go(HERE / "crwidget", "kubeop-bench-crwidget")
+            impls = impls_py + ([] if go is None else ["controller-runtime"])
+            round_ = int(time.time())
+            if "startup" in phases:
+                for impl in impls_py:
+                    cost = import_cost(args.baseline_src if impl == "kubeop-base" else None)
+                    results.append({"phase": "imports", "impl": impl, **cost})
+                    print(f"  imports {impl}: {json.dumps(cost)}", file=sys.stderr)
+            todo = [("startup", args.startup_runs, 0)] if "startup" in phases else []
+            todo += [("latency", args.latency_runs, args.latency_creates)] if "latency" in phases else []
+            for phase, runs, creates in todo:
+                samples_l: dict[str, list[dict[str, Any]]] = {i: [] for i in impls}
+                for run in range(runs):
+                    for impl in impls:  # interleaved: the machine is shared
+                        round_ += 1
+                        r = asyncio.run(
+                            run_latency(
+                                cp,
+                                impl,
+                                kubeconfig,
+                                args.objects,
+                                creates,
+                                args.latency_gap,
+                                round_,
+                                args.workers,
+                                go,
+                                args.baseline_src,
+                            )
+                        )
+                        r["run"] = run
+                        samples_l[impl].append(r)
+                        results.append(r)
+                        brief = {k: v for k, v in r.items() if k != "latencies_ms"}
+                        print(f"  {phase} {impl}: {json.dumps(brief)}", file=sys.stderr)
+                for impl, runs_ in samples_l.items():
+                    results.append({"phase": f"{phase}-summary", **summarize_latency(impl, runs_)})
         if "operator" in phases:
             go = None if args.no_go else build_go(HERE / "crwidget", "kubeop-bench-crwidget")
             impls = impls_py + ([] if go is None else ["controller-runtime"])
@@ -590,6 +846,31 @@ def main() -> None:
 
 
 def print_tables(results: list[dict[str, Any]]) -> None:
+    for phase in ("startup", "latency"):
+        rows = [r for r in results if r["phase"] == f"{phase}-summary"]
+        if rows:
+            print()
+            print(
+                f"| {phase} | runs | synced s | first reconcile s | p50 ms | p99 ms | max ms "
+                "| CPU ms/create | writes/create |"
+            )
+            print("|---|---|---|---|---|---|---|---|---|")
+            for r in rows:
+
+                def cell(key: str, fmt: str = ".2f", r: dict[str, Any] = r) -> str:
+                    return "" if key not in r else format(r[key], fmt)
+
+                print(
+                    f"| {r['impl']} | {r['runs']} | {cell('synced_s')} | {cell('first_s')} | "
+                    f"{cell('p50_ms', '.1f')} | {cell('p99_ms', '.1f')} | {cell('max_ms', '.1f')} | "
+                    f"{cell('cpu_ms_per_create', '.2f')} | {cell('writes_per_create', '.2f')} |"
+                )
+    for r in results:
+        if r["phase"] == "imports":
+            print(
+                f"imports {r['impl']}: importtime {r['importtime_total_ms']:.0f} ms; wall "
+                f"{r['python_import_s']:.3f} s vs python -c pass {r['python_pass_s']:.3f} s"
+            )
     sync = [r for r in results if r["phase"] == "sync"]
     if sync:
         print("| kind | form | implementation | sync s (median, min) | CPU s | RSS MB | RSS per object B |")

@@ -1,7 +1,9 @@
 """bench/operator's Widget operator (the same reconcile), started for bench/scale: prints "ready"
 when it starts, "synced <seconds> <unix time>" once every informer of its controller has synced,
 and "first <unix time>" when its first reconcile starts (for the start-up phase: the driver
-compares these with the time it started the process).
+compares these with the time it started the process). With BENCH_GC_LOG=<path> it records every
+cyclic garbage collection (generation, start, seconds) and writes them as JSON to <path>.<pid>
+when it is terminated.
 
 Run: KUBECONFIG=... python widget_operator.py [workers]
 """
@@ -10,7 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import json
 import logging
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -43,8 +49,35 @@ async def report_sync(manager: Manager, started: float) -> None:
         await asyncio.sleep(0.01)
 
 
+def record_collections(path: str) -> None:
+    """Record every collection of the cyclic GC; dump them on SIGTERM."""
+    collections: list[tuple[int, float, float]] = []
+    started: list[float] = []
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            t0 = started.pop()
+            collections.append(
+                (info["generation"], time.time() - (time.perf_counter() - t0), time.perf_counter() - t0)
+            )
+
+    def dump(signum: int, frame: object) -> None:
+        import kubeop
+
+        with open(f"{path}.{os.getpid()}", "w") as f:
+            json.dump({"kubeop": kubeop.__file__, "collections": collections}, f)
+        os._exit(0)
+
+    gc.callbacks.append(callback)
+    signal.signal(signal.SIGTERM, dump)
+
+
 async def main() -> None:
     logging.basicConfig(level=logging.WARNING)
+    if os.environ.get("BENCH_GC_LOG"):
+        record_collections(os.environ["BENCH_GC_LOG"])
     workers = int(sys.argv[1]) if len(sys.argv) > 1 else 16
     manager = Manager(name="widget-operator", metrics_address=None, health_address=None)
     manager.add(

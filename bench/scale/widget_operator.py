@@ -11,6 +11,7 @@ Run: KUBECONFIG=... python widget_operator.py [workers]
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import gc
 import json
@@ -63,15 +64,18 @@ def record_collections(path: str) -> None:
                 (info["generation"], time.time() - (time.perf_counter() - t0), time.perf_counter() - t0)
             )
 
-    def dump(signum: int, frame: object) -> None:
+    def dump() -> None:
         import kubeop
 
         with open(f"{path}.{os.getpid()}", "w") as f:
             json.dump({"kubeop": kubeop.__file__, "collections": collections}, f)
-        os._exit(0)
+
+    def terminate(signum: int, frame: object) -> None:  # unless the manager handles SIGTERM itself
+        sys.exit(0)
 
     gc.callbacks.append(callback)
-    signal.signal(signal.SIGTERM, dump)
+    atexit.register(dump)
+    signal.signal(signal.SIGTERM, terminate)
 
 
 async def main() -> None:

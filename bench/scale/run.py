@@ -596,6 +596,7 @@ async def run_latency(
                 c0, _ = proc_stats(proc.pid)
                 w0 = writes()
                 latencies: list[float] = []
+                starts: list[float] = []  # unix times, to match with the operator's GC record
                 for i, name in enumerate(names):
                     body = {
                         "apiVersion": f"{GROUP}/{VERSION}",
@@ -603,6 +604,7 @@ async def run_latency(
                         "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "latency"}},
                         "spec": {"value": value_of(i, round_)},
                     }
+                    starts.append(time.time())
                     t0 = time.perf_counter()
                     await client.create(body, resource=widgets)
                     await asyncio.wait_for(converged[name].wait(), 60)
@@ -623,6 +625,8 @@ async def run_latency(
                 "p99_ms": percentile(ms, 99),
                 "max_ms": max(ms),
                 "latencies_ms": [round(x, 2) for x in ms],
+                "starts": [round(x, 4) for x in starts],
+                "pid": proc.pid,
                 "cpu_ms_per_create": (c1 - c0) * 1000 / creates,
                 "writes_per_create": change_writes / creates if cp is not None else None,
                 "rss_mb": rss,

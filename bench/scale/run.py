@@ -833,7 +833,7 @@ def main() -> None:
                         r["run"] = run
                         samples_l[impl].append(r)
                         results.append(r)
-                        brief = {k: v for k, v in r.items() if k != "latencies_ms"}
+                        brief = {k: v for k, v in r.items() if k not in ("latencies_ms", "starts")}
                         print(f"  {phase} {impl}: {json.dumps(brief)}", file=sys.stderr)
                 for impl, runs_ in samples_l.items():
                     results.append({"phase": f"{phase}-summary", **summarize_latency(impl, runs_)})

@@ -597,6 +597,7 @@ async def run_latency(
                 w0 = writes()
                 latencies: list[float] = []
                 starts: list[float] = []  # unix times, to match with the operator's GC record
+                acks: list[float] = []  # unix times the creates were answered
                 for i, name in enumerate(names):
                     body = {
                         "apiVersion": f"{GROUP}/{VERSION}",
@@ -607,6 +608,7 @@ async def run_latency(
                     starts.append(time.time())
                     t0 = time.perf_counter()
                     await client.create(body, resource=widgets)
+                    acks.append(time.time())
                     await asyncio.wait_for(converged[name].wait(), 60)
                     latencies.append(max(cm_at[name], status_at[name]) - t0)
                     await asyncio.sleep(gap)
@@ -626,6 +628,7 @@ async def run_latency(
                 "max_ms": max(ms),
                 "latencies_ms": [round(x, 2) for x in ms],
                 "starts": [round(x, 4) for x in starts],
+                "acks": [round(x, 4) for x in acks],
                 "pid": proc.pid,
                 "cpu_ms_per_create": (c1 - c0) * 1000 / creates,
                 "writes_per_create": change_writes / creates if cp is not None else None,
@@ -833,7 +836,7 @@ def main() -> None:
                         r["run"] = run
                         samples_l[impl].append(r)
                         results.append(r)
-                        brief = {k: v for k, v in r.items() if k not in ("latencies_ms", "starts")}
+                        brief = {k: v for k, v in r.items() if k not in ("latencies_ms", "starts", "acks")}
                         print(f"  {phase} {impl}: {json.dumps(brief)}", file=sys.stderr)
                 for impl, runs_ in samples_l.items():
                     results.append({"phase": f"{phase}-summary", **summarize_latency(impl, runs_)})

@@ -3,7 +3,7 @@ when it starts, "synced <seconds> <unix time>" once every informer of its contro
 and "first <unix time>" when its first reconcile starts (for the start-up phase: the driver
 compares these with the time it started the process). With BENCH_GC_LOG=<path> it records every
 cyclic garbage collection (generation, start, seconds) and writes them as JSON to <path>.<pid>
-when it is terminated.
+when it is terminated, with the start and end of every reconcile of a latency Widget.
 
 Run: KUBECONFIG=... python widget_operator.py [workers]
 """
@@ -30,6 +30,9 @@ from kubeop.controller import Context, Controller, Request
 from kubeop.manager import Manager
 
 _first = True
+# (name, unix start, unix end) of the reconciles of the latency phase's Widgets ("lat-..."),
+# written with the GC record: the stages of a create from the operator's side.
+_stages: list[tuple[str, float, float]] = []
 
 
 async def reconcile_and_report(req: Request, ctx: Context) -> None:
@@ -37,7 +40,12 @@ async def reconcile_and_report(req: Request, ctx: Context) -> None:
     if _first:
         _first = False
         print(f"first {time.time():.6f}", flush=True)
+    if not req.name.startswith("lat-"):
+        await reconcile(req, ctx)
+        return
+    started = time.time()
     await reconcile(req, ctx)
+    _stages.append((req.name, started, time.time()))
 
 
 async def report_sync(manager: Manager, started: float) -> None:
@@ -68,7 +76,7 @@ def record_collections(path: str) -> None:
         import kubeop
 
         with open(f"{path}.{os.getpid()}", "w") as f:
-            json.dump({"kubeop": kubeop.__file__, "collections": collections}, f)
+            json.dump({"kubeop": kubeop.__file__, "collections": collections, "reconciles": _stages}, f)
 
     def terminate(signum: int, frame: object) -> None:  # unless the manager handles SIGTERM itself
         sys.exit(0)

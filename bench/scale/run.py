@@ -629,6 +629,7 @@ async def run_latency(
                 "latencies_ms": [round(x, 2) for x in ms],
                 "starts": [round(x, 4) for x in starts],
                 "acks": [round(x, 4) for x in acks],
+                "round": round_,
                 "pid": proc.pid,
                 "cpu_ms_per_create": (c1 - c0) * 1000 / creates,
                 "writes_per_create": change_writes / creates if cp is not None else None,

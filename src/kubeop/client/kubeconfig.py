@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kubeop.client.config import ClientConfig, ConfigError, ExecConfig
 
 __all__ = ["KubeConfig", "default_kubeconfig_paths", "load_kubeconfig"]
@@ -196,6 +194,9 @@ def load_kubeconfig(
 
 
 def _read(path: str) -> Mapping[str, Any]:
+    # Imported here: an operator in a pod reads no kubeconfig, and PyYAML is ~5% of its import time.
+    import yaml
+
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)

@@ -164,23 +164,24 @@ class Authenticator:
         if config.allowed_names and common_name not in config.allowed_names:
             log.warning("a client certificate of %r is not an allowed front proxy", common_name)
             raise StatusError(401, "Unauthorized")
-        name = next((v for h in config.username_headers if (v := (request.header(h) or "").strip())), "")
-        if not name:
-            raise StatusError(401, "Unauthorized: the front proxy sent no user")
-        if "," in name:  # the header sent twice (the HTTP core joins repeats with ", "): whose request?
+        sent = next((vs for h in config.username_headers if (vs := request.header_values(h))), [])
+        if len(sent) > 1:  # the user header sent twice: whose request is it?
             log.warning("the front proxy sent more than one user in its user header: refused")
             raise StatusError(401, "Unauthorized: the front proxy sent more than one user")
+        name = sent[0].strip() if sent else ""
+        if not name:
+            raise StatusError(401, "Unauthorized: the front proxy sent no user")
         groups: list[str] = []
         for header in config.group_headers:
-            value = request.header(header)
-            if value:  # repeated headers arrive joined with ", " (the server's HTTP core)
-                groups.extend(g.strip() for g in value.split(",") if g.strip())
+            # one group per header line, as kube-apiserver sends them: a group's name may hold a
+            # comma ("a,system:masters" is one group, never two)
+            groups.extend(g for v in request.header_values(header) if (g := v.strip()))
         extra: dict[str, list[str]] = {}
-        for key, value in request.fields.items():
+        for key in request.fields:
             for prefix in config.extra_prefixes:
                 if key.startswith(prefix.lower()) and len(key) > len(prefix):
                     extra.setdefault(unquote(key[len(prefix) :]).lower(), []).extend(
-                        v.strip() for v in value.split(",")
+                        v.strip() for v in request.header_values(key)
                     )
         return User(name, "", _authenticated(groups), tuple(sorted((k, tuple(v)) for k, v in extra.items())))
 

@@ -369,7 +369,20 @@ class Handlers:
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL "
                 f"({target.name})",
             )
+        if served.namespaced and meta.get("namespace", target.namespace) != target.namespace:
+            raise StatusError(
+                400,
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )
         old = await self._get(target)
+        uid = meta.get("uid")
+        if uid and uid != old["metadata"].get("uid"):
+            raise StatusError(
+                409,
+                f"Precondition failed: UID in object meta: {uid}, UID of the stored object: "
+                f"{old['metadata'].get('uid')} (the object was deleted and made anew; read it again)",
+                reason="Conflict",
+            )
         version = _version(meta.get("resourceVersion"))
         manager = manager_name(query, request.header("user-agent"))
         new = self._merge_update(served, old, body, target.subresource, manager)

@@ -175,6 +175,7 @@ class Request:
         "peer",
         "peercert",
         "query",
+        "repeated",
         "reserved",
         "route",
         "target",
@@ -189,10 +190,12 @@ class Request:
         route: Route,
         peer: Any,
         peercert: dict[str, Any] | None,
+        repeated: dict[str, list[str]] | None = None,
     ) -> None:
         self.method, self.target, self.route = method, target, route
         self.path, self.query = _split_target(target)
         self.fields = fields
+        self.repeated = repeated or {}
         self.headers = {names[k]: v for k, v in fields.items()}
         self.peer, self.peercert = peer, peercert
         self.body = b""
@@ -200,7 +203,18 @@ class Request:
         self.reserved = 0
 
     def header(self, name: str) -> str | None:
+        """The field ``name`` (any case); a repeated one's values joined with ``", "``."""
         return self.fields.get(name.lower())
+
+    def header_values(self, name: str) -> list[str]:
+        """Each value of the field ``name`` as sent, one per line (none: ``[]``): for fields
+        whose values may themselves hold commas, such as a front proxy's group headers."""
+        key = name.lower()
+        values = self.repeated.get(key)
+        if values is not None:
+            return list(values)
+        value = self.fields.get(key)
+        return [] if value is None else [value]
 
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.path} from {_peer(self.peer)}>"
@@ -550,6 +564,7 @@ class _Connection(asyncio.BufferedProtocol):
         "_parser",
         "_path",
         "_reading",
+        "_repeated",
         "_request",
         "_server",
         "_tls",
@@ -601,6 +616,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._path = ""
         self._fields: dict[str, str] = {}
         self._names: dict[str, str] = {}
+        self._repeated: dict[str, list[str]] = {}  # the values of a field sent more than once
         self._body: list[bytes] = []
         self._request: Request | None = None
         self._head_bytes = self._head_size = 0
@@ -814,6 +830,10 @@ class _Connection(asyncio.BufferedProtocol):
         elif key in _SINGLE:
             raise _Refused(400, f"the {sent} header is repeated")
         else:
+            values = self._repeated.get(key)
+            if values is None:
+                values = self._repeated[key] = [before]
+            values.append(text)
             self._fields[key] = f"{before}, {text}"
 
     def on_headers_complete(self) -> None:
@@ -860,7 +880,7 @@ class _Connection(asyncio.BufferedProtocol):
         if first and not server.reserve(self, first):
             raise _Refused(503, "too many request bytes in flight; retry", (("Retry-After", "1"),))
         request = self._request = Request(
-            method, target, fields, self._names, route, self.peer, self.peercert
+            method, target, fields, self._names, route, self.peer, self.peercert, self._repeated
         )
         request.reserved = first
         if length:

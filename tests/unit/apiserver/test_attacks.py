@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 import orjson
@@ -13,7 +14,7 @@ import pytest
 from kubeop.apiserver.auth import Authenticator, Authorizer, RequestHeaderConfig, User
 from kubeop.apiserver.handlers import Attributes
 from kubeop.apiserver.status import StatusError
-from kubeop.client.httpserver import Request, Response, Route
+from kubeop.client.httpserver import HttpServer, Request, Response, Route
 from kubeop.core.errors import ApiError
 from tests.unit.apiserver.conftest import Env
 from tests.unit.apiserver.test_http import NS, call, widget
@@ -42,10 +43,17 @@ async def test_a_token_caller_cannot_add_groups_or_a_user_with_remote_headers(en
 
 def _proxied(cn: str, *headers: tuple[str, str]) -> Request:
     fields: dict[str, str] = {}
-    for key, value in headers:  # repeated headers joined as the HTTP core does
-        fields[key.lower()] = f"{fields[key.lower()]}, {value}" if key.lower() in fields else value
+    repeated: dict[str, list[str]] = {}
+    for key, value in headers:  # repeated headers joined, and kept apart, as the HTTP core does
+        key = key.lower()
+        if key in fields:
+            repeated.setdefault(key, [fields[key]]).append(value)
+            fields[key] = f"{fields[key]}, {value}"
+        else:
+            fields[key] = value
     cert = {"subject": ((("commonName", cn),),)}
-    return Request("GET", "/apis", fields, {k: k for k in fields}, Route(_nothing), ("127.0.0.1", 1), cert)
+    route = Route(_nothing)
+    return Request("GET", "/apis", fields, {k: k for k in fields}, route, ("127.0.0.1", 1), cert, repeated)
 
 
 async def _nothing(request: Request) -> Response:
@@ -68,6 +76,48 @@ async def test_the_front_proxys_user_header_sent_twice_is_refused() -> None:
             _proxied("front-proxy-client", ("X-Remote-User", "bob"), ("X-Remote-User", "root"))
         )
     assert caught.value.code == 401
+
+
+async def test_a_group_is_one_header_line_and_a_comma_in_its_name_never_makes_two() -> None:
+    auth = Authenticator(RequestHeaderConfig("CA", ("front-proxy-client",)), None)
+    user = await auth.authenticate(
+        _proxied(
+            "front-proxy-client",
+            ("X-Remote-User", "alice"),
+            ("X-Remote-Group", "devs,system:masters"),  # one group, named so by an identity provider
+            ("X-Remote-Group", "ops"),
+            ("X-Remote-Extra-Scopes", "read,write"),
+            ("X-Remote-Extra-Scopes", "admin"),
+        )
+    )
+    assert "system:masters" not in user.groups
+    assert set(user.groups) >= {"devs,system:masters", "ops"}
+    assert dict(user.extra) == {"scopes": ("read,write", "admin")}
+
+
+async def test_the_http_core_keeps_each_line_of_a_repeated_header() -> None:
+    seen: list[tuple[list[str], str | None, list[str]]] = []
+
+    async def record(request: Request) -> Response:
+        seen.append((request.header_values("X-Remote-Group"), request.header("x-remote-group"),
+                     request.header_values("X-Absent")))  # fmt: skip
+        return Response(200)
+
+    server = HttpServer(lambda path: Route(record), "127.0.0.1", 0, name="t", log=logging.getLogger("t"))
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(
+            b"GET / HTTP/1.1\r\nHost: x\r\nX-Remote-Group: a,b\r\nx-remote-group: c\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        assert head.startswith(b"HTTP/1.1 200")
+    finally:
+        await server.stop()
+    assert seen == [(["a,b", "c"], "a,b, c", [])]
 
 
 async def test_a_token_review_that_fails_is_503_never_a_user(env: Env) -> None:
@@ -191,7 +241,8 @@ async def test_the_body_namespace_must_match_the_path(env: Env) -> None:
         body = (await call(s, "GET", env.base + ITEM))[1]
         body["metadata"]["namespace"] = "kube-system"
         body["spec"]["size"] = 5
-        await call(s, "PUT", env.base + ITEM, body)  # kube-apiserver: 400; here the URL's namespace wins
+        code, status = await call(s, "PUT", env.base + ITEM, body)
+        assert code == 400 and "namespace" in status["message"]  # as kube-apiserver
         code, _ = await call(s, "GET", env.base.replace(NS, "") + NS.replace("default", "kube-system") + "/a")
         assert code == 404  # nothing was written to the other namespace
 
@@ -208,9 +259,13 @@ async def test_server_owned_metadata_is_the_servers(env: Env) -> None:
         body = widget("b")
         body["metadata"]["resourceVersion"] = "1"
         assert (await call(s, "POST", env.base + NS, body))[0] in (400, 422)
-        made["metadata"].update(uid="forged2", creationTimestamp="2000-01-01T00:00:00Z", generation=7)
+        forged = orjson.loads(orjson.dumps(made))
+        forged["metadata"]["uid"] = "forged2"
+        code, status = await call(s, "PUT", env.base + ITEM, forged)
+        assert code == 409 and "UID" in status["message"]  # another object's uid: a precondition
+        made["metadata"].update(creationTimestamp="2000-01-01T00:00:00Z", generation=7)
         code, _updated = await call(s, "PUT", env.base + ITEM, made)
-        assert code in (200, 409, 422)
+        assert code == 200
         current = (await call(s, "GET", env.base + ITEM))[1]["metadata"]
         assert current["uid"] == meta["uid"] and current["generation"] == 1
         assert current["creationTimestamp"] == meta["creationTimestamp"]

@@ -61,7 +61,18 @@ class Context:
     Cheap to build: the logger and the text of the reconcile id are made only when used.
     """
 
-    __slots__ = ("_log", "_n", "client", "clock", "controller", "dependents", "kind", "recorder", "request")
+    __slots__ = (
+        "_log",
+        "_n",
+        "client",
+        "clock",
+        "controller",
+        "dependents",
+        "kind",
+        "recorder",
+        "request",
+        "writes",
+    )
 
     def __init__(
         self,
@@ -82,6 +93,10 @@ class Context:
         #: The dependents' states of this reconcile (a :class:`~kubeop.controller.WorkflowResult`)
         #: when the controller has a workflow (``Controller.dependents``), else None.
         self.dependents: WorkflowResult | None = None
+        #: The write requests this reconcile sent to the API server, counted only while an
+        #: observer asks for them (the dashboard: :func:`kubeop.controller.journal.counting_writes`);
+        #: else 0.
+        self.writes = 0
         self._log: logging.LoggerAdapter[logging.Logger] | None = None
 
     def now(self) -> dt.datetime:

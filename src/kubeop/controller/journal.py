@@ -10,6 +10,12 @@ A reconcile pays one ``deque.append`` of a :class:`ReconcileRecord` (the deque i
 observer that does not drain loses the oldest records, never memory). Each running controller
 registers its :class:`ControllerLoad` (queue depth, adds, workers busy), read when the observer
 samples. Without a journal no record is made and no counter is installed.
+
+The writes a reconcile makes are counted by the reconciler client's write guard, wrapped by
+:func:`counting_writes` (the Manager does it when a dashboard is on): every write request the
+client sends passes its guard first, so the wrapper adds one to the running reconcile's
+``ctx.writes`` (one context-variable read per write). Without it nothing is counted and a
+record's ``writes`` is 0.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kubeop.controller.context import current_reconcile
 from kubeop.controller.request import Request
 from kubeop.queue import MetricsProvider
 from kubeop.queue.metrics import (
@@ -29,7 +36,7 @@ from kubeop.queue.metrics import (
     SettableGaugeMetric,
 )
 
-__all__ = ["ControllerLoad", "ReconcileJournal", "ReconcileRecord"]
+__all__ = ["ControllerLoad", "ReconcileJournal", "ReconcileRecord", "counting_writes"]
 
 
 class ReconcileRecord(NamedTuple):
@@ -51,6 +58,24 @@ class ReconcileRecord(NamedTuple):
     attempts: int
     """Failed attempts in a row so far (0 after a success)."""
     reconcile_id: str
+    writes: int = 0
+    """Write requests the reconcile sent to the API server (counted under :func:`counting_writes`;
+    0 otherwise)."""
+
+
+def counting_writes(guard: Callable[[], None] | None) -> Callable[[], None]:
+    """A write guard (:class:`~kubeop.controller.WritePolicy`'s) that runs ``guard`` (None: none)
+    and, when it lets the write go, counts it on the running reconcile (``ctx.writes``). Writes
+    made outside a reconcile are not counted."""
+
+    def count() -> None:
+        if guard is not None:
+            guard()
+        ctx = current_reconcile()
+        if ctx is not None:
+            ctx.writes += 1
+
+    return count
 
 
 @dataclass

@@ -482,6 +482,7 @@ class RunningController:
                         retry_in,
                         streak.attempts if streak is not None else int(failure is not None),
                         ctx.reconcile_id if ctx is not None else "",
+                        ctx.writes if ctx is not None else 0,
                     )
                 )
 

@@ -35,16 +35,24 @@ _GROUP_OBJECTS = 100
 _TEXT_CHARS = 1000
 
 
+def _this_replica(controller: str, namespace: str, name: str) -> Mapping[str, Any]:
+    return {"replica": "this replica", "this_replica": True}
+
+
 @dataclass
 class Sources:
     """What the dashboard reads besides the recorder, given by the Manager: the run's cluster
     (None between runs), this replica's role (leader election, sharding), the webhooks served
-    (a row each, with its ``path``; the overview adds the path's traffic to it)."""
+    (a row each, with its ``path``; the overview adds the path's traffic to it), and who owns an
+    object's key for a controller (``owner(controller, namespace, name)``: the shard ring's
+    ``key``, ``ring``, ``generation``, the owning ``replica`` and ``this_replica``; without
+    sharding, this replica)."""
 
     cluster: Callable[[], Cluster | None]
     replica: Callable[[], Mapping[str, Any]] = dict
     webhooks: Callable[[], Sequence[Mapping[str, Any]]] = list
     name: str = "operator"
+    owner: Callable[[str, str, str], Mapping[str, Any]] = _this_replica
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -191,8 +199,9 @@ def _matches(kind: str, obj: Any, informer_name: str) -> bool:
 async def object_page(
     recorder: Recorder, sources: Sources, kind: str, namespace: str, name: str, *, events: bool = True
 ) -> dict[str, Any]:
-    """The object page: its last reconciles (with their log lines), conditions, Events, owners
-    and the objects it owns (from the cache), and the replica that reconciled it."""
+    """The object page: its last reconciles (with their log lines and writes), conditions,
+    Events, owners and the objects it owns (from the cache), and per controller of its kind the
+    shard and replica that own its key."""
     recorder.drain()
     reconciles = []
     for key, history in recorder.history.items():
@@ -206,6 +215,8 @@ async def object_page(
                     }
                 )
     reconciles.sort(key=lambda r: -float(r["started"]))
+    controllers = {str(r["controller"]) for r in reconciles}
+    controllers |= {c for c, load in recorder.journal.controllers.items() if _same_kind(load.kind, kind)}
     cluster = sources.cluster()
     found = _find(cluster, kind, namespace, name) if cluster is not None else None
     page: dict[str, Any] = {
@@ -218,6 +229,7 @@ async def object_page(
             if key.namespace == namespace and key.name == name and _same_kind(key.kind, kind)
         ],
         "replica": dict(sources.replica()),
+        "owner": [{"controller": c, **sources.owner(c, namespace, name)} for c in sorted(controllers)],
         "conditions": [],
         "owners": [],
         "owned": [],

@@ -62,6 +62,8 @@ class Reconcile(NamedTuple):
     error: str
     requeue_after: float
     reconcile_id: str
+    writes: int = 0
+    """Write requests it sent to the API server."""
 
 
 class LogLine(NamedTuple):
@@ -212,6 +214,7 @@ class Recorder:
                 error,
                 record.requeue_after,
                 record.reconcile_id,
+                record.writes,
             )
         )
         slot = (record.controller, key)

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from kubeop.client.httpserver import Request
 from kubeop.controller import Controller
+from kubeop.controller import Request as ReconcileRequest
 from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.manager._group import until_stop
 from kubeop.manager.leader import LeaderElector
 from kubeop.manager.options import WebhookLimits
+from kubeop.manager.rendezvous import owner as rendezvous_owner
 from kubeop.manager.runnable import Phase
 from kubeop.manager.server import Check, ProbeServer, is_loopback, parse_address
 from kubeop.manager.sharding import Sharder
@@ -434,11 +436,34 @@ def dashboard_runnable(manager: Manager) -> DashboardRunnable:
     def webhooks() -> list[dict[str, Any]]:
         return [_webhook_row(w) for w in manager.webhooks or ()]
 
-    sources = Sources(cluster=lambda: manager.cluster, replica=replica, webhooks=webhooks, name=manager.name)
+    def owner(controller: str, namespace: str, name: str) -> dict[str, Any]:
+        sharder = manager.sharder
+        if sharder is None:
+            return {"replica": "this replica", "this_replica": True}
+        return _shard_owner(sharder, controller, ReconcileRequest(namespace, name))
+
+    sources = Sources(
+        cluster=lambda: manager.cluster, replica=replica, webhooks=webhooks, name=manager.name, owner=owner
+    )
     secure = options.secure
     if secure is None:  # as the metrics: protected unless only this machine (or pod) reaches it
         secure = not is_loopback(parse_address(options.address)[0])
     return DashboardRunnable(options, recorder, sources, secure=secure, webhooks=manager.webhooks)
+
+
+def _shard_owner(sharder: Sharder, controller: str, request: ReconcileRequest) -> dict[str, Any]:
+    """Who owns ``request``'s key for ``controller`` under the newest ring this replica has seen
+    (computed here, read-only: the handover's own answers are not touched)."""
+    handover = sharder.handover
+    key = sharder.key(controller, request)
+    member = rendezvous_owner(key, handover.members)
+    return {
+        "ring": sharder.membership.ring_name,
+        "generation": handover.generation,
+        "key": key,
+        "replica": member if member is not None else "none yet (no ring)",
+        "this_replica": member == sharder.identity,
+    }
 
 
 def _webhook_row(webhook: AdmissionWebhook | Conversion) -> dict[str, Any]:

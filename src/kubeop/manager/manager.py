@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 from kubeop.client import Client, load_config
 from kubeop.cluster import Cluster
 from kubeop.controller import Controller, EventRecorder, Metrics, ReconcilerClient, WritePolicy
+from kubeop.controller.journal import counting_writes
 from kubeop.controller.running import ControllerRuntime
 from kubeop.manager._group import RunnableGroup
 from kubeop.manager._runnables import (
@@ -392,9 +393,11 @@ class Manager:
                 self._client = None
 
     def _build_cluster(self, api: Client) -> Cluster:
-        """This run's cluster, its writes fenced by the lease (or the shard leases) and labelled
-        with the shard (label mode)."""
+        """This run's cluster, its writes fenced by the lease (or the shard leases), labelled
+        with the shard (label mode) and, with a dashboard, counted per reconcile."""
         guard = self._fence if self.election is not None else self._shard_fence if self.sharding else None
+        if self.dashboard is not None:
+            guard = counting_writes(guard)
         labels = self._shard_labels if self.sharding is not None and self.sharding.labels else None
         return Cluster(
             api,

@@ -119,21 +119,25 @@ function renderObject(d) {
     el("tr", { class: "reconcile" },
       el("td", {}, when(r.started)), el("td", { class: "num" }, ms(r.seconds)),
       el("td", { class: r.error ? "bad" : "ok" }, r.outcome + (r.error ? ": " + r.error : "")),
-      el("td", {}, r.requeue_after ? r.requeue_after + " s" : "–"), el("td", {}, r.controller),
+      el("td", {}, r.requeue_after ? r.requeue_after + " s" : "–"), el("td", { class: "num writes" }, String(r.writes ?? 0)), el("td", {}, r.controller),
       el("td", {}, r.logs.length ? el("details", {}, el("summary", {}, `${r.logs.length} lines · ${r.reconcile_id}`),
         el("pre", {}, r.logs.map((l) => `${new Date(l.time * 1000).toLocaleTimeString()} ${l.level} ${l.message}`).join("\n"))) : r.reconcile_id)));
   box.replaceChildren(...[
     el("h2", {}, `${d.kind || q.kind} ${q.namespace ? q.namespace + "/" : ""}${q.name}`, d.found ? "" : el("span", { class: "quiet" }, " (not in the cache)")),
     d.failing.length ? el("p", { class: "bad" }, ...d.failing.map((f) => `failing: ${f.error} (attempt ${f.attempts}, retry ${until(f.next_retry)})`)) : null,
     el("h2", {}, "Last reconciles"),
-    el("table", { id: "reconciles" }, el("thead", {}, el("tr", {}, ...["time", "duration", "result", "requeue", "controller", "log"].map((h) => el("th", {}, h)))), el("tbody", {}, ...rows)),
+    el("table", { id: "reconciles" }, el("thead", {}, el("tr", {}, ...["time", "duration", "result", "requeue", "writes", "controller", "log"].map((h) => el("th", {}, h)))), el("tbody", {}, ...rows)),
     el("div", { class: "grid" },
       el("div", { id: "conditions" }, el("h2", {}, "Conditions"),
         d.conditions.length ? el("table", {}, el("tbody", {}, ...d.conditions.map((c) => el("tr", {}, el("td", {}, c.type), el("td", { class: c.status === "True" ? "ok" : "bad" }, c.status), el("td", {}, c.reason || ""), el("td", {}, c.message || ""))))) : el("p", { class: "quiet" }, "none")),
       el("div", {}, el("h2", {}, "Owner and owned"),
         d.owners.length ? el("p", {}, "owned by ", ...d.owners.map((o) => `${o.kind} ${o.name}`)) : el("p", { class: "quiet" }, "no owner"),
         el("div", { id: "owned" }, tree(d.owned) || el("p", { class: "quiet" }, "owns nothing in the cache"))),
-      el("div", {}, el("h2", {}, "Replica"), el("dl", {}, ...Object.entries(d.replica).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))])))),
+      el("div", {}, el("h2", {}, "Replica"), el("dl", {}, ...Object.entries(d.replica).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))])),
+        el("h2", {}, "Owned by"), el("table", { id: "shard-owner" }, el("tbody", {}, ...(d.owner || []).map((o) =>
+          el("tr", { class: "shard-owner" }, el("td", {}, o.controller),
+            el("td", { class: o.this_replica ? "ok" : "" }, o.this_replica && o.replica !== "this replica" ? `${o.replica} (this replica)` : o.replica),
+            el("td", { class: "quiet" }, o.ring ? `ring ${o.ring} generation ${o.generation}, key ${o.key}` : ""))))))),
     el("h2", {}, "Events"),
     el("div", { id: "events" }, d.events.length ? el("table", {}, el("tbody", {}, ...d.events.map((e) => el("tr", {}, el("td", { class: e.type === "Warning" ? "bad" : "" }, e.type), el("td", {}, e.reason), el("td", {}, e.message), el("td", { class: "num" }, "×" + e.count))))) : el("p", { class: "quiet" }, "none")),
   ].filter((child) => child !== null));

@@ -168,6 +168,12 @@ def _cells(selector: str) -> Callable[[Any], list[str]]:
     return lambda browser: [td.text for td in browser.find_elements(By.CSS_SELECTOR, selector + " td")]
 
 
+def _texts(selector: str) -> Callable[[Any], list[str]]:
+    from selenium.webdriver.common.by import By
+
+    return lambda browser: [e.text for e in browser.find_elements(By.CSS_SELECTOR, selector)]
+
+
 async def _shot(browser: Any, name: str) -> None:
     ASSETS.mkdir(parents=True, exist_ok=True)
     await asyncio.to_thread(browser.save_screenshot, str(ASSETS / f"dashboard-{name}.png"))
@@ -244,4 +250,11 @@ async def test_the_dashboard_in_a_browser(
             await _until(browser, lambda b: "Configured" in _text("#events")(b), 10, "the Widget's Events")
             await _until(browser, lambda b: "Ready" in _text("#conditions")(b), 10, "the Widget's conditions")
             await _until(browser, lambda b: "lines" in _text("#reconciles")(b), 10, "a reconcile's log lines")
+            # the first reconcile applied the ConfigMap and patched the status: 2 writes; later ones apply
+            await _until(
+                browser, lambda b: "2" in _texts("#reconciles td.writes")(b), 10, "a reconcile's writes"
+            )
+            assert set(_texts("#reconciles td.writes")(browser)) <= {"0", "1", "2"}
+            assert "widgets" in _text("#shard-owner")(browser)
+            assert "this replica" in _text("#shard-owner")(browser)
             await _shot(browser, "object")

@@ -83,7 +83,9 @@ def overview(recorder: Recorder, sources: Sources, now: float | None = None) -> 
                 "p50": _round(recent.get("p50"), 6),
                 "p99": _round(recent.get("p99"), 6),
                 "failing": sum(1 for c, _ in recorder.failing if c == name),
-                "spark": {k: [_round(v, 6) for v in values] for k, values in series.items()},
+                "spark": {
+                    k: [None if v is None else round(v, 6) for v in values] for k, values in series.items()
+                },
             }
         )
     cluster = sources.cluster()

@@ -7,6 +7,10 @@
 
 Memory is fixed: ``length`` buckets, each keeping at most :data:`SAMPLES` durations (the first
 ones of its step: percentiles of a busy step are of its first ``SAMPLES`` reconciles).
+
+Recording is O(1) (a counter and at most one list append); the percentiles are computed when a
+page asks, once per bucket and number of durations (a finished step is sorted once, the current
+one when it changed), one sort for both quantiles.
 """
 
 from __future__ import annotations
@@ -22,11 +26,17 @@ SAMPLES = 256
 
 def percentile(values: list[float], q: float) -> float | None:
     """The ``q`` quantile (0..1, nearest rank) of ``values``; None when empty."""
-    if not values:
+    return _ranked(sorted(values), q) if values else None
+
+
+def _ranked(ordered: list[float], q: float) -> float | None:
+    """The ``q`` quantile (nearest rank) of the already sorted ``ordered``; None when empty."""
+    if not ordered:
         return None
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))
-    return ordered[rank]
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))]
+
+
+_NO_QUANTILES: tuple[int, float | None, float | None] = (-1, None, None)
 
 
 @dataclass(slots=True)
@@ -36,10 +46,22 @@ class _Bucket:
     errors: int = 0
     adds: int = 0
     durations: list[float] = field(default_factory=list)
+    quantiles: tuple[int, float | None, float | None] = _NO_QUANTILES
+    """(number of durations they are of, p50, p99): computed when asked, kept until it changes."""
 
     def reset(self, index: int) -> None:
         self.index, self.reconciles, self.errors, self.adds = index, 0, 0, 0
         self.durations.clear()
+        self.quantiles = _NO_QUANTILES
+
+    def p50_p99(self) -> tuple[float | None, float | None]:
+        durations = self.durations
+        seen, p50, p99 = self.quantiles
+        if seen != len(durations):
+            ordered = sorted(durations)
+            p50, p99 = _ranked(ordered, 0.5), _ranked(ordered, 0.99)
+            self.quantiles = (len(durations), p50, p99)
+        return p50, p99
 
 
 class Buckets:
@@ -82,9 +104,9 @@ class Buckets:
             out["reconciles"].append(count / self.step)
             out["adds"].append((bucket.adds if live else 0) / self.step)
             out["errors"].append(bucket.errors / count if count else None)
-            durations = bucket.durations if live else []
-            out["p50"].append(percentile(durations, 0.5))
-            out["p99"].append(percentile(durations, 0.99))
+            p50, p99 = bucket.p50_p99() if live else (None, None)
+            out["p50"].append(p50)
+            out["p99"].append(p99)
         return out
 
     def recent(self, now: float, seconds: float) -> dict[str, float | None]:
@@ -102,10 +124,11 @@ class Buckets:
                 adds += bucket.adds
                 durations.extend(bucket.durations)
         span = (steps - 1) * self.step + (now - last * self.step) or self.step
+        durations.sort()
         return {
             "reconciles": reconciles / span,
             "adds": adds / span,
             "errors": errors / reconciles if reconciles else None,
-            "p50": percentile(durations, 0.5),
-            "p99": percentile(durations, 0.99),
+            "p50": _ranked(durations, 0.5),
+            "p99": _ranked(durations, 0.99),
         }

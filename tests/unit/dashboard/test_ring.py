@@ -53,3 +53,23 @@ def test_bad_shapes_are_refused() -> None:
         Buckets(step=0, length=10)
     with pytest.raises(ValueError, match="length >= 2"):
         Buckets(step=1, length=1)
+
+
+def test_a_steps_percentiles_follow_its_durations_and_a_reused_slot_forgets_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ring = Buckets(step=1.0, length=2)
+    ring.reconciled(10.1, 0.5, failed=False)
+    assert ring.series(10.2)["p50"] == [None, 0.5]
+    ring.reconciled(10.3, 0.1, failed=False)
+    ring.reconciled(10.4, 0.2, failed=False)
+    assert ring.series(10.5)["p50"] == [None, 0.2]  # the current step's newest durations count
+    sorts = []
+    real_sorted = sorted
+    monkeypatch.setattr("builtins.sorted", lambda v: sorts.append(len(v)) or real_sorted(v))
+    for now in (11.1, 11.2, 11.3):  # step 10 is finished: sorted once, not on every page
+        assert ring.series(now)["p99"] == [0.5, None]
+    assert sorts == []  # already sorted when it was the current step and unchanged since
+    ring.reconciled(12.0, 0.9, failed=False)  # step 12 reuses step 10's slot
+    assert ring.series(12.5)["p50"] == [None, 0.9]
+    assert ring.recent(12.5, 2) == {"reconciles": 1 / 1.5, "adds": 0.0, "errors": 0.0, "p50": 0.9, "p99": 0.9}

@@ -103,17 +103,34 @@ class _Adds:
         self._next.inc()
 
 
+class _AddsOnly:
+    """The queue's adds counter when there are no metrics: counted here only."""
+
+    __slots__ = ("_load",)
+
+    def __init__(self, load: ControllerLoad) -> None:
+        self._load = load
+
+    def inc(self) -> None:
+        self._load.adds += 1
+
+
 class _CountingProvider:
-    """A queue metrics provider counting adds for the journal, the rest the metrics' own."""
+    """A queue metrics provider counting adds for the journal, the rest the metrics' own. Without
+    metrics its other metrics are no-ops, so the queue keeps no timing state for it (see
+    :meth:`kubeop.queue.metrics.QueueMetrics.create`)."""
 
     def __init__(self, load: ControllerLoad, metrics: MetricsProvider | None) -> None:
         self._load = load
         self._metrics: MetricsProvider = metrics if metrics is not None else NoopMetricsProvider()
+        self._counted_only = metrics is None
 
     def new_depth_metric(self, name: str) -> GaugeMetric:
         return self._metrics.new_depth_metric(name)
 
     def new_adds_metric(self, name: str) -> CounterMetric:
+        if self._counted_only:
+            return _AddsOnly(self._load)
         return _Adds(self._load, self._metrics.new_adds_metric(name))
 
     def new_latency_metric(self, name: str) -> HistogramMetric:

@@ -189,10 +189,24 @@ class QueueMetrics(Generic[T]):
 
     @classmethod
     def create(cls, name: str, provider: MetricsProvider | None, clock: Clock) -> QueueMetrics[T] | None:
-        """The metrics for a queue, or None when the queue is unnamed or has no real provider."""
+        """The metrics for a queue, or None when the queue is unnamed or has no real provider.
+        A provider that records the adds only (every other metric a no-op) gets an adds counter
+        without the timing state."""
         if provider is None or not _enabled(name, provider):
             return None
-        return cls(name, provider, clock)
+        metrics = cls(name, provider, clock)
+        if all(
+            m is _NOOP
+            for m in (
+                metrics._depth,
+                metrics._latency,
+                metrics._work_duration,
+                metrics._unfinished,
+                metrics._longest,
+            )
+        ):
+            return _AddsOnly(metrics._adds, clock)
+        return metrics
 
     def add(self, item: T) -> None:
         self._adds.inc()
@@ -226,8 +240,30 @@ class QueueMetrics(Generic[T]):
         self._longest.set(oldest)
 
 
+class _AddsOnly(QueueMetrics[T]):
+    """Queue metrics of a provider that records the adds only: a counter, no clock reads."""
+
+    __slots__ = ()
+
+    def __init__(self, adds: CounterMetric, clock: Clock) -> None:
+        self._adds, self._clock = adds, clock
+
+    def add(self, item: T) -> None:
+        self._adds.inc()
+
+    def get(self, item: T) -> None:
+        pass
+
+    def done(self, item: T) -> None:
+        pass
+
+    def update_unfinished_work(self) -> None:
+        pass
+
+
 def retries_metric(name: str, provider: MetricsProvider | None) -> CounterMetric | None:
     """The retries counter of a delaying queue, or None when metrics are off."""
     if provider is None or not _enabled(name, provider):
         return None
-    return provider.new_retries_metric(name)
+    metric = provider.new_retries_metric(name)
+    return None if metric is _NOOP else metric

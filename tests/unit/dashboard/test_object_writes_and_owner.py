@@ -13,13 +13,14 @@ import pytest
 from kubeop.cache import SharedInformerFactory
 from kubeop.controller import Context, Controller, EventRecorder, Request
 from kubeop.controller.context import _running
-from kubeop.controller.journal import ControllerLoad, ReconcileRecord, counting_writes
+from kubeop.controller.journal import ControllerLoad, ReconcileJournal, ReconcileRecord, counting_writes
 from kubeop.dashboard import Recorder
 from kubeop.dashboard.aggregate import Sources, object_page
 from kubeop.manager import Dashboard, Manager, Sharding
 from kubeop.manager._runnables import dashboard_runnable
 from kubeop.manager.rendezvous import owner
 from kubeop.manager.sharding import Sharder
+from kubeop.queue import RateLimitingQueue, SteppedClock
 from kubeop.testing import FakeCluster
 
 from .test_manager_dashboard import _NO_PORTS, _create, _eventually, _get
@@ -195,3 +196,32 @@ async def test_the_page_lists_every_controller_of_the_kind_even_before_it_reconc
     )
     page = await object_page(recorder, sources, "Widget", "ns", "w")
     assert page["owner"] == [{"controller": "widgets", "replica": "r-widgets-ns-w", "this_replica": False}]
+
+
+class _CountingClock(SteppedClock):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def now(self) -> float:
+        self.reads += 1
+        return super().now()
+
+
+async def test_without_metrics_the_queue_counts_adds_for_the_dashboard_and_reads_no_clock() -> None:
+    journal = ReconcileJournal()
+    load = ControllerLoad(lambda: 0, lambda: 0, 1, "Widget")
+    clock = _CountingClock()
+    queue: RateLimitingQueue[str] = RateLimitingQueue(
+        name="widgets", metrics=journal.register("widgets", load, None), clock=clock
+    )
+    for item in ("a", "b", "a"):  # the second "a" is already waiting: not an add
+        queue.add(item)
+    queue.add_after("c", 0.0)
+    for item in range(50):
+        queue.add(str(item))
+    while len(queue):
+        queue.done(queue.get_nowait())
+    assert load.adds == 53
+    # one read: arming the unfinished-work refresh (once per 500 ms), none per item
+    assert clock.reads <= 1, "the queue timed its items for a dashboard that reads only the adds"

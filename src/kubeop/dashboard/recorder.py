@@ -43,6 +43,7 @@ __all__ = ["Failure", "LogLine", "ObjectKey", "Reconcile", "Recorder"]
 _TRACEBACK_CHARS = 8000
 _ERROR_CHARS = 1000
 _LOG_CHARS = 2000
+_new = tuple.__new__
 _FRAMEWORK = (running.__file__, concurrent.futures.thread.__file__)
 
 
@@ -190,11 +191,15 @@ class Recorder:
         return controller
 
     def _take(self, record: ReconcileRecord) -> None:
+        # Once per reconcile (at each refresh, not on the reconcile path): the success path
+        # builds its tuples with tuple.__new__ (a NamedTuple's own __new__ is a Python call).
         req = record.request
-        key = ObjectKey(record.kind, req.namespace or "", req.name)
+        key = _new(ObjectKey, (record.kind, req.namespace or "", req.name))
         end = record.started + record.seconds
         failed = record.error is not None
-        controller = self._controller(record.controller, record.kind)
+        controller = self.controllers.get(record.controller) or self._controller(
+            record.controller, record.kind
+        )
         controller.kind = record.kind  # resolved by the controller once it started
         controller.ring.reconciled(end, record.seconds, failed=failed)
         error = _error_text(record.error) if record.error is not None else ""
@@ -206,21 +211,25 @@ class Recorder:
         else:
             self.history.move_to_end(key)
         history.append(
-            Reconcile(
-                record.controller,
-                record.started,
-                record.seconds,
-                record.outcome,
-                error,
-                record.requeue_after,
-                record.reconcile_id,
-                record.writes,
+            _new(
+                Reconcile,
+                (
+                    record.controller,
+                    record.started,
+                    record.seconds,
+                    record.outcome,
+                    error,
+                    record.requeue_after,
+                    record.reconcile_id,
+                    record.writes,
+                ),
             )
         )
-        slot = (record.controller, key)
         if record.error is None:
-            self.failing.pop(slot, None)
+            if self.failing:
+                self.failing.pop((record.controller, key), None)
             return
+        slot = (record.controller, key)
         failure = self.failing.get(slot)
         next_retry = end + record.retry_in if record.retry_in is not None else None
         if failure is None or failure.error != error:

@@ -23,7 +23,7 @@ import logging
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -228,9 +228,12 @@ def converged(server: FakeServer, ns: str, n: int, value: str) -> bool:
         return done == n
 
 
-async def drive(server: FakeServer, ns: str, n: int) -> dict[str, float]:
+async def drive(
+    server: FakeServer, ns: str, n: int, settle: Callable[[], object] | None = None
+) -> dict[str, float]:
     """Create n Widgets, wait for convergence, change them all, wait again: CPU of each phase
-    outside the server and the driver."""
+    outside the server and the driver (``settle``: called at the end of each phase, counted in
+    it: what the operator still owes for the phase, such as the dashboard's drain)."""
     out: dict[str, float] = {}
     for phase, value in (("create", "one"), ("update", "two")):
         gc.collect()
@@ -256,6 +259,8 @@ async def drive(server: FakeServer, ns: str, n: int) -> dict[str, float]:
         while not converged(server, ns, n, value):
             await asyncio.sleep(0.001)
         await asyncio.sleep(0.05)  # trailing no-op reconciles
+        if settle is not None:
+            settle()
         cpu = (time.process_time() - c0) - (server.meter.outside - o0)
         out[phase] = cpu * 1e6 / n
         out[phase + "_writes"] = (server.writes - w0) / n
@@ -266,6 +271,27 @@ async def run_kubeop(n: int) -> dict[str, float]:
     import kubeop_operator as op
 
     return await _run_manager(n, op.WIDGETS, op.CONFIGMAPS, op.reconcile)
+
+
+async def run_kubeop_dashboard(n: int) -> dict[str, float]:
+    """The same with its dashboard on and one client reading the overview's event stream (its
+    reads are this process's too: a few kB a second). The recorder is drained at the end of
+    each phase, inside it, so that what the reconciles recorded is paid for there."""
+    import kubeop_operator as op
+
+    return await _run_manager(n, op.WIDGETS, op.CONFIGMAPS, op.reconcile, dashboard=True)
+
+
+async def _read_overview(port: int, seen: list[int]) -> None:
+    """The dashboard's one client: the overview's event stream, read as it comes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /events/overview HTTP/1.1\r\nHost: bench\r\n\r\n")
+        await writer.drain()
+        while data := await reader.read(65536):
+            seen[0] += data.count(b"event: snapshot")
+    finally:
+        writer.close()
 
 
 async def run_kubeop_typed(n: int) -> dict[str, float]:
@@ -291,21 +317,46 @@ async def run_kubeop_dependents_bare(n: int) -> dict[str, float]:
 
 
 async def _run_manager(
-    n: int, widgets: Any, configmaps: Any, reconcile: Any, *, controller: Any = None
+    n: int,
+    widgets: Any,
+    configmaps: Any,
+    reconcile: Any,
+    *,
+    controller: Any = None,
+    dashboard: bool = False,
 ) -> dict[str, float]:
     from kubeop.controller import Controller
-    from kubeop.manager import Manager
+    from kubeop.manager import Dashboard, Manager
 
     server = FakeServer(Meter())
     client = Client(transport=FakeTransport(server))  # type: ignore[arg-type]
-    manager = Manager(client, name="widget-operator", metrics_address=None, health_address=None)
+    manager = Manager(
+        client,
+        name="widget-operator",
+        metrics_address=None,
+        health_address=None,
+        dashboard=Dashboard(address="127.0.0.1:0") if dashboard else False,
+    )
     if controller is None:
         controller = Controller.for_(widgets).owns(configmaps).max_concurrent(16).reconcile(reconcile)
     manager.add(controller)
     stop = asyncio.Event()
     task = asyncio.create_task(manager.start(stop))
     await asyncio.sleep(0.2)
-    result = await drive(server, "bench", n)
+    seen = [0]
+    viewer = settle = None
+    if dashboard:
+        server_ = manager.dashboard_server
+        assert server_ is not None, "the dashboard did not start"
+        viewer = asyncio.create_task(_read_overview(server_.port, seen))
+        while not seen[0]:
+            await asyncio.sleep(0.01)
+        assert manager._dashboard is not None  # the run's recorder (private: a benchmark's look inside)
+        settle = manager._dashboard.recorder.drain
+    result = await drive(server, "bench", n, settle)
+    if viewer is not None:
+        result["snapshots"] = seen[0]
+        viewer.cancel()
     stop.set()
     await task
     return result
@@ -406,6 +457,7 @@ async def run_lean(n: int) -> dict[str, float]:
 
 RUNS = {
     "kubeop": run_kubeop,
+    "kubeop-dashboard": run_kubeop_dashboard,
     "kubeop-typed": run_kubeop_typed,
     "kubeop-dependents": run_kubeop_dependents,
     "kubeop-dependents-bare": run_kubeop_dependents_bare,
@@ -441,6 +493,9 @@ def main() -> None:
             if "kubeop" in report and name in report:
                 deps, untyped = report[name][phase], report["kubeop"][phase]
                 report[f"{phase}_{name[7:]}_extra_pct"] = round(100 * (deps - untyped) / untyped, 1)
+        if "kubeop" in report and "kubeop-dashboard" in report:
+            on, off = report["kubeop-dashboard"][phase], report["kubeop"][phase]
+            report[f"{phase}_dashboard_extra_pct"] = round(100 * (on - off) / off, 1)
         if "kubeop" in report and "kopf-async-on-kubeop" in report:
             report[f"{phase}_kopf_extra_us"] = round(
                 report["kopf-async-on-kubeop"][phase] - report["kubeop"][phase], 1

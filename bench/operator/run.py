@@ -30,7 +30,9 @@ kubeop-typed-base (the same two scripts on --baseline-src), lean, kopf, kopf-on-
 (kopf_operator.py unchanged, on kubeop.kopf: see kopf_on_kubeop.py), kopf-async and
 kopf-async-on-kubeop (kopf_operator_async.py, async handlers writing through one kept-alive
 client, under real kopf and on kubeop.kopf; kopf-async-on-kubeop-base: the same on
---baseline-src).
+--baseline-src), kubeop-dashboard (kubeop with its dashboard on and one client reading the
+overview's event stream all along: the dashboard's cost beside kubeop in one run; the driver is
+the client, so only the server's side is in the operator's CPU).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import json
 import os
 import platform
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -125,7 +128,7 @@ def command(name: str, workers: int) -> list[str]:
     if name in ("kubeop-base", "kubeop-typed-base"):
         script = "kubeop_typed_operator.py" if name == "kubeop-typed-base" else "kubeop_operator.py"
         return [sys.executable, str(HERE / script), str(workers)]
-    if name == "kubeop":
+    if name in ("kubeop", "kubeop-dashboard"):  # -dashboard: KUBEOP_DASHBOARD (start_operator)
         return [sys.executable, str(HERE / "kubeop_operator.py"), str(workers)]
     if name in ("kubeop-dependents", "kubeop-dependents-bare"):  # the same as a one-dependent workflow
         bare = ["bare"] if name.endswith("-bare") else []  # without the workflow's conditions
@@ -321,8 +324,19 @@ async def run_one(
 ) -> dict[str, Any]:
     ns = f"bench-{name}-{int(time.time() * 1000) % 100000}"
     cp.create_namespace(ns)
+    seen: Counter[str] = Counter()
+    viewer: asyncio.Task[None] | None = None
+    if name.endswith("-dashboard"):
+        DASHBOARDS[name] = free_port()
+        viewer = asyncio.create_task(dashboard_client(DASHBOARDS[name], seen))
     proc = start_operator(cp, name, workers, resync=0.0)
     try:
+        if viewer is not None:  # connected before the first change is made
+            deadline = time.monotonic() + 30
+            while not seen["snapshots"]:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name}: no dashboard snapshot within 30 s")
+                await asyncio.sleep(0.1)
         async with Client.from_kubeconfig(cp.kubeconfig_path, qps=None) as client:
             sem = asyncio.Semaphore(32)
 
@@ -343,6 +357,8 @@ async def run_one(
                     await client.patch(WIDGETS, f"w{i:05d}", {"spec": {"value": value}}, namespace=ns)
 
             results: dict[str, Any] = {"operator": name, "n": n}
+            if viewer is not None:
+                results["dashboard_client"] = seen  # the same Counter: its final counts
             for phase, fn, value in (("create", create, "one"), ("update", update, "two")):
                 before = write_counts(cp)
                 w0 = sum(before.values())
@@ -394,6 +410,8 @@ async def run_one(
                 print(f"  {name} outage: {results['outage']}", file=sys.stderr)
             return results
     finally:
+        if viewer is not None:
+            viewer.cancel()
         stop_operator(proc)
         await clear_namespace(cp, ns)
 
@@ -435,6 +453,37 @@ async def clear_namespace(cp: ControlPlane, ns: str) -> None:
 
 
 KOPF = ("kopf", "kopf-async")  # real kopf: no "ready" line on stdout
+DASHBOARDS: dict[str, int] = {}  # operator -> its dashboard's port (run_one picks a free one)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def dashboard_client(port: int, seen: Counter[str]) -> None:
+    """One browser's worth of the dashboard: the overview's event stream, read as it comes, for
+    as long as the operator runs (reconnecting across its restart). ``seen``: connections,
+    snapshots and bytes received."""
+    while True:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.2)
+            continue
+        seen["connections"] += 1
+        try:
+            writer.write(b"GET /events/overview HTTP/1.1\r\nHost: bench\r\n\r\n")
+            await writer.drain()
+            while data := await reader.read(65536):
+                seen["bytes"] += len(data)
+                seen["snapshots"] += data.count(b"event: snapshot")
+        except OSError:
+            pass
+        finally:
+            writer.close()
+        await asyncio.sleep(0.2)
 
 
 def start_operator(
@@ -443,6 +492,8 @@ def start_operator(
     """Start an operator process and return once it says it is ready (kopf: after 5 s), or at
     once with ``wait=False``."""
     env = dict(cp.env(), BENCH_RESYNC=str(resync), PYTHONUNBUFFERED="1")
+    if name in DASHBOARDS:
+        env["KUBEOP_DASHBOARD"] = f"127.0.0.1:{DASHBOARDS[name]}"
     if name.endswith("-base") and BASELINE_SRC is not None:
         env["PYTHONPATH"] = BASELINE_SRC
     elif name in ("kopf-on-kubeop", "kopf-async-on-kubeop", "kopf-async"):

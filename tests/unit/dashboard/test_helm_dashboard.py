@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from kubeop.helm import HelmOperator
+from kubeop.helm.operator import run as helm_run
 from kubeop.helm.watches import Watch
 from kubeop.manager import Dashboard, Manager
 from kubeop.testing import FakeCluster
@@ -71,3 +73,22 @@ async def test_a_helm_operators_controllers_appear_with_their_reconciles(tmp_pat
             ]
     finally:
         await admin.close()
+
+
+def test_kubeop_run_dashboard_reaches_the_helm_operators_manager(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kubeop run --dashboard`` on a Helm project runs ``python -m kubeop.helm`` with
+    KUBEOP_DASHBOARD set; the Manager its ``run()`` builds reads it."""
+    chart = tmp_path / "php"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: php\nversion: 0.1.0\n")
+    watches = tmp_path / "watches.yaml"
+    watches.write_text(f"- group: web.example.com\n  version: v1\n  kind: PhpDeployment\n  chart: {chart}\n")
+    started: list[Manager] = []
+    monkeypatch.setattr(Manager, "run", lambda self: started.append(self))
+    monkeypatch.setenv("KUBEOP_DASHBOARD", "1")
+    helm_run(watches)
+    (manager,) = started
+    assert manager.dashboard == Dashboard()
+    assert [c.name for c in manager.controllers] == ["phpdeployment-controller"]

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import orjson
+import pytest
 
 import kubeop.kopf as kopf
 from kubeop.kopf.running import build_manager
@@ -50,3 +51,22 @@ async def test_a_kopf_operators_handlers_appear() -> None:
     finally:
         stop.set()
         await asyncio.wait_for(task, 15)
+
+
+def test_kubeop_run_dashboard_reaches_a_kopf_operators_manager(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kubeop run --dashboard`` and ``python -m kubeop.kopf run`` meet in KUBEOP_DASHBOARD,
+    which the Manager that ``kopf.run()`` builds reads (kopf's own CLI has no such flag)."""
+    reg = kopf.Registry()
+
+    @kopf.on.create("configmaps", registry=reg, id="greet")
+    def greet(**_: Any) -> None:
+        pass
+
+    monkeypatch.setenv("KUBEOP_DASHBOARD", "127.0.0.1:9191")
+    assert build_manager(registry=reg, client=FakeCluster().client()).dashboard == Dashboard(
+        address="127.0.0.1:9191"
+    )
+    monkeypatch.setenv("KUBEOP_DASHBOARD", "1")
+    assert build_manager(registry=reg, client=FakeCluster().client()).dashboard == Dashboard()
+    monkeypatch.delenv("KUBEOP_DASHBOARD")
+    assert build_manager(registry=reg, client=FakeCluster().client()).dashboard is None

@@ -43,8 +43,8 @@ __all__ = ["Failure", "LogLine", "ObjectKey", "Reconcile", "Recorder"]
 _TRACEBACK_CHARS = 8000
 _ERROR_CHARS = 1000
 _LOG_CHARS = 2000
-_new = tuple.__new__
 _FRAMEWORK = (running.__file__, concurrent.futures.thread.__file__)
+_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 
 
 class ObjectKey(NamedTuple):

@@ -349,7 +349,10 @@ async def _run_manager(
         server_ = manager.dashboard_server
         assert server_ is not None, "the dashboard did not start"
         viewer = asyncio.create_task(_read_overview(server_.port, seen))
+        deadline = time.monotonic() + 60
         while not seen[0]:
+            if time.monotonic() > deadline or viewer.done():
+                raise RuntimeError("the dashboard's event stream sent no snapshot within 60 s")
             await asyncio.sleep(0.01)
         assert manager._dashboard is not None  # the run's recorder (private: a benchmark's look inside)
         settle = manager._dashboard.recorder.drain

@@ -53,6 +53,7 @@ class Sources:
     webhooks: Callable[[], Sequence[Mapping[str, Any]]] = list
     name: str = "operator"
     owner: Callable[[str, str, str], Mapping[str, Any]] = _this_replica
+    """Who owns an object's key for a controller: ``owner(controller, namespace, name)``."""
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

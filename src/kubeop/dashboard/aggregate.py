@@ -36,6 +36,7 @@ _TEXT_CHARS = 1000
 
 
 def _this_replica(controller: str, namespace: str, name: str) -> Mapping[str, Any]:
+    """Without sharding every key is this replica's."""
     return {"replica": "this replica", "this_replica": True}
 
 
@@ -53,7 +54,6 @@ class Sources:
     webhooks: Callable[[], Sequence[Mapping[str, Any]]] = list
     name: str = "operator"
     owner: Callable[[str, str, str], Mapping[str, Any]] = _this_replica
-    """Who owns an object's key for a controller: ``owner(controller, namespace, name)``."""
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

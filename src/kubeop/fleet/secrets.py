@@ -6,10 +6,12 @@ Secrets: a cluster is engaged when its Secret appears, engaged again when the ku
 changes (rotated credentials), and disengaged when the Secret goes.
 
 A kubeconfig read from a Secret is untrusted input: whoever can write a Secret in that namespace
-must not be able to make the operator run a program or read its own files. So only inline
-credentials are accepted: ``exec`` and ``auth-provider`` plugins, and every file reference
-(``certificate-authority``, ``client-certificate``, ``client-key``, ``tokenFile``), are refused
-with an error naming the Secret and the field.
+must not be able to make the operator run a program, read its own files, or talk to a server
+it cannot authenticate. So only inline credentials are accepted: ``exec`` and ``auth-provider``
+plugins, every file reference (``certificate-authority``, ``client-certificate``, ``client-key``,
+``tokenFile``), ``proxy-url``, ``insecure-skip-tls-verify`` and a server that is not ``https://``
+are refused with an error naming the Secret and the field. The YAML is parsed with bounds: UTF-8
+only, no aliases, no duplicate keys, a bounded nesting depth and number of nodes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -41,15 +44,31 @@ CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 _SUFFIX = "-kubeconfig"
 #: A Secret holds at most 1 MiB; a kubeconfig larger than this is refused before parsing.
 _MAX_KUBECONFIG = 1 << 20
-_FILE_KEYS = {
-    "cluster": ("certificate-authority",),
-    "user": ("client-certificate", "client-key", "tokenFile", "exec", "auth-provider"),
+#: A kubeconfig's YAML: how deep and how many nodes (a real one has a few hundred).
+_MAX_DEPTH = 16
+_MAX_EVENTS = 20_000
+_READS_FILES = "it would read the operator's files or run a program"
+_REFUSED = {
+    "cluster": {
+        "certificate-authority": _READS_FILES,
+        "proxy-url": "it would send the cluster's traffic through a proxy the Secret chose",
+        "insecure-skip-tls-verify": "the server would not be authenticated",
+    },
+    "user": dict.fromkeys(
+        ("client-certificate", "client-key", "tokenFile", "exec", "auth-provider"), _READS_FILES
+    ),
 }
+_FIX = {"cluster": "give certificate-authority-data", "user": "inline the credentials (user.*-data, token)"}
+
+
+def _meta(secret: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = secret.get("metadata") if isinstance(secret, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
 
 
 def _where(secret: Mapping[str, Any]) -> str:
-    meta = secret.get("metadata") or {}
-    return f"Secret {meta.get('namespace', '')}/{meta.get('name', '')}"
+    meta = _meta(secret)
+    return f"Secret {str(meta.get('namespace', ''))[:253]}/{str(meta.get('name', ''))[:253]}"
 
 
 def kubeconfig_from_secret(secret: Mapping[str, Any], *, key: str = "value") -> ClientConfig:
@@ -59,7 +78,7 @@ def kubeconfig_from_secret(secret: Mapping[str, Any], *, key: str = "value") -> 
     large, not YAML, or asking for a file or a credential plugin (see the module docstring).
     """
     where = _where(secret)
-    data = secret.get("data") or {}
+    data = (secret.get("data") if isinstance(secret, Mapping) else None) or {}
     if not isinstance(data, Mapping) or key not in data:
         raise ConfigError(f"{where}: no data[{key!r}] holding a kubeconfig")
     raw = data[key]
@@ -71,14 +90,7 @@ def kubeconfig_from_secret(secret: Mapping[str, Any], *, key: str = "value") -> 
         text = base64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError):
         raise ConfigError(f"{where}: data[{key!r}] is not valid base64") from None
-    try:
-        parsed = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{where}: data[{key!r}] is not a YAML kubeconfig{at}") from None
-    if not isinstance(parsed, Mapping):
-        raise ConfigError(f"{where}: data[{key!r}] must hold a kubeconfig mapping")
+    parsed = _parse(text, f"{where}: data[{key!r}]")
     for section, inner in (("clusters", "cluster"), ("users", "user")):
         items = parsed.get(section) or []
         if not isinstance(items, list):
@@ -87,23 +99,82 @@ def kubeconfig_from_secret(secret: Mapping[str, Any], *, key: str = "value") -> 
             body = item.get(inner) if isinstance(item, Mapping) else None
             if not isinstance(body, Mapping):
                 continue
-            for field in _FILE_KEYS[inner]:
+            for field, why in _REFUSED[inner].items():
                 if body.get(field):
                     raise ConfigError(
                         f"{where}: {section} entry {str(item.get('name'))[:80]!r} sets {inner}.{field}, "
-                        "which a kubeconfig from a Secret may not (it would read the operator's files "
-                        f"or run a program): inline the credentials ({inner}.*-data, token)"
+                        f"which a kubeconfig from a Secret may not ({why}): {_FIX[inner]}"
                     )
     config = KubeConfig.from_dict(parsed, path=where).client_config()
+    if urlsplit(config.server).scheme != "https":
+        raise ConfigError(
+            f"{where}: the server of a kubeconfig from a Secret must be an https:// URL (its "
+            "credentials would otherwise cross the network unprotected, to a server not authenticated)"
+        )
     return config.with_options(qps=None)
+
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_Loader):  # type: ignore[misc,valid-type]
+    """The safe loader refusing duplicate keys (two parsers could read different kubeconfigs)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, list | dict) or key in seen:
+                line = key_node.start_mark.line + 1
+                raise ConfigError(f"duplicate or unusable key at line {line}")
+            seen.add(key)
+        out: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return out
+
+
+def _parse(text: bytes, what: str) -> Mapping[str, Any]:
+    """The kubeconfig mapping in ``text``: UTF-8 YAML without aliases or duplicate keys, nested at
+    most ``_MAX_DEPTH`` deep with at most ``_MAX_EVENTS`` nodes (checked from the parser's
+    events before anything is built, so a hostile document costs little)."""
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} is not UTF-8 text") from None
+    try:
+        depth = 0
+        for n, event in enumerate(yaml.parse(decoded, Loader=_Loader)):
+            if isinstance(event, yaml.AliasEvent):
+                raise ConfigError(
+                    f"{what} uses a YAML alias (*{str(event.anchor)[:40]}): write the value out"
+                )
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > _MAX_DEPTH:
+                    raise ConfigError(f"{what} is nested deeper than {_MAX_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            if n > _MAX_EVENTS:
+                raise ConfigError(f"{what} has more than {_MAX_EVENTS} YAML nodes")
+        parsed = yaml.load(decoded, Loader=_StrictLoader)  # a safe loader, strict on keys
+    except ConfigError as exc:
+        if str(exc).startswith(what):
+            raise
+        raise ConfigError(f"{what}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{what} is not a YAML kubeconfig{at}") from None
+    if not isinstance(parsed, Mapping):
+        raise ConfigError(f"{what} must hold a kubeconfig mapping")
+    return parsed
 
 
 def cluster_name_of(secret: Mapping[str, Any]) -> str:
     """The cluster a kubeconfig Secret belongs to: its Cluster API label, or its name without
     ``-kubeconfig``."""
-    meta = secret.get("metadata") or {}
+    meta = _meta(secret)
     labels = meta.get("labels") or {}
-    name = labels.get(CLUSTER_NAME_LABEL)
+    name = labels.get(CLUSTER_NAME_LABEL) if isinstance(labels, Mapping) else None
     if not name:
         name = str(meta.get("name", ""))
         if name.endswith(_SUFFIX):
@@ -169,7 +240,16 @@ class KubeconfigSecrets:
                     getting.cancel()
                     break
                 secret_name = getting.result()
-                await self._sync(fleet, secret_name, informer.store.get(f"{self.namespace}/{secret_name}"))
+                try:
+                    await self._sync(
+                        fleet, secret_name, informer.store.get(f"{self.namespace}/{secret_name}")
+                    )
+                except Exception as exc:  # one Secret never stops the provider (the other clusters)
+                    log.error(
+                        "kubeconfig Secret could not be synced: %s",
+                        type(exc).__name__,
+                        extra={"secret": f"{self.namespace}/{secret_name}"},
+                    )
         finally:
             stopping.cancel()
             await cache.stop()
@@ -196,9 +276,10 @@ class KubeconfigSecrets:
                     f"{self.namespace}/{holder}; one Secret per cluster"
                 )
             config = kubeconfig_from_secret(secret, key=self.key)
-        except (ConfigError, ValueError, TypeError) as exc:
+        except Exception as exc:  # a Secret's content is untrusted: refuse it, whatever it broke
+            why = str(exc) if isinstance(exc, ConfigError | ValueError | TypeError) else type(exc).__name__
             log.error(
-                "kubeconfig Secret refused: %s", exc, extra={"secret": f"{self.namespace}/{secret_name}"}
+                "kubeconfig Secret refused: %s", why, extra={"secret": f"{self.namespace}/{secret_name}"}
             )
             return
         for old in owned:  # the Secret now names another cluster

@@ -78,6 +78,36 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     return out
 
 
+def _answer(dep: Dependent, what: str, out: Any, *, none: bool) -> bool:
+    """``out`` as the answer of ``dep``'s ``what`` callable: a bool (None too when ``none``, as
+    False). Anything else is a TypeError: a wrong return value must never count as ready, gone
+    or unwanted."""
+    if isinstance(out, bool):
+        return out
+    if out is None and none:
+        return False
+    raise TypeError(f"dependent {dep.name!r}: {what}() returned {_kind_of_value(out)}: return True or False")
+
+
+async def reconcile_wanted(dep: Dependent, primary: Any, ctx: Any) -> bool:
+    """The dependent's ``reconcile_precondition``: True or False, nothing else (a false one
+    deletes the dependent, so None from a function that forgot to return is an error)."""
+    if dep.reconcile_precondition is None:
+        return True
+    return _answer(
+        dep, "reconcile_precondition", await _call(dep.reconcile_precondition, primary, ctx), none=False
+    )
+
+
+def failed_state(name: str, exc: BaseException) -> DependentState:
+    """The state of dependent ``name`` that failed with ``exc``."""
+    return DependentState(name, "failed", None, "", _error_text(exc), exc)
+
+
+def _kind_of_value(value: Any) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[-_.]", name) if part)
 
@@ -243,7 +273,18 @@ async def _desired(
     want = dict(to_dict(made))
     want.setdefault("apiVersion", res.api_version)
     want.setdefault("kind", res.kind)
-    md = want["metadata"] = dict(want.get("metadata") or {})
+    if want["apiVersion"] != res.api_version or want["kind"] != res.kind:
+        raise ValueError(
+            f"dependent {dep.name!r}: desired() returned a {want['apiVersion']} {want['kind']}, but the "
+            f"dependent is declared for {res.api_version} {res.kind}: declare a dependent of that kind"
+        )
+    meta = want.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise TypeError(f"dependent {dep.name!r}: the desired object's metadata must be a mapping")
+    md = want["metadata"] = dict(meta or {})
+    for field in ("name", "namespace"):
+        if md.get(field) is not None and not isinstance(md[field], str):
+            raise TypeError(f"dependent {dep.name!r}: the desired object's metadata.{field} must be a string")
     if res.namespaced and not md.get("namespace"):
         md["namespace"] = m.namespace(primary_d) or None
     if not md.get("name") and dep.selector is not None:
@@ -302,17 +343,59 @@ def _is_owned(dep: Dependent, obj: Mapping[str, Any], primary_d: Mapping[str, An
     return ref is not None and ref.get("uid") == uid
 
 
+def _check_ours(
+    dep: Dependent, res: ApiResource, want: Mapping[str, Any], current: Any, primary_d: Mapping[str, Any]
+) -> None:
+    """Refuse to write the primary itself, or an object another controller (or, for a dependent
+    deleted by finalizer, another primary) has: taking it over would make two owners fight."""
+    md = want["metadata"]
+    if (
+        want.get("kind") == primary_d.get("kind")
+        and want.get("apiVersion") == primary_d.get("apiVersion")
+        and md.get("name") == m.name(primary_d)
+        and (md.get("namespace") or "") == m.namespace(primary_d)
+    ):
+        raise ValueError(f"dependent {dep.name!r}: the desired {res.kind} is the primary itself")
+    if current is None:
+        return
+    obj = to_dict(current)
+    uid = m.uid(primary_d)
+    where = f"{res.kind} {md.get('name')!r}"
+    if dep.deletion == "finalizer":
+        holder = m.labels(obj).get(OWNER_UID_LABEL)
+        if holder and holder != uid:
+            raise ValueError(
+                f"dependent {dep.name!r}: {where} belongs to another primary (label {OWNER_UID_LABEL}); "
+                "give the dependent a name of its own"
+            )
+        return
+    ref = m.controller_of(obj)
+    if ref is not None and ref.get("uid") != uid:
+        raise ValueError(
+            f"dependent {dep.name!r}: {where} is controlled by {ref.get('kind')} {ref.get('name')}, "
+            "not by this primary; give the dependent a name of its own"
+        )
+
+
 async def _is_ready(dep: Dependent, primary: Any, actual: Any) -> bool:
-    if dep.ready is not None and not await _call(dep.ready, actual):
+    if dep.ready is not None and not _answer(dep, "ready", await _call(dep.ready, actual), none=True):
         return False
-    return dep.ready_postcondition is None or bool(await _call(dep.ready_postcondition, primary, actual))
+    if dep.ready_postcondition is None:
+        return True
+    out = await _call(dep.ready_postcondition, primary, actual)
+    return _answer(dep, "ready_postcondition", out, none=True)
 
 
 async def reconcile_dependent(
-    dep: Dependent, primary: Any, primary_d: dict[str, Any], ctx: Context
+    dep: Dependent,
+    primary: Any,
+    primary_d: dict[str, Any],
+    ctx: Context,
+    claims: dict[tuple[str, str, str, str], str] | None = None,
 ) -> DependentState:
     """Make one dependent what its ``desired`` says (or observe it, when read-only) and tell
-    whether it is ready. Errors are the state's, not raised."""
+    whether it is ready. Errors are the state's, not raised. ``claims`` (shared by the
+    dependents of one run) refuses a second dependent writing an object another one writes."""
     client = ctx.client
     try:
         res = await client.resource(dep.kind)
@@ -334,8 +417,18 @@ async def reconcile_dependent(
                     f"dependent {dep.name!r}: no {res.kind} matches the selector and desired() gives no name "
                     "to create one by"
                 )
+            if claims is not None:
+                holder = claims.setdefault((res.group, res.plural, namespace or "", name), dep.name)
+                if holder != dep.name:
+                    where = f"{namespace}/{name}" if namespace else name
+                    raise ValueError(
+                        f"dependents {holder!r} and {dep.name!r} both desire {res.kind} {where}: "
+                        "give each its own object"
+                    )
+            current = await client.get(res, name, namespace=namespace)
+            _check_ours(dep, res, want, current, primary_d)
             _own(dep, res, want, primary_d)
-            action, out = await _write(dep, res, want, name, namespace, ctx)
+            action, out = await _write(dep, res, want, current, ctx)
             actual = _typed(dep, out)
         if await _is_ready(dep, primary, actual):
             return DependentState(dep.name, "ready", actual, action, f"{res.kind} {name} is ready")
@@ -347,14 +440,13 @@ async def reconcile_dependent(
 
 
 async def _write(
-    dep: Dependent, res: ApiResource, want: dict[str, Any], name: str, namespace: str | None, ctx: Context
+    dep: Dependent, res: ApiResource, want: dict[str, Any], current: Any, ctx: Context
 ) -> tuple[str, Any]:
     client = ctx.client
     if dep.write == "update":
         return await client.create_or_update(want)
     if dep.write == "patch":
         return await client.create_or_patch(want)
-    current = await client.get(res, name, namespace=namespace)
     if current is not None and contains(current, without_status(want)):
         return "unchanged", current
     out = await client.apply(want, field_manager=dep.field_manager or client.field_manager)
@@ -382,8 +474,11 @@ async def delete_dependent(
                 action = "deleted"
         else:
             current = None  # absent, or someone else's: nothing to wait for
-        if dep.delete_postcondition is not None and not await _call(
-            dep.delete_postcondition, primary, _typed(dep, current)
+        if dep.delete_postcondition is not None and not _answer(
+            dep,
+            "delete_postcondition",
+            await _call(dep.delete_postcondition, primary, _typed(dep, current)),
+            none=True,
         ):
             return DependentState(dep.name, "deleting", None, action, f"waiting for {res.kind} {name} to go")
         return DependentState(dep.name, "deleted", None, action, f"{res.kind} {name} deleted")

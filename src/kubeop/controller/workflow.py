@@ -46,7 +46,14 @@ from kubeop.client import ResourceLike
 from kubeop.controller.compare import contains
 from kubeop.controller.conditions import set_condition
 from kubeop.controller.context import Context, SyncClient
-from kubeop.controller.dependent import Dependent, DependentState, delete_dependent, reconcile_dependent
+from kubeop.controller.dependent import (
+    Dependent,
+    DependentState,
+    delete_dependent,
+    failed_state,
+    reconcile_dependent,
+    reconcile_wanted,
+)
 from kubeop.controller.request import Request, Result, TerminalError
 from kubeop.core import meta as m
 from kubeop.core.model import to_dict
@@ -334,11 +341,20 @@ class Workflow:
         states: dict[str, DependentState] = {}
         unwanted: set[str] = set()
         done: dict[str, asyncio.Future[None]] = {}
+        claims: dict[tuple[str, str, str, str], str] = {}
 
         async def run(dep: Dependent) -> None:
             for name in dep.depends_on:
                 await done[name]
-            if any(name in unwanted for name in dep.depends_on) or not await _precondition(dep, primary, ctx):
+            if any(name in unwanted for name in dep.depends_on):
+                unwanted.add(dep.name)
+                return
+            try:
+                wanted = await reconcile_wanted(dep, primary, ctx)
+            except Exception as exc:  # reported as the dependent's failure: nothing deleted on it
+                states[dep.name] = failed_state(dep.name, exc)
+                return
+            if not wanted:
                 unwanted.add(dep.name)
                 return
             waiting = [n for n in dep.depends_on if not states[n].ready]
@@ -347,7 +363,7 @@ class Workflow:
                     dep.name, "waiting", message=f"waiting for {', '.join(waiting)}"
                 )
                 return
-            states[dep.name] = await reconcile_dependent(dep, primary, primary_d, ctx)
+            states[dep.name] = await reconcile_dependent(dep, primary, primary_d, ctx, claims)
 
         if len(self._order) == 1:  # nothing to run beside it: no tasks
             await run(self._order[0])
@@ -449,15 +465,6 @@ async def _then(aw: Any, done: asyncio.Future[None]) -> None:
     finally:
         if not done.done():
             done.set_result(None)
-
-
-async def _precondition(dep: Dependent, primary: Any, ctx: Any) -> bool:
-    if dep.reconcile_precondition is None:
-        return True
-    out = dep.reconcile_precondition(primary, ctx)
-    if inspect.isawaitable(out):
-        out = await out
-    return bool(out)
 
 
 def _kind_name(kind: ResourceLike) -> str:

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kubeop.cache.gcpause import collect_frozen
 from kubeop.client import Client, ClientConfig
 from kubeop.cluster import Cluster
 from kubeop.controller import Controller, Metrics
@@ -205,6 +206,8 @@ class Fleet:
             if self._known.get(name) != running.target or (shards is not None and not shards.owns(name))
         ]
         await asyncio.gather(*(self._stop_member(name, drain=True) for name in leaving))
+        if leaving:
+            collect_frozen()  # their caches: else kept while the last list's objects stay frozen
         stop = self._stop
         if stop is None or stop.is_set():
             return

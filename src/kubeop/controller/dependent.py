@@ -430,6 +430,10 @@ async def reconcile_dependent(
             _own(dep, res, want, primary_d)
             action, out = await _write(dep, res, want, current, ctx)
             actual = _typed(dep, out)
+            if m.is_being_deleted(to_dict(out)):  # made again once gone (its delete event)
+                return DependentState(
+                    dep.name, "progressing", actual, action, f"{res.kind} {name} is being deleted"
+                )
         if await _is_ready(dep, primary, actual):
             return DependentState(dep.name, "ready", actual, action, f"{res.kind} {name} is ready")
         return DependentState(

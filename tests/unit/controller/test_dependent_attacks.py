@@ -11,10 +11,21 @@ from typing import Any
 
 import pytest
 
-from kubeop.controller import Dependent, DependentError, Workflow
+from kubeop.controller import Controller, Dependent, DependentError, EventRecorder, Metrics, Workflow
+from kubeop.controller.running import ControllerRuntime
 
-from .fakes import APPS, CONFIGMAPS
-from .test_dependents import SECRETS, Env, _being_deleted, _until_async, config, env, secret
+from .fakes import APPS, CONFIGMAPS, run
+from .test_dependents import (
+    SECRETS,
+    Env,
+    _being_deleted,
+    _exists,
+    _until_async,
+    config,
+    env,
+    secret,
+    web_workflow,
+)
 
 __all__ = ["env"]  # the fixture, shared with test_dependents
 
@@ -228,3 +239,51 @@ async def test_an_external_dependent_is_never_written_whatever_happens(env: Env)
     await wf.run(await env.primary(), env.ctx())
     assert [w for w in env.writes() if "/secrets" in w] == []
     assert await env.seeder.get_or_none(SECRETS, "shared", namespace="default") is not None
+
+
+async def test_a_child_deleted_by_a_user_in_a_loop_costs_one_create_each_and_no_hot_loop(env: Env) -> None:
+    ctrl = Controller.for_(APPS).dependents(web_workflow())
+    rt = ControllerRuntime(
+        env.factory, env.client, EventRecorder(None, "test"), Metrics(), cache_sync_timeout=2
+    )
+    running = await run(ctrl, rt)
+    creates = "POST /api/v1/namespaces/default/secrets"
+    try:
+        await _until_async(lambda: _exists(env, SECRETS, "web-secret"))
+        for _ in range(10):
+            old = (await env.seeder.get(SECRETS, "web-secret", namespace="default"))["metadata"]["uid"]
+            await env.seeder.delete(SECRETS, "web-secret", namespace="default")
+            await _until_async(lambda old=old: _made_again(env, old))  # type: ignore[misc]
+        await asyncio.sleep(0.5)  # quiet: the controller must be idle now
+        quiet = len(env.writes())
+        await asyncio.sleep(0.5)
+        assert env.writes()[quiet:] == []
+    finally:
+        await running.stop()
+    assert env.writes().count(creates) == 11
+    assert [w for w in env.writes() if "/secrets" in w and w != creates] == []
+
+
+async def _made_again(env: Env, old_uid: str) -> bool:
+    obj = await env.seeder.get_or_none(SECRETS, "web-secret", namespace="default")
+    return obj is not None and obj["metadata"]["uid"] != old_uid
+
+
+async def test_a_child_held_in_deletion_is_not_ready_and_not_written(env: Env) -> None:
+    wf = Workflow(Dependent(CONFIGMAPS, desired=config, name="config"))
+    await wf.run(await env.primary(), env.ctx())
+    await env.seeder.patch(
+        CONFIGMAPS, "web-config", {"metadata": {"finalizers": ["test/hold"]}}, namespace="default"
+    )
+    await env.seeder.delete(CONFIGMAPS, "web-config", namespace="default")
+    await _until_async(lambda: _cached_in_deletion(env))
+    before = len(env.writes())
+    result = await wf.reconcile(await env.primary(), env.ctx())
+    assert result.states["config"].phase == "progressing"
+    assert "being deleted" in result.states["config"].message
+    assert [w for w in env.writes()[before:] if "configmaps" in w] == []
+
+
+async def _cached_in_deletion(env: Env) -> bool:
+    obj = await env.client.get(CONFIGMAPS, "web-config", namespace="default")
+    return obj is not None and bool(obj["metadata"].get("deletionTimestamp"))

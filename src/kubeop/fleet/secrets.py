@@ -21,7 +21,7 @@ import base64
 import binascii
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -242,7 +242,7 @@ class KubeconfigSecrets:
                 secret_name = getting.result()
                 try:
                     await self._sync(
-                        fleet, secret_name, informer.store.get(f"{self.namespace}/{secret_name}")
+                        fleet, secret_name, lambda name: informer.store.get(f"{self.namespace}/{name}")
                     )
                 except Exception as exc:  # one Secret never stops the provider (the other clusters)
                     log.error(
@@ -256,9 +256,10 @@ class KubeconfigSecrets:
             if api is not hub:
                 await api.close()
 
-    async def _sync(self, fleet: Engagement, secret_name: str, secret: Any) -> None:
+    async def _sync(self, fleet: Engagement, secret_name: str, lookup: Callable[[str], Any]) -> None:
         """Engage, re-engage or disengage the cluster of Secret ``secret_name`` (level-based: from
-        what the cache holds now)."""
+        what the cache holds now, ``lookup(name)``)."""
+        secret = lookup(secret_name)
         owned = [c for c, s in self._owner.items() if s == secret_name]
         if secret is None:
             for cluster in owned:
@@ -269,8 +270,16 @@ class KubeconfigSecrets:
             return
         try:
             cluster = cluster_name_of(secret)
+            own = f"{cluster}{_SUFFIX}"
+            if secret_name != own and _names(lookup(own), cluster):
+                # Cluster API's <cluster>-kubeconfig is the cluster's own, whatever the order the
+                # Secrets are seen in: another Secret naming it cannot take the cluster over.
+                raise ConfigError(
+                    f"{_where(secret)}: cluster {cluster!r} has its own Secret {self.namespace}/{own}; "
+                    "another Secret may not name it"
+                )
             holder = self._owner.get(cluster)
-            if holder is not None and holder != secret_name:
+            if holder is not None and holder != secret_name and secret_name != own:
                 raise ConfigError(
                     f"{_where(secret)}: cluster {cluster!r} is already engaged from Secret "
                     f"{self.namespace}/{holder}; one Secret per cluster"
@@ -287,6 +296,15 @@ class KubeconfigSecrets:
                 del self._owner[old]
                 self._engaged.pop(old, None)
                 await fleet.disengage(old)
+        holder = self._owner.get(cluster)
+        if holder is not None and holder != secret_name:
+            log.warning(
+                "cluster's own kubeconfig Secret replaces Secret %s/%s",
+                self.namespace,
+                holder,
+                extra={"cluster": cluster, "secret": f"{self.namespace}/{secret_name}"},
+            )
+            self._engaged.pop(cluster, None)
         version = _data_version(secret, self.key)
         if self._engaged.get(cluster) == version:
             return  # a label or annotation changed, not the kubeconfig
@@ -296,6 +314,16 @@ class KubeconfigSecrets:
 
     def __repr__(self) -> str:
         return f"KubeconfigSecrets(namespace={self.namespace!r}, label_selector={self.label_selector!r})"
+
+
+def _names(secret: Any, cluster: str) -> bool:
+    """Whether ``secret`` (None: absent) is a kubeconfig Secret of ``cluster``."""
+    if secret is None:
+        return False
+    try:
+        return cluster_name_of(secret) == cluster
+    except (TypeError, ValueError):
+        return False
 
 
 def _data_version(secret: Mapping[str, Any], key: str) -> str:

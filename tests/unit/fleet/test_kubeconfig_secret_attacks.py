@@ -18,6 +18,7 @@ import yaml
 from kubeop.client import ClientConfig, ConfigError
 from kubeop.fleet import ClusterSharding, Fleet, Kubeconfigs, KubeconfigSecrets, kubeconfig_from_secret
 from kubeop.fleet._names import check_cluster_name
+from kubeop.fleet.secrets import SECRETS
 from kubeop.testing import FakeCluster
 
 BOUND = 10.0
@@ -290,3 +291,45 @@ def test_no_fleet_object_shows_a_credential_in_its_repr() -> None:
     for obj in objects:
         assert TOKEN not in repr(obj), type(obj).__name__
         assert TOKEN not in str(obj), type(obj).__name__
+
+
+def server_secret(name: str, server: str, cluster: str) -> dict[str, Any]:
+    s = secret(config_dict(cluster={"server": server}), name)
+    s["metadata"]["labels"] = {"cluster.x-k8s.io/cluster-name": cluster}
+    return s
+
+
+class Servers(Engaged):
+    async def engage(self, name: str, config: ClientConfig, **_: Any) -> None:
+        self.log.append(("engage", f"{name}={config.server}"))
+        self.changed.set()
+
+
+async def test_a_planted_secret_naming_a_cluster_never_takes_it_over_whatever_the_order() -> None:
+    hub = FakeCluster()
+    api = hub.client(namespace="fleet")
+    await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet"}})
+    # Listed first at a restart (by name): a Secret that names "prod" without being prod's own.
+    await api.create(server_secret("aaa-kubeconfig", "https://evil.example", "prod"))
+    await api.create(server_secret("prod-kubeconfig", "https://prod.example", "prod"))
+    fleet = Servers()
+    stop = asyncio.Event()
+    run = asyncio.create_task(KubeconfigSecrets("fleet", hub=api).run(fleet, stop))
+    try:
+        await fleet.wait_for(1)
+        await asyncio.sleep(0.2)
+        assert fleet.log == [("engage", "prod=https://prod.example")]
+        # Engaged from another Secret while it had none, the cluster's own Secret replaces it.
+        await api.create(server_secret("other-kubeconfig", "https://other-1.example", "other"))
+        await api.create(server_secret("zzz-kubeconfig", "https://zzz.example", "stage"))
+        await fleet.wait_for(3)
+        await api.create(server_secret("stage-kubeconfig", "https://stage.example", "stage"))
+        await fleet.wait_for(4)
+        assert fleet.log[-1] == ("engage", "stage=https://stage.example")
+        await api.delete(SECRETS, "zzz-kubeconfig", namespace="fleet")  # no longer the holder
+        await asyncio.sleep(0.2)
+        assert len(fleet.log) == 4
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+        await api.close()

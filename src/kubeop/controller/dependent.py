@@ -226,7 +226,7 @@ class DependentState:
 
     name: str
     phase: Phase
-    actual: Any = None
+    actual: Any = dataclasses.field(default=None, repr=False)  # may be a Secret: never in a repr
     action: str = ""
     message: str = ""
     error: BaseException | None = dataclasses.field(default=None, repr=False)

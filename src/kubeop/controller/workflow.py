@@ -88,7 +88,7 @@ class WorkflowResult:
     states: dict[str, DependentState]
     conditions_of: dict[str, str]  # dependent name -> its condition type
     deleting: bool = False  # the primary is being deleted
-    primary: Any = None  # the primary object the workflow ran for, as read
+    primary: Any = field(default=None, repr=False)  # the primary object the workflow ran for, as read
     with_conditions: bool = True  # the dependents' and the aggregate conditions are written
     status: dict[str, Any] = field(default_factory=dict)
     _extra_conditions: list[tuple[str, bool | str, str, str]] = field(default_factory=list)

@@ -287,3 +287,20 @@ async def test_a_child_held_in_deletion_is_not_ready_and_not_written(env: Env) -
 async def _cached_in_deletion(env: Env) -> bool:
     obj = await env.client.get(CONFIGMAPS, "web-config", namespace="default")
     return obj is not None and bool(obj["metadata"].get("deletionTimestamp"))
+
+
+async def test_a_secret_dependent_shows_no_data_in_reprs_errors_or_status(env: Env) -> None:
+    value = "c2VjcmV0LXZhbHVlLTQy"  # base64 of a secret value
+
+    def credentials(primary: Any, ctx: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "web-secret"}, "data": {"password": value}}
+
+    wf = Workflow(
+        Dependent(SECRETS, desired=credentials, name="secret", ready=lambda s: False),
+        Dependent(CONFIGMAPS, desired=config, name="config", depends_on="secret"),
+    )
+    result = await wf.run(await env.primary(), env.ctx())
+    assert result.actual("secret")["data"]["password"] == value  # there, for the reconciler
+    assert value not in repr(result)
+    assert value not in repr(result.states)
+    assert value not in str((await env.primary())["status"])

@@ -304,3 +304,15 @@ async def test_a_secret_dependent_shows_no_data_in_reprs_errors_or_status(env: E
     assert value not in repr(result)
     assert value not in repr(result.states)
     assert value not in str((await env.primary())["status"])
+
+
+def test_self_dependencies_and_condition_collisions_are_refused_when_built() -> None:
+    with pytest.raises(ValueError, match="cycle: a -> a"):
+        Workflow(Dependent(CONFIGMAPS, desired=config, name="a", depends_on="a"))
+    with pytest.raises(ValueError, match="both report condition 'WebConfigReady'"):
+        Workflow(
+            Dependent(CONFIGMAPS, desired=config, name="web-config"),
+            Dependent(SECRETS, desired=secret, name="web_config"),
+        )
+    with pytest.raises(ValueError, match="must be lower case"):
+        Dependent(CONFIGMAPS, desired=config, name="Web\nConfig")

@@ -262,3 +262,37 @@ async def test_a_secret_rotated_deleted_and_recreated_in_a_burst_ends_engaged_on
         stop.set()
         await asyncio.wait_for(run, BOUND)
         await api.close()
+
+
+async def test_a_cluster_whose_credentials_expire_is_retried_alone_and_resumes() -> None:
+    east, west = FakeCluster(), FakeCluster()
+    seen: list[tuple[str, str]] = []
+    fleet = Fleet(Fakes({"east": east, "west": west}))
+    fleet.add(labeller(seen))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await fleet.wait_engaged("east", BOUND)
+        await fleet.wait_engaged("west", BOUND)
+        west.fail("PATCH", CM, code=401, times=None)  # its token expired: every write refused
+        async with west.client() as api:
+            await api.create(configmap("refused"))
+        await until(lambda: ("west", "refused") in seen)
+        # east is not held up while west's reconciles fail and back off
+        for i in range(5):
+            t0 = time.monotonic()
+            async with east.client() as api:
+                await api.create(configmap(f"e{i}"))
+            await until(lambda i=i: ("east", f"e{i}") in seen)  # type: ignore[misc]
+            assert time.monotonic() - t0 < 1.0
+        west.heal()  # credentials back: its key converges on a retry
+        async with asyncio.timeout(BOUND):
+            while True:
+                async with west.client() as api:
+                    obj = await api.get(CM, "refused", namespace="default")
+                if (obj.get("data") or {}).get("cluster") == "west":
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)

@@ -21,6 +21,7 @@ import base64
 import binascii
 import hashlib
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,6 +59,7 @@ _REFUSED = {
         ("client-certificate", "client-key", "tokenFile", "exec", "auth-provider"), _READS_FILES
     ),
 }
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _FIX = {"cluster": "give certificate-authority-data", "user": "inline the credentials (user.*-data, token)"}
 
 
@@ -91,7 +93,7 @@ def kubeconfig_from_secret(secret: Mapping[str, Any], *, key: str = "value") -> 
     except (binascii.Error, ValueError):
         raise ConfigError(f"{where}: data[{key!r}] is not valid base64") from None
     parsed = _parse(text, f"{where}: data[{key!r}]")
-    for section, inner in (("clusters", "cluster"), ("users", "user")):
+    for section, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
         items = parsed.get(section) or []
         if not isinstance(items, list):
             continue  # KubeConfig names the error
@@ -99,7 +101,15 @@ def kubeconfig_from_secret(secret: Mapping[str, Any], *, key: str = "value") -> 
             body = item.get(inner) if isinstance(item, Mapping) else None
             if not isinstance(body, Mapping):
                 continue
-            for field, why in _REFUSED[inner].items():
+            entry = {"name": item.get("name"), **{f"{inner}.{k}": v for k, v in body.items()}}
+            for field, value in entry.items():
+                if isinstance(value, str) and _CONTROL.search(value):
+                    # It would end up in a request line or header (a token with CR/LF adds headers).
+                    raise ConfigError(
+                        f"{where}: {section} entry {str(item.get('name'))[:80]!r}: {field} holds a control "
+                        "character (CR, LF, NUL...): remove it"
+                    )
+            for field, why in _REFUSED.get(inner, {}).items():
                 if body.get(field):
                     raise ConfigError(
                         f"{where}: {section} entry {str(item.get('name'))[:80]!r} sets {inner}.{field}, "

@@ -333,3 +333,26 @@ async def test_a_planted_secret_naming_a_cluster_never_takes_it_over_whatever_th
         stop.set()
         await asyncio.wait_for(run, BOUND)
         await api.close()
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user"),
+    [
+        ({}, {"token": "abc\r\nX-Injected: 1"}),
+        ({}, {"username": "admin\r\n", "password": "p"}),
+        ({}, {"token": "t\x00"}),
+        ({"server": "https://east.example:6443/\r\nX-Injected: 1"}, {}),
+        ({"tls-server-name": "east\nexample"}, {}),
+    ],
+)
+def test_control_characters_in_any_field_are_refused_without_showing_the_value(
+    cluster: dict[str, Any], user: dict[str, Any]
+) -> None:
+    with pytest.raises(ConfigError, match="control character") as caught:
+        kubeconfig_from_secret(secret(config_dict(cluster=cluster, user=user)))
+    assert "X-Injected" not in str(caught.value)
+    config = config_dict()
+    config["contexts"][0]["name"] = "x\r\ny"
+    config["current-context"] = "x\r\ny"
+    with pytest.raises(ConfigError, match="control character"):
+        kubeconfig_from_secret(secret(config))

@@ -116,10 +116,16 @@ def kubeconfig_from_secret(secret: Mapping[str, Any], *, key: str = "value") -> 
                         f"which a kubeconfig from a Secret may not ({why}): {_FIX[inner]}"
                     )
     config = KubeConfig.from_dict(parsed, path=where).client_config()
-    if urlsplit(config.server).scheme != "https":
+    url = urlsplit(config.server)
+    if url.scheme != "https":
         raise ConfigError(
             f"{where}: the server of a kubeconfig from a Secret must be an https:// URL (its "
             "credentials would otherwise cross the network unprotected, to a server not authenticated)"
+        )
+    if url.query or url.fragment:
+        # The server is logged and shown (engaging, errors): nothing may hide in it.
+        raise ConfigError(
+            f"{where}: the server URL may not have a query or a fragment: give scheme, host, port"
         )
     return config.with_options(qps=None)
 

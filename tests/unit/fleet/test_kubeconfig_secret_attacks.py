@@ -104,7 +104,14 @@ def test_a_server_without_tls_is_refused(server: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "server", ["file:///etc/passwd", "unix:///var/run/docker.sock", f"https://admin:{TOKEN}@east.example"]
+    "server",
+    [
+        "file:///etc/passwd",
+        "unix:///var/run/docker.sock",
+        f"https://admin:{TOKEN}@east.example",
+        f"https://east.example:6443/?access_token={TOKEN}",
+        f"https://east.example:6443/#{TOKEN}",
+    ],
 )
 def test_a_server_that_is_not_a_url_or_carries_credentials_is_refused_without_them(server: str) -> None:
     with pytest.raises(ConfigError) as caught:

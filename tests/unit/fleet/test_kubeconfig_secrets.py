@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from typing import Any
 
 import pytest
@@ -156,6 +157,50 @@ async def test_secrets_engage_rotate_and_disengage_their_clusters() -> None:
         await fleet.wait_for(4)
         assert fleet.log[3] == ("disengage", "east", "")
         assert len(fleet.log) == 4
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+        await api.close()
+
+
+async def test_a_refused_rotation_keeps_the_last_accepted_kubeconfig_engaged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hub = FakeCluster()
+    api = hub.client(namespace="fleet")
+    fleet = Engaged()
+    provider = KubeconfigSecrets("fleet", hub=api)
+    stop = asyncio.Event()
+    run = asyncio.create_task(provider.run(fleet, stop))
+    try:
+        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet"}})
+        await api.create(secret("east-kubeconfig", kubeconfig("https://east:6443")))
+        await fleet.wait_for(1)
+        bad = secret("east-kubeconfig", kubeconfig(user={"exec": {"command": "sh"}}))
+        refused = asyncio.Event()
+
+        class Refusals(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if "user.exec" in record.getMessage():
+                    refused.set()
+
+        handler = Refusals(logging.WARNING)
+        logging.getLogger().addHandler(handler)
+        try:
+            with caplog.at_level("WARNING"):
+                await api.patch(SECRETS, "east-kubeconfig", {"data": bad["data"]}, namespace="fleet")
+                await asyncio.wait_for(refused.wait(), BOUND)
+        finally:
+            logging.getLogger().removeHandler(handler)
+        # then a good rotation is taken: the refused one changed nothing in between
+        good = secret("east-kubeconfig", kubeconfig("https://east-3:6443"))
+        await api.patch(SECRETS, "east-kubeconfig", {"data": good["data"]}, namespace="fleet")
+        await fleet.wait_for(2)
+        assert fleet.log == [
+            ("engage", "east", "https://east:6443"),
+            ("engage", "east", "https://east-3:6443"),
+        ]
+        assert "s3cret-token" not in caplog.text
     finally:
         stop.set()
         await asyncio.wait_for(run, BOUND)

@@ -8,7 +8,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kubeop.cache.backoff import Backoff, BackoffConfig
 from kubeop.client import Client, ClientConfig
@@ -17,10 +17,23 @@ from kubeop.controller import Controller, Metrics, WritePolicy
 from kubeop.controller.running import ControllerRuntime, RunningController
 from kubeop.queue import Clock
 
+if TYPE_CHECKING:
+    from kubeop.manager import Runnable
+
 log = logging.getLogger("kubeop.fleet")
 
 #: Starting again after a cluster could not be started: ~1 s, doubling, at most ~30 s.
 _RETRY = BackoffConfig(initial=1.0, cap=30.0, jitter=0.2)
+
+
+@runtime_checkable
+class PerCluster(Protocol):
+    """What a fleet runs once per engaged cluster beside the controllers: ``for_cluster(name)``
+    gives the Runnable for cluster ``name`` (a fresh one per engagement). It runs on that cluster's
+    Cluster from before the controllers start (its ``started()``, if it has one, awaited first)
+    until after they stopped, when the cluster is disengaged or the fleet stops."""
+
+    def for_cluster(self, name: str) -> Runnable: ...
 
 
 class Member:
@@ -41,6 +54,7 @@ class Member:
         clock: Clock | None,
         guard: Callable[[], None] | None = None,
         metrics: Metrics | None = None,
+        per_cluster: list[PerCluster] | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -54,6 +68,7 @@ class Member:
         self._clock = clock
         self._guard = guard
         self._metrics = metrics
+        self._per_cluster = per_cluster or []
         self.cluster: Cluster | None = None
         self.ready = asyncio.Event()  # every controller started (caches synced)
 
@@ -88,6 +103,8 @@ class Member:
             policy=WritePolicy(guard=self._guard),
         )
         running: list[RunningController] = []
+        beside_stop = asyncio.Event()
+        beside: list[asyncio.Task[None]] = []
         try:
             runtime = ControllerRuntime(
                 cluster.cache,
@@ -102,9 +119,19 @@ class Member:
             )
             running = [RunningController(c, runtime) for c in self._controllers]
             cluster.cache.start()
-            starting: asyncio.Future[Any] = asyncio.ensure_future(
-                asyncio.gather(*(r.start() for r in running))
-            )
+            runnables = [item.for_cluster(self.name) for item in self._per_cluster]
+            beside = [
+                asyncio.create_task(r.run(cluster, beside_stop), name=f"fleet-{self.name}-{_name_of(r)}")
+                for r in runnables
+            ]
+
+            async def start() -> None:
+                # The runnables beside the controllers first (an index the handlers read), as a
+                # Manager starts its caches' phase before its controllers'.
+                await asyncio.gather(*(_started(r, t) for r, t in zip(runnables, beside, strict=True)))
+                await asyncio.gather(*(r.start() for r in running))
+
+            starting: asyncio.Future[Any] = asyncio.ensure_future(start())
             stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
             waiting: list[asyncio.Future[Any]] = [starting, stopping]
             try:
@@ -125,5 +152,48 @@ class Member:
             for r in running:
                 with contextlib.suppress(Exception):
                     await r.stop(drain=stop.is_set(), timeout=self._drain_timeout)
+            await self._stop_beside(beside, beside_stop)
             await cluster.close()
             self.cluster = None
+
+    async def _stop_beside(self, tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
+        """Stop the runnables beside the controllers: ``stop`` set, then cancelled once the
+        graceful shutdown timeout passed; a failure is logged."""
+        if not tasks:
+            return
+        stop.set()
+        done, late = await asyncio.wait(tasks, timeout=self._drain_timeout)
+        for task in late:
+            log.error(
+                "%s did not stop within %.0f s: cancelled",
+                task.get_name(),
+                self._drain_timeout,
+                extra={"cluster": self.name},
+            )
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("%s failed: %s", task.get_name(), task.exception(), extra={"cluster": self.name})
+
+
+def _name_of(runnable: Runnable) -> str:
+    return str(getattr(runnable, "name", type(runnable).__name__))
+
+
+async def _started(runnable: Runnable, task: asyncio.Task[None]) -> None:
+    """Until ``runnable`` started (its ``started()``, else at once); its failure is raised."""
+    started = getattr(runnable, "started", None)
+    if started is None:
+        return
+    waiting = asyncio.ensure_future(started())
+    try:
+        await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not waiting.done():
+            waiting.cancel()
+    if task.done() and not waiting.done():
+        task.result()  # raises why it failed
+        raise RuntimeError(f"{_name_of(runnable)} returned before it started")
+    waiting.result()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubeop.core.selectors import LabelSelector, SelectorError
+from kubeop.fleet._member import PerCluster
 from kubeop.fleet._names import check_cluster_name
 from kubeop.fleet.fleet import Fleet
 from kubeop.fleet.provider import ClusterProvider, Kubeconfigs
@@ -100,10 +101,11 @@ def fleet_for(manager: Manager, environ: Mapping[str, str] | None = None) -> Fle
     providers = providers_from(os.environ if environ is None else environ)
     if not providers:
         return None
+    per_cluster = [r for r in manager.runnables if isinstance(r, PerCluster)]
     refused = [
         what
         for what, present in (
-            ("runnables other than controllers", bool(manager.runnables)),
+            ("runnables other than controllers", len(per_cluster) < len(manager.runnables)),
             ("webhooks", bool(manager.webhooks)),
             ("leader election", manager.election is not None),
             ("sharding", manager.sharding is not None),
@@ -125,4 +127,6 @@ def fleet_for(manager: Manager, environ: Mapping[str, str] | None = None) -> Fle
     )
     for controller in manager.controllers:
         fleet.add(controller)
+    for item in per_cluster:  # what runs once per cluster (kopf's event handlers, indices)
+        fleet.add(item)
     return fleet

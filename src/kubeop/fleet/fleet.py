@@ -15,7 +15,7 @@ from kubeop.cache.gcpause import collect_frozen
 from kubeop.client import Client, ClientConfig
 from kubeop.cluster import Cluster
 from kubeop.controller import Controller, Metrics
-from kubeop.fleet._member import Member
+from kubeop.fleet._member import Member, PerCluster
 from kubeop.fleet._names import check_cluster_name
 from kubeop.fleet.provider import ClusterProvider
 from kubeop.fleet.sharding import ClusterSharding, ClusterShards
@@ -102,6 +102,7 @@ class Fleet:
         self.clock = clock
         self.providers: list[ClusterProvider] = []
         self.controllers: list[Controller] = []
+        self.per_cluster: list[PerCluster] = []
         for provider in providers:
             self.add(provider)
         self._known: dict[str, _Target] = {}
@@ -112,14 +113,18 @@ class Fleet:
         self._lock = asyncio.Lock()
         self._kick = asyncio.Event()
 
-    def add(self, item: Controller | ClusterProvider) -> None:
-        """Add a controller (run on every engaged cluster) or a cluster provider (before start)."""
+    def add(self, item: Controller | ClusterProvider | PerCluster) -> None:
+        """Add a controller (run on every engaged cluster), a cluster provider, or something
+        with ``for_cluster(name)`` giving a Runnable to run on each engaged cluster beside the
+        controllers (started before them, stopped after them; before start)."""
         if isinstance(item, Controller):
             if item.reconciler is None:
                 raise ValueError(f"controller {item.name!r} has no reconciler: call .reconcile(fn)")
             if any(c.name == item.name for c in self.controllers):
                 raise ValueError(f"a controller named {item.name!r} is already added; use .named(...)")
             self.controllers.append(item)
+        elif isinstance(item, PerCluster):  # first: it may have a provider's run and name too
+            self.per_cluster.append(item)
         elif isinstance(item, ClusterProvider):
             self.providers.append(item)
         else:
@@ -233,6 +238,7 @@ class Fleet:
             guard=self._shards.fence if self._shards is not None else None,
             # Recorded when served, as a Manager's: unscraped bookkeeping costs every reconcile.
             metrics=self.metrics if self.server is not None else None,
+            per_cluster=self.per_cluster,
         )
         stop = asyncio.Event()
         task = asyncio.create_task(member.run(stop), name=f"fleet-cluster-{name}")
@@ -301,7 +307,7 @@ class Fleet:
             raise ValueError(
                 "Fleet: no cluster provider: pass e.g. Kubeconfigs({...}) or KubeconfigSecrets(...)"
             )
-        if not self.controllers:
+        if not self.controllers and not self.per_cluster:
             raise ValueError("Fleet: no controller added: fleet.add(Controller.for_(Kind)...reconcile(fn))")
         self._stop = stop = stop or asyncio.Event()
         if self.server is not None:

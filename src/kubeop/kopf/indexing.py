@@ -294,6 +294,10 @@ class IndexSet:
         *,
         resolved: Mapping[str, Sequence[ApiResource]] | None = None,
     ) -> None:
+        self._handlers = handlers
+        self._memo = memo
+        self._resolved = resolved
+        self._clusters: dict[str, IndexSet] = {}
         self.indices: dict[str, Index[Any, Any]] = {h.id: Index() for h in handlers}
         by_resource: dict[str, list[IndexingHandler]] = {}
         for h in handlers:
@@ -303,6 +307,30 @@ class IndexSet:
                 by_resource.setdefault(name, []).append(h)
         self.indexers = {r: Indexers(hs, memo, self.indices) for r, hs in by_resource.items()}
         self.ready = asyncio.Event()
+
+    def for_cluster(self, name: str) -> IndexSet:
+        """The indices of a fleet's cluster ``name`` (kubeop's extension): the same handlers,
+        their own indices fed from that cluster's informers alone (a fresh set each call)."""
+        child = self._clusters[name] = IndexSet(self._handlers, self._memo, resolved=self._resolved)
+        return child
+
+    def forget(self, name: str, child: IndexSet) -> None:
+        """Drop cluster ``name``'s indices (the cluster was disengaged) if ``child`` still is them."""
+        if self._clusters.get(name) is child:
+            del self._clusters[name]
+
+    def of(self, cluster: str) -> IndexSet:
+        """The indices the handlers of ``cluster`` see: these on one cluster (``""``), the
+        cluster's own in a fleet; LookupError when that cluster's are not running."""
+        if not cluster:
+            return self
+        child = self._clusters.get(cluster)
+        if child is None:
+            raise LookupError(
+                f"the kopf indices of cluster {cluster!r} are not running: add the kopf manager's "
+                "runnables to the fleet beside its controllers (kubeop.fleet.fleet_for does)"
+            )
+        return child
 
     async def run(self, cluster: Cluster, scope: Namespaces) -> None:
         """Feed the indices from the cluster's shared informers of the served namespaces; ``ready``

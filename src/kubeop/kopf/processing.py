@@ -210,8 +210,8 @@ class Processor:
     async def reconcile(self, req: Request, ctx: Context) -> Result | None:
         """The controller's reconciler: one handling cycle of the requested object."""
         client = ctx.client
-        if self.indexes is not None and not self.indexes.ready.is_set():
-            await self.indexes.ready.wait()
+        if self.indexes is not None and not (indexes := self.indexes.of(req.cluster)).ready.is_set():
+            await indexes.ready.wait()
         if not self._recorder_set:
             use_recorder(ctx.recorder)
             self._recorder_set = True
@@ -263,7 +263,7 @@ class Processor:
         patch = Patch()
         kwargs = _kwargs(body, patch, logger, res, memo, old, new, the_diff, cluster)
         if self.indexes is not None:
-            kwargs.update(self.indexes.indices)
+            kwargs.update(self.indexes.of(cluster).indices)
 
         finalizers = list(md.get("finalizers") or ())
         has_finalizer = self.finalizer in finalizers
@@ -438,7 +438,8 @@ class Processor:
         def kwargs(patch: Patch) -> dict[str, Any]:
             out = _kwargs(spawned.body, patch, logger, res, memo, None, None, (), cluster)
             if self.indexes is not None:
-                out.update(self.indexes.indices)
+                with contextlib.suppress(LookupError):  # a disengaged cluster's: its daemons stop
+                    out.update(self.indexes.of(cluster).indices)
             return out
 
         async def write(patch: Patch) -> None:

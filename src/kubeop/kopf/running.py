@@ -242,6 +242,12 @@ class _Dispatch:
     def name(self) -> str:
         return f"kopf events {self.resource}"
 
+    def for_cluster(self, name: str) -> _Dispatch:
+        """This resource's event handlers on a fleet's cluster ``name``: their own dispatch (queue,
+        order), ``cluster=name`` in their kwargs."""
+        d = self.dispatcher
+        return replace(self, dispatcher=EventDispatcher(d.handlers, d.memo, cluster=name))
+
     async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
         await _until_stop(self._feed(cluster), stop)
 
@@ -265,8 +271,20 @@ class _Indexing:
     needs_leader: bool = False
     name: str = "kopf indices"
 
+    parent: IndexSet | None = None  # a fleet's cluster's: the indices it was made of
+    cluster: str = ""
+
+    def for_cluster(self, name: str) -> _Indexing:
+        """The indices of a fleet's cluster ``name``: fed from its informers alone, seen by its
+        handlers alone, dropped when it is disengaged."""
+        return replace(self, indexes=self.indexes.for_cluster(name), parent=self.indexes, cluster=name)
+
     async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
-        await _until_stop(self.indexes.run(cluster, self.scope), stop)
+        try:
+            await _until_stop(self.indexes.run(cluster, self.scope), stop)
+        finally:
+            if self.parent is not None:
+                self.parent.forget(self.cluster, self.indexes)
 
     async def started(self) -> None:
         await self.indexes.ready.wait()

@@ -45,9 +45,12 @@ class WatchingHandler:
 class EventDispatcher:
     """Feeds one resource's watch events to its event handlers, in order."""
 
-    def __init__(self, handlers: list[WatchingHandler], memo: Mapping[str, Any]) -> None:
+    def __init__(self, handlers: list[WatchingHandler], memo: Mapping[str, Any], cluster: str = "") -> None:
+        """``cluster``: the handlers' ``cluster`` kwarg, the cluster's name in a fleet (kubeop's
+        extension; ``""`` on one cluster)."""
         self.handlers = handlers
         self.memo = memo
+        self.cluster = cluster
         self.resource: Resource | None = None  # the ``resource`` kwarg, once the informer's is known
         self._queue: asyncio.Queue[tuple[str | None, Any]] = asyncio.Queue()
 
@@ -74,7 +77,10 @@ class EventDispatcher:
     async def dispatch(self, type_: str | None, obj: Mapping[str, Any]) -> None:
         md = obj.get("metadata") or {}
         ns, name = md.get("namespace"), md.get("name")
-        logger = logging.LoggerAdapter(log, {"object_namespace": ns, "object_name": name})
+        extra = {"object_namespace": ns, "object_name": name}
+        if self.cluster:  # a fleet's: the cluster in every line of the handlers' logger
+            extra["cluster"] = self.cluster
+        logger = logging.LoggerAdapter(log, extra)
         prefix = f"[{ns}/{name}] " if ns else f"[{name}] "
         body = Body(obj)
         kwargs: dict[str, Any] = {
@@ -93,6 +99,7 @@ class EventDispatcher:
             "patch": Patch(),  # not written: event handlers only watch (as in kopf, use the API)
             "memo": self.memo,
             "resource": self.resource,
+            "cluster": self.cluster,
         }
         for h in self.handlers:
             if not prematches(h, obj, kwargs):

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 import kubeop.kopf as kopf
 from kubeop.core.resource import ApiResource
@@ -89,3 +92,110 @@ async def test_on_one_cluster_the_cluster_kwarg_is_empty() -> None:
         (),  # type: ignore[arg-type]
     )
     assert kwargs["cluster"] == ""
+
+
+def fleet_of(manager: Any, fakes: dict[str, FakeCluster]) -> Fleet:
+    """The fleet ``kubeop.fleet.fleet_for`` makes of a kopf manager, on FakeClusters."""
+    fleet = Fleet(Fakes(fakes), name="kopf-fleet")
+    for controller in manager.controllers:
+        fleet.add(controller)
+    for runnable in manager.runnables:
+        fleet.add(runnable)
+    return fleet
+
+
+async def test_kopf_event_handlers_run_per_cluster_with_the_cluster_kwarg() -> None:
+    fakes = {n: FakeCluster() for n in ("east", "west")}
+    for name, fake in fakes.items():
+        async with fake.client() as api:
+            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"in-{name}"}})
+    reg = kopf.Registry()
+    seen: list[tuple[str, str, str | None]] = []
+
+    @kopf.on.event("configmaps", registry=reg, id="watch")
+    async def watch(name: str, cluster: str, type: str | None, **_: Any) -> None:
+        seen.append((cluster, name, type))
+
+    manager = build_manager(registry=reg, client=FakeCluster().client())
+    fleet = fleet_of(manager, fakes)
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await until(lambda: {(c, n) for c, n, _ in seen} == {("east", "in-east"), ("west", "in-west")})
+        async with fakes["west"].client() as api:
+            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "later"}})
+        await until(lambda: ("west", "later", "ADDED") in seen)
+        # Each cluster's objects reach its own dispatch only, listed ones with type None.
+        assert ("east", "in-east", None) in seen and ("west", "in-west", None) in seen
+        assert not any(c == "east" and n != "in-east" for c, n, _ in seen)
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+
+
+async def test_on_one_cluster_event_handlers_get_an_empty_cluster_kwarg() -> None:
+    from kubeop.kopf.watching import EventDispatcher, WatchingHandler
+
+    got: list[str] = []
+    handler = WatchingHandler(fn=lambda cluster, **_: got.append(cluster), id="w", resource="configmaps")
+    await EventDispatcher([handler], {}).dispatch(None, {"metadata": {"name": "x"}})
+    assert got == [""]
+
+
+def test_fleet_for_takes_kopf_event_handlers_and_indices_and_refuses_admission(tmp_path: Path) -> None:
+    from kubeop.fleet.environment import KUBECONFIGS_ENV, fleet_for
+
+    (tmp_path / "a.yaml").write_text("")
+    environ = {KUBECONFIGS_ENV: f"a={tmp_path / 'a.yaml'}"}
+    reg = kopf.Registry()
+    kopf.on.event("configmaps", registry=reg, id="watch")(lambda **_: None)
+    kopf.index("configmaps", registry=reg, id="names")(lambda name, **_: name)
+    manager = build_manager(registry=reg, client=FakeCluster().client())
+    fleet = fleet_for(manager, environ)
+    assert fleet is not None and fleet.per_cluster == manager.runnables
+    kopf.on.validate("configmaps", registry=reg, id="check")(lambda **_: None)
+    with pytest.raises(ValueError, match="this operator has webhooks, which a fleet run"):
+        fleet_for(build_manager(registry=reg, client=FakeCluster().client()), environ)
+
+
+async def test_kopf_indices_are_kept_per_cluster() -> None:
+    fakes = {n: FakeCluster() for n in ("east", "west")}
+    for name, fake in fakes.items():
+        async with fake.client() as api:
+            for i in range(2):
+                cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-{i}"}}
+                await api.create(cm)
+    reg = kopf.Registry()
+    seen: dict[tuple[str, str], set[str]] = {}
+
+    @kopf.index("configmaps", registry=reg, id="names")
+    def names(name: str, **_: Any) -> dict[str, str]:
+        return {"all": name}
+
+    @kopf.on.create("configmaps", registry=reg, id="look")
+    def look(name: str, cluster: str, names: kopf.Index[str, str], **_: Any) -> None:
+        seen[(cluster, name)] = set(names["all"])
+
+    manager = build_manager(registry=reg, client=FakeCluster().client())
+    fleet = fleet_of(manager, fakes)
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await until(lambda: len(seen) == 4)
+        # A handler in a cluster sees that cluster's index only (filled before its first call).
+        assert seen == {
+            ("east", "east-0"): {"east-0", "east-1"},
+            ("east", "east-1"): {"east-0", "east-1"},
+            ("west", "west-0"): {"west-0", "west-1"},
+            ("west", "west-1"): {"west-0", "west-1"},
+        }
+        (indexes,) = [r.indexes for r in manager.runnables if hasattr(r, "indexes")]
+        assert dict(indexes.of("east").indices["names"]).keys() == {"all"}
+        assert not indexes.indices["names"]  # the one-cluster set is not fed in a fleet
+        await fleet.disengage("east")
+        with pytest.raises(LookupError, match="kopf indices of cluster 'east' are not running"):
+            indexes.of("east")
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+        await asyncio.gather(*(p.stop_all() for p in processors(manager)))

@@ -448,6 +448,17 @@ class Processor:
         spawned = Spawned(logger, kwargs, write, body)
         return spawned
 
+    async def stop_cluster(self, cluster: str) -> None:
+        """Stop the daemons and timers of cluster ``cluster``'s objects (a fleet's cluster was
+        disengaged: kopf's stop, as at the operator's exit) and forget its memos."""
+        keys = [k for k in self._spawned if k[0] == cluster]
+        spawned = [self._spawned.pop(k) for k in keys]
+        for key in [k for k in self._memos if k[0] == cluster]:
+            del self._memos[key]
+        for key in [k for k in self._own_writes if k[0] == cluster]:
+            del self._own_writes[key]
+        await asyncio.gather(*(s.stop() for s in spawned), return_exceptions=True)
+
     async def stop_all(self) -> None:
         """Stop every daemon and timer (the operator is stopping)."""
         spawned, self._spawned = list(self._spawned.values()), {}

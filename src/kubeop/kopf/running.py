@@ -147,6 +147,7 @@ def build_manager(
     indexes = IndexSet(indexing, memo or {}, resolved=_resolved) if indexing else None
     if indexes is not None:
         manager.add(_Indexing(indexes, scope))
+    spawning: list[Processor] = []
     for resource, keys in _served(registry, _resolved).items():
         processor = Processor(
             resource,
@@ -165,9 +166,13 @@ def build_manager(
                 .reconcile(processor.reconcile)
             )
             manager.add(controller)
+        if processor.spawners:
+            spawning.append(processor)
         watchers = [_bind(h, resource) for k in keys for h in registry.watching(k)]
         if watchers:
             manager.add(_Dispatch(resource, scope, EventDispatcher(watchers, memo or {})))
+    if spawning:
+        manager.add(_Daemons(spawning))
     return manager
 
 
@@ -288,6 +293,27 @@ class _Indexing:
 
     async def started(self) -> None:
         await self.indexes.ready.wait()
+
+
+@dataclass(eq=False)
+class _Daemons:
+    """The daemons and timers of the processors: on a fleet's cluster, stopped when the cluster
+    is disengaged (after its controllers stopped). On one cluster it only waits: they stop when
+    the operator does (:func:`run_manager`), as in kopf."""
+
+    processors: list[Processor]
+    cluster: str = ""
+    phase: Phase = Phase.CACHES
+    needs_leader: bool = False
+    name: str = "kopf daemons"
+
+    def for_cluster(self, name: str) -> _Daemons:
+        return replace(self, cluster=name)
+
+    async def run(self, cluster: Cluster, stop: asyncio.Event) -> None:
+        await stop.wait()
+        if self.cluster:
+            await asyncio.gather(*(p.stop_cluster(self.cluster) for p in self.processors))
 
 
 @dataclass(eq=False)

@@ -199,3 +199,44 @@ async def test_kopf_indices_are_kept_per_cluster() -> None:
         stop.set()
         await asyncio.wait_for(run, BOUND)
         await asyncio.gather(*(p.stop_all() for p in processors(manager)))
+
+
+async def test_a_disengaged_clusters_daemons_are_cancelled_and_the_others_run_on() -> None:
+    fakes = {n: FakeCluster() for n in ("east", "west")}
+    for fake in fakes.values():
+        async with fake.client() as api:
+            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
+    reg = kopf.Registry()
+    running: set[str] = set()
+    cancelled: list[tuple[str, bool]] = []
+
+    @kopf.daemon("configmaps", registry=reg, id="watcher")
+    async def watcher(cluster: str, stopped: kopf.DaemonStopped, **_: Any) -> None:
+        running.add(cluster)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append((cluster, bool(stopped)))  # kopf's: the flag is set, then cancelled
+            raise
+
+    manager = build_manager(registry=reg, client=FakeCluster().client())
+    fleet = fleet_of(manager, fakes)
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await until(lambda: running == {"east", "west"})
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        async with asyncio.timeout(BOUND):
+            await fleet.disengage("east")
+        await until(lambda: ("east", True) in cancelled)
+        assert loop.time() - began < 5.0
+        (processor,) = processors(manager)
+        assert [k[0] for k in processor._spawned] == ["west"]  # west's daemon runs on
+        assert cancelled == [("east", True)]
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+    # The fleet's stop stopped the other cluster's daemon too.
+    assert sorted(cancelled) == [("east", True), ("west", True)]
+    assert not processors(manager)[0]._spawned

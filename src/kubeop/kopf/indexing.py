@@ -39,7 +39,8 @@ __all__ = ["Index", "IndexSet", "Indexers", "IndexingHandler", "Store", "index",
 # into the compatibility table of docs/migration/from-kopf.md; a name not listed behaves as kopf's).
 _DIFFERS = {
     "index": "An indexing handler that raises leaves the object out of the index until the object "
-    "changes again (kopf retries the handler).",
+    "changes again (kopf retries the handler). kubeop's extension: in a `kubeop.fleet.Fleet` each "
+    "cluster has its own indices, seen by that cluster's handlers only.",
 }
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -41,9 +41,10 @@ __all__ = [
 _DIFFERS = {
     "on": "`@kopf.on.validate`/`@kopf.on.mutate`: the webhook configurations written for "
     "`settings.admission.managed` accept AdmissionReview v1 only (kopf also lists v1beta1). "
-    "kubeop's extension: the change handlers, daemons and timers also get a `cluster` kwarg, the "
-    "name of the cluster the object lives in when they run in a `kubeop.fleet.Fleet` (one run per "
-    'cluster, memos and daemons per cluster), `""` on one cluster.',
+    "kubeop's extension: the change and event handlers, daemons and timers also get a `cluster` "
+    "kwarg, the name of the cluster the object lives in when they run in a `kubeop.fleet.Fleet` "
+    "(one run per cluster, memos, indices and daemons per cluster, a disengaged cluster's daemons "
+    'stopped), `""` on one cluster; admission handlers do not run in a fleet.',
 }
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -146,7 +146,7 @@ class Member:
             starting.result()  # raises why it could not start
             self.ready.set()
             log.info("cluster engaged", extra={"cluster": self.name, "controllers": len(running)})
-            await stop.wait()
+            await _until_stop_or_failure(beside, stop)
         finally:
             self.ready.clear()
             for r in running:
@@ -190,10 +190,27 @@ async def _started(runnable: Runnable, task: asyncio.Task[None]) -> None:
     waiting = asyncio.ensure_future(started())
     try:
         await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done():  # the run ended first
+            task.result()  # raises why it failed
+            raise RuntimeError(f"{_name_of(runnable)} returned before it started")
+        waiting.result()
     finally:
         if not waiting.done():
             waiting.cancel()
-    if task.done() and not waiting.done():
-        task.result()  # raises why it failed
-        raise RuntimeError(f"{_name_of(runnable)} returned before it started")
-    waiting.result()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await waiting
+
+
+async def _until_stop_or_failure(tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
+    """Until ``stop`` is set; a runnable beside the controllers that fails meanwhile is raised
+    (the cluster is started again, as when it could not start)."""
+    stopping = asyncio.ensure_future(stop.wait())
+    pending: set[asyncio.Future[Any]] = {stopping, *tasks}
+    try:
+        while not stop.is_set():
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks:
+                if task in done and not task.cancelled() and task.exception() is not None:
+                    raise RuntimeError(f"{task.get_name()} failed: {task.exception()}") from task.exception()
+    finally:
+        stopping.cancel()

@@ -14,7 +14,7 @@ import pytest
 from kubeop.controller import Context, Controller, Request
 from kubeop.core.resource import ApiResource
 from kubeop.fleet import ClusterProvider, Engagement, Fleet
-from kubeop.manager import Runtime
+from kubeop.manager import Phase, Runtime
 from kubeop.testing import FakeCluster
 
 CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
@@ -342,3 +342,70 @@ async def test_two_replicas_split_the_clusters_and_one_takes_all_when_the_other_
         stop_a.set()
         stop_b.set()
         await asyncio.wait_for(asyncio.gather(run_a, run_b, return_exceptions=True), BOUND)
+
+
+class _Beside:
+    """A per-cluster runnable recording its life; ``fail_once``: its first run on that cluster fails."""
+
+    def __init__(self, log: list[tuple[str, str]], fail_once: str = "") -> None:
+        self.log = log
+        self.fail_once = fail_once
+
+    def for_cluster(self, name: str) -> _BesideRun:
+        return _BesideRun(self, name)
+
+
+class _BesideRun:
+    phase = Phase.CACHES
+    needs_leader = False
+
+    def __init__(self, parent: _Beside, cluster: str) -> None:
+        self.parent, self.cluster, self.name = parent, cluster, "beside"
+        self.ready = asyncio.Event()
+
+    async def started(self) -> None:
+        await self.ready.wait()
+
+    async def run(self, cluster: object, stop: asyncio.Event) -> None:
+        self.parent.log.append((self.cluster, "run"))
+        self.ready.set()
+        if self.parent.fail_once == self.cluster:
+            self.parent.fail_once = ""
+            raise RuntimeError("feed broke")
+        await stop.wait()
+        self.parent.log.append((self.cluster, "stopped"))
+
+
+async def test_what_runs_per_cluster_starts_before_the_controllers_and_stops_with_its_cluster() -> None:
+    fakes = {n: FakeCluster() for n in ("east", "west")}
+    for fake in fakes.values():
+        async with fake.client() as api:
+            await api.create(configmap("a"))
+    life: list[tuple[str, str]] = []
+    seen: list[tuple[str, str]] = []
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        seen.append((req.cluster, req.name))
+        life.append((req.cluster, "reconcile"))
+
+    provider = Fakes(fakes)
+    fleet = Fleet(provider, name="beside", runtime=Runtime(graceful_shutdown_timeout=2.0))
+    fleet.add(Controller.for_(CM).named("c").reconcile(reconcile))
+    beside = _Beside(life, fail_once="west")
+    fleet.add(beside)
+    assert fleet.per_cluster == [beside] and not fleet.providers[1:]
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await until(lambda: {c for c, _ in seen} == {"east", "west"})
+        for name in ("east", "west"):
+            mine = [what for c, what in life if c == name]
+            assert mine.index("run") < mine.index("reconcile")
+        # west's first run failed: west was started again (after the backoff), with a new run.
+        await until(lambda: [w for c, w in life if c == "west"].count("run") == 2)
+        await fleet.disengage("east")
+        assert ("east", "stopped") in life and ("west", "stopped") not in life
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+    assert ("west", "stopped") in life

@@ -30,25 +30,38 @@ current_body: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.Con
 )
 
 
-def use_recorder(recorder: EventRecorder | None) -> None:
-    """Set by the running operator (in its event loop); without one, events are logged only."""
+#: A fleet's cluster's recorder, for the handlers of that cluster's objects (their task and what
+#: it starts: daemons, sync handlers' threads): their events go to the cluster the object lives in.
+_cluster_recorder: contextvars.ContextVar[EventRecorder | None] = contextvars.ContextVar(
+    "kopf_cluster_recorder", default=None
+)
+
+
+def use_recorder(recorder: EventRecorder | None, *, here: bool = False) -> None:
+    """Set by the running operator (in its event loop); without one, events are logged only.
+    ``here``: for the running task and what it starts only (a fleet's cluster's handlers)."""
     global _recorder, _loop
+    if here:
+        _cluster_recorder.set(recorder)
+        _loop = asyncio.get_running_loop()
+        return
     _recorder = recorder
     _loop = asyncio.get_running_loop() if recorder is not None else None
 
 
 def _post(objs: Any, type: str, reason: str, message: str) -> None:
+    recorder = _cluster_recorder.get() or _recorder
     for obj in objs if isinstance(objs, list | tuple) else [objs]:
-        if _recorder is None:
+        if recorder is None:
             log.debug("event %s %s: %s (no operator running, not posted)", type, reason, message)
             continue
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # a sync handler's thread: hand it to the operator's loop
             if _loop is not None and not _loop.is_closed():
-                _loop.call_soon_threadsafe(_recorder.event, obj, type, reason, message)
+                _loop.call_soon_threadsafe(recorder.event, obj, type, reason, message)
         else:
-            _recorder.event(obj, type, reason, message)
+            recorder.event(obj, type, reason, message)
 
 
 def event(obj: Any, *, type: str, reason: str, message: str = "") -> None:

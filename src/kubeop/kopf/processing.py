@@ -212,7 +212,9 @@ class Processor:
         client = ctx.client
         if self.indexes is not None and not (indexes := self.indexes.of(req.cluster)).ready.is_set():
             await indexes.ready.wait()
-        if not self._recorder_set:
+        if req.cluster:  # a fleet's: events about this cluster's objects go to this cluster
+            use_recorder(ctx.recorder, here=True)
+        elif not self._recorder_set:
             use_recorder(ctx.recorder)
             self._recorder_set = True
         res = self._resource

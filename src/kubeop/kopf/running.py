@@ -37,6 +37,7 @@ from kubeop.kopf.activities import Activity, ActivityHandler, LoginError, run_ac
 from kubeop.kopf.admission import AdmissionHandler, admission_handlers
 from kubeop.kopf.admission import webhooks as admission_webhooks
 from kubeop.kopf.credentials import Vault, connect
+from kubeop.kopf.events import use_recorder
 from kubeop.kopf.handlers import ChangingHandler
 from kubeop.kopf.indexing import IndexSet, indexing_handlers
 from kubeop.kopf.logins import login_via_client
@@ -257,6 +258,8 @@ class _Dispatch:
         await _until_stop(self._feed(cluster), stop)
 
     async def _feed(self, cluster: Cluster) -> None:
+        if self.dispatcher.cluster:  # a fleet's: the handlers' events go to their cluster
+            use_recorder(cluster.recorder, here=True)
         res = await cluster.client.resource(self.resource)
         self.dispatcher.resource = of_api_resource(res)
         for target in self.scope.targets() if res.namespaced else [None]:

@@ -240,3 +240,43 @@ async def test_a_disengaged_clusters_daemons_are_cancelled_and_the_others_run_on
     # The fleet's stop stopped the other cluster's daemon too.
     assert sorted(cancelled) == [("east", True), ("west", True)]
     assert not processors(manager)[0]._spawned
+
+
+async def test_in_a_fleet_kopf_events_go_to_the_cluster_the_object_lives_in() -> None:
+    from kubeop.controller.events import EVENTS
+
+    fakes = {n: FakeCluster() for n in ("east", "west")}
+    for name, fake in fakes.items():
+        async with fake.client() as api:
+            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"in-{name}"}})
+    reg = kopf.Registry()
+
+    @kopf.on.create("configmaps", registry=reg, id="tell")
+    def tell(body: Any, cluster: str, **_: Any) -> None:  # a sync handler: posted from its thread
+        kopf.info(body, reason="Seen", message=f"by {cluster}")
+
+    @kopf.on.event("configmaps", registry=reg, id="watch")
+    async def watch(body: Any, cluster: str, type: str | None, **_: Any) -> None:
+        if type is None:
+            kopf.info(body, reason="Listed", message=f"by {cluster}")
+
+    async def notes(fake: FakeCluster) -> set[tuple[str, str, str]]:
+        async with fake.client() as api:
+            listed = await api.list(EVENTS, namespace="default")
+        return {(e["regarding"]["name"], e["reason"], e["note"]) for e in listed}
+
+    manager = build_manager(registry=reg, client=FakeCluster().client())
+    fleet = fleet_of(manager, fakes)
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        for name, fake in fakes.items():
+            want = {(f"in-{name}", "Seen", f"by {name}"), (f"in-{name}", "Listed", f"by {name}")}
+            async with asyncio.timeout(BOUND):
+                while not want <= (got := await notes(fake)):  # noqa: ASYNC110 - another cluster's API
+                    await asyncio.sleep(0.02)
+            assert {n for n, _, _ in got} == {f"in-{name}"}  # none about the other cluster's object
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+        await asyncio.gather(*(p.stop_all() for p in processors(manager)))

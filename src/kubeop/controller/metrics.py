@@ -17,12 +17,12 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
-
 from kubeop.queue import MetricsProvider
 from kubeop.queue.metrics import CounterMetric, GaugeMetric, HistogramMetric, SettableGaugeMetric
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from kubeop.controller.client import ReconcilerClient
     from kubeop.controller.events import EventRecorder
 
@@ -83,6 +83,9 @@ class Metrics:
     """
 
     def __init__(self, registry: CollectorRegistry | None = None, *, per_cluster: bool = False) -> None:
+        # Here, not at import: a manager that serves no metrics never loads prometheus_client.
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
         self.registry = registry or CollectorRegistry()
         self.per_cluster = per_cluster
         r = self.registry
@@ -225,6 +228,8 @@ class _QueueMetrics(MetricsProvider):
     ``controller`` as controller-runtime adds)."""
 
     def __init__(self, r: CollectorRegistry, *, per_cluster: bool = False) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
         labels = ["name", "controller", *(["cluster"] if per_cluster else [])]
         self.depth = Gauge("workqueue_depth", "Current depth of workqueue", labels, registry=r)
         self.adds = Counter(

@@ -232,7 +232,7 @@ class ProbeRunnable:
         metrics_address: str | None,
         metrics_secure: bool,
         metrics_cert_dir: str | None,
-        registry: CollectorRegistry,
+        registry: CollectorRegistry | None,
         health_checks: dict[str, Check],
         ready_checks: dict[str, Check],
         synced: Check,

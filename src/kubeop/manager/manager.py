@@ -145,7 +145,7 @@ class Manager:
         self.metrics_secure = _metrics_secure(
             serving.metrics_address, serving.metrics_secure, serving.metrics_cert_dir, serving.health_address
         )
-        self.metrics = Metrics()
+        self._metrics: Metrics | None = None
         self.health_checks: dict[str, Check] = {}
         self.ready_checks: dict[str, Check] = {}
         self.elector: LeaderElector | None = None
@@ -156,6 +156,14 @@ class Manager:
         self._probes: ProbeRunnable | None = None
         self._webhooks: WebhookRunnable | None = None
         self._synced = False
+
+    @property
+    def metrics(self) -> Metrics:
+        """The series this manager exports (controller-runtime's names), on its own registry: made on
+        first use, so a manager that serves no metrics never imports prometheus_client."""
+        if self._metrics is None:
+            self._metrics = Metrics()
+        return self._metrics
 
     # -- what a user adds ------------------------------------------------------------------------
     def add(self, item: _Added) -> _Added:
@@ -454,7 +462,7 @@ class Manager:
             metrics_address=serving.metrics_address,
             metrics_secure=self.metrics_secure,
             metrics_cert_dir=serving.metrics_cert_dir,
-            registry=self.metrics.registry,
+            registry=self.metrics.registry if serving.metrics_address else None,
             health_checks=self.health_checks,
             ready_checks=self.ready_checks,
             synced=self._caches_synced,

@@ -19,16 +19,16 @@ import inspect
 import ipaddress
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
-
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
 from kubeop.client.httpserver import Authorize, HttpServer, Limits, Request, Response
 from kubeop.client.httpserver import Route as _Route
 from kubeop.client.httpserver import parse_address as _parse_address
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["Check", "ProbeServer", "Route", "is_loopback", "parse_address"]
 
@@ -122,7 +122,9 @@ class ProbeServer:
         if path == "/readyz":
             return await self._run(self.ready, "verbose" in query)
         if path == "/metrics" and self.registry is not None:
-            return 200, generate_latest(_WithoutCreated(self.registry)), CONTENT_TYPE_LATEST
+            from kubeop.manager._exposition import CONTENT_TYPE_LATEST, exposition  # on first scrape
+
+            return 200, exposition(self.registry), CONTENT_TYPE_LATEST
         return 404, b"404: not found\n", _TEXT
 
     @staticmethod
@@ -142,20 +144,3 @@ class ProbeServer:
             lines.append(f"[{'+' if passed else '-'}]{name} {'ok' if passed else 'failed' + reason}")
         text = "\n".join(lines) + "\n" if (verbose or not ok) else "ok"
         return (200 if ok else 500), text.encode(), _TEXT
-
-
-class _WithoutCreated(Collector):
-    """A registry's metrics without their ``*_created`` samples (the registry itself unchanged,
-    and no process-wide switch such as prometheus_client's ``disable_created_metrics``)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-
-    def collect(self) -> Iterator[Metric]:
-        for metric in self._registry.collect():
-            created = metric.name + "_created"
-            if any(s.name == created for s in metric.samples):  # a copy: a collector may keep its own
-                copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
-                copy.samples = [s for s in metric.samples if s.name != created]
-                metric = copy
-            yield metric

@@ -43,9 +43,7 @@ import logging
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from typing import TYPE_CHECKING, Any
 
 from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, Indexer, SharedInformerFactory
 from kubeop.client import Client
@@ -56,6 +54,9 @@ from kubeop.manager.labeller import LABEL_PREFIX, ShardLabeller, controller_owne
 from kubeop.manager.lease import LeaseTiming
 from kubeop.manager.membership import Membership, ShardLeaseLost
 from kubeop.manager.rendezvous import owner
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["Sharder", "Sharding"]
 
@@ -93,6 +94,8 @@ class Sharding:
 
 class _Series:
     def __init__(self, registry: CollectorRegistry, ring: str) -> None:
+        from prometheus_client import Counter, Gauge  # with the sharder: not at kubeop.manager's import
+
         self.members = Gauge(
             "kubeop_shard_members", "Members of the shard ring", ["ring"], registry=registry
         ).labels(ring)

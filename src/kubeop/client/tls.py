@@ -15,7 +15,6 @@ import binascii
 import datetime
 import os
 import ssl
-import tempfile
 
 from kubeop.client.config import ClientConfig, ConfigError
 
@@ -164,6 +163,8 @@ def ssl_context(config: ClientConfig, client_cert: tuple[bytes, bytes] | None = 
 
 
 def _load_pair(ctx: ssl.SSLContext, pair: tuple[bytes, bytes], source: str) -> None:
+    import tempfile  # here: an in-cluster (token) client never needs it
+
     with tempfile.TemporaryDirectory(prefix="kubeop-tls-") as tmp:
         os.chmod(tmp, 0o700)
         cert_path = os.path.join(tmp, "client.crt")

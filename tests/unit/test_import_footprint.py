@@ -1,5 +1,5 @@
 """An operator process imports only what it uses: the optional subsystems (metrics exposition,
-webhooks, the dashboard, kopf and Helm operators, fleets, declared kinds) and the heavy modules
+sharding, webhooks, the dashboard, kopf and Helm operators, fleets, declared kinds) and the heavy modules
 they bring load on first use, not with kubeop.manager, kubeop.controller and kubeop.client.
 
 Each check runs in a fresh interpreter (this one has imported everything already)."""
@@ -22,6 +22,10 @@ _OPTIONAL = (
     "kubeop.manager._exposition",
     "kubeop.manager.delegated_auth",
     "kubeop.manager.serving_tls",
+    "kubeop.manager.sharding",
+    "kubeop.manager.membership",
+    "kubeop.manager.labeller",
+    "tempfile",
     "http.server",
     "http.client",
     "urllib.request",
@@ -88,3 +92,8 @@ def test_a_manager_without_metrics_loads_no_metrics_library() -> None:
 def test_a_manager_loads_the_metrics_library_when_its_metrics_are_used() -> None:
     loaded = _loaded(_OPERATOR + "manager.metrics.reconcile_total\n")
     assert "prometheus_client" in loaded
+
+
+def test_a_manager_loads_sharding_when_it_shards() -> None:
+    loaded = _loaded(_OPERATOR + "from kubeop.manager import ShardLeaseLost\n")
+    assert "kubeop.manager.membership" in loaded

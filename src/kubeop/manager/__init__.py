@@ -1,14 +1,17 @@
 """kubeop.manager: run controllers and other runnables on one cluster, with leader election or
 sharding, probes, metrics and webhooks."""
 
+from typing import TYPE_CHECKING, Any
+
 from kubeop.manager.leader import LeaderElector, LeadershipLost
 from kubeop.manager.logs import configure_logging
 from kubeop.manager.manager import Manager
-from kubeop.manager.membership import ShardLeaseLost
-from kubeop.manager.options import Dashboard, LeaderElection, Runtime, Serving, WebhookLimits
+from kubeop.manager.options import Dashboard, LeaderElection, Runtime, Serving, Sharding, WebhookLimits
 from kubeop.manager.runnable import Phase, Runnable, runnable
 from kubeop.manager.server import ProbeServer
-from kubeop.manager.sharding import Sharding
+
+if TYPE_CHECKING:
+    from kubeop.manager.membership import ShardLeaseLost
 
 __all__ = [
     "Dashboard",
@@ -27,3 +30,16 @@ __all__ = [
     "configure_logging",
     "runnable",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Shard membership loads with sharding (kubeop.manager.sharding), not with every manager.
+    if name == "ShardLeaseLost":
+        from kubeop.manager.membership import ShardLeaseLost
+
+        return ShardLeaseLost
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "ShardLeaseLost"})

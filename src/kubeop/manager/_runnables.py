@@ -21,7 +21,6 @@ from kubeop.manager.options import WebhookLimits
 from kubeop.manager.rendezvous import owner as rendezvous_owner
 from kubeop.manager.runnable import Phase
 from kubeop.manager.server import Check, ProbeServer, is_loopback, parse_address
-from kubeop.manager.sharding import Sharder
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from kubeop.manager.manager import Manager
     from kubeop.manager.options import Dashboard
     from kubeop.manager.serving_tls import SelfSigned
+    from kubeop.manager.sharding import Sharder
     from kubeop.webhook import AdmissionWebhook, Conversion, Webhooks
     from kubeop.webhook.rotator import CertRotator, CertSecret
     from kubeop.webhook.server import WebhookServer

@@ -49,12 +49,12 @@ from kubeop.manager.options import (
     LeaderElection,
     Runtime,
     Serving,
+    Sharding,
     _dashboard_from_env,
     _resolve,
 )
 from kubeop.manager.runnable import Phase, Runnable
 from kubeop.manager.server import Check, ProbeServer, is_loopback, parse_address
-from kubeop.manager.sharding import Sharder, Sharding
 from kubeop.queue import Clock
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from kubeop.dashboard import DashboardServer
     from kubeop.manager.delegated_auth import DelegatedAuth
     from kubeop.manager.serving_tls import SelfSigned
+    from kubeop.manager.sharding import Sharder
 
     # Imported when webhooks are used: kubeop.webhook brings pydantic and cryptography (~23 MB of
     # RSS) that an operator without webhooks never needs.
@@ -473,6 +474,8 @@ class Manager:
         """Shard membership (with sharding) or leader election (with it), or nothing."""
         api = cluster.api
         if self.sharding is not None:
+            from kubeop.manager.sharding import Sharder  # with sharding only
+
             sharding = self.sharding
             self.sharder = Sharder(
                 sharding,

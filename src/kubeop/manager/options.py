@@ -15,16 +15,28 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from kubeop.manager.sharding import Sharding
+from kubeop.controller import Request
 
 if TYPE_CHECKING:
     from kubeop.webhook.rotator import CertSecret
 
-__all__ = ["Dashboard", "DeprecatedKeywords", "LeaderElection", "Runtime", "Serving", "WebhookLimits"]
+__all__ = [
+    "Dashboard",
+    "DeprecatedKeywords",
+    "KeyFn",
+    "LeaderElection",
+    "Runtime",
+    "Serving",
+    "Sharding",
+    "WebhookLimits",
+]
+
+KeyFn = Callable[[str, Request], str]
+"""``Sharding(key=...)``: ``key(controller, request)``, the string hashed to pick an object's owner."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,33 @@ class LeaderElection:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     release_on_cancel: bool = True
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """The Manager's sharding option (see the module docstring).
+
+    ``name``: the ring (default: the manager's name); ``namespace``: where its Leases live
+    (default: the client's namespace, else ``default``); ``identity``: this replica's (default:
+    host name and random digits; at most 63 lowercase letters, digits, '-' and '.', starting and
+    ending with a letter or digit, as peers ignore any other); ``unsharded``: names of the
+    controllers that one replica reconciles whole; ``key``: ``key(controller, request)`` the
+    string hashed to pick the owner (default ``namespace/name``: objects sharing a key function's
+    value always share a replica); ``events``: a ShardAcquired Event on each object that moved
+    to this replica (predicate mode); ``labels``: label mode (see the module docstring);
+    ``lease_duration``, ``renew_deadline``, ``retry_period``: the shard Leases' timings (seconds).
+    """
+
+    name: str | None = None
+    namespace: str | None = None
+    identity: str | None = None
+    unsharded: Collection[str] = field(default_factory=frozenset)
+    key: KeyFn | None = None
+    events: bool = True
+    labels: bool = False
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
 
 
 @dataclass(frozen=True)

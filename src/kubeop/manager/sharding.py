@@ -41,8 +41,8 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubeop.cache import DeletedFinalStateUnknown, FuncHandler, Indexer, SharedInformerFactory
@@ -53,6 +53,7 @@ from kubeop.core.resource import ApiResource
 from kubeop.manager.labeller import LABEL_PREFIX, ShardLabeller, controller_owner
 from kubeop.manager.lease import LeaseTiming
 from kubeop.manager.membership import Membership, ShardLeaseLost
+from kubeop.manager.options import Sharding  # the option lives with the Manager's others
 from kubeop.manager.rendezvous import owner
 
 if TYPE_CHECKING:
@@ -61,35 +62,6 @@ if TYPE_CHECKING:
 __all__ = ["Sharder", "Sharding"]
 
 log = logging.getLogger("kubeop.sharding")
-
-KeyFn = Callable[[str, Request], str]
-
-
-@dataclass(frozen=True)
-class Sharding:
-    """The Manager's sharding option (see the module docstring).
-
-    ``name``: the ring (default: the manager's name); ``namespace``: where its Leases live
-    (default: the client's namespace, else ``default``); ``identity``: this replica's (default:
-    host name and random digits; at most 63 lowercase letters, digits, '-' and '.', starting and
-    ending with a letter or digit, as peers ignore any other); ``unsharded``: names of the
-    controllers that one replica reconciles whole; ``key``: ``key(controller, request)`` the
-    string hashed to pick the owner (default ``namespace/name``: objects sharing a key function's
-    value always share a replica); ``events``: a ShardAcquired Event on each object that moved
-    to this replica (predicate mode); ``labels``: label mode (see the module docstring);
-    ``lease_duration``, ``renew_deadline``, ``retry_period``: the shard Leases' timings (seconds).
-    """
-
-    name: str | None = None
-    namespace: str | None = None
-    identity: str | None = None
-    unsharded: Collection[str] = field(default_factory=frozenset)
-    key: KeyFn | None = None
-    events: bool = True
-    labels: bool = False
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
 
 
 class _Series:

@@ -25,6 +25,7 @@ _OPTIONAL = (
     "kubeop.manager.sharding",
     "kubeop.manager.membership",
     "kubeop.manager.labeller",
+    "kubeop.client.httpserver",
     "tempfile",
     "http.server",
     "http.client",

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubeop.client.httpserver import Request
 from kubeop.controller import Controller
 from kubeop.controller import Request as ReconcileRequest
 from kubeop.controller.running import ControllerRuntime, RunningController
@@ -25,6 +24,7 @@ from kubeop.manager.server import Check, ProbeServer, is_loopback, parse_address
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from kubeop.client.httpserver import Request
     from kubeop.cluster import Cluster
     from kubeop.dashboard import DashboardServer, Recorder, Sources
     from kubeop.manager.delegated_auth import DelegatedAuth

@@ -23,12 +23,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from kubeop.client.httpserver import Authorize, HttpServer, Limits, Request, Response
-from kubeop.client.httpserver import Route as _Route
-from kubeop.client.httpserver import parse_address as _parse_address
-
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+
+    from kubeop.client.httpserver import Authorize, HttpServer, Request, Response
+
+# The HTTP core (kubeop.client.httpserver, on llhttp) loads with the first ProbeServer: a manager
+# that serves no probes and no metrics never imports it.
 
 __all__ = ["Check", "ProbeServer", "Route", "is_loopback", "parse_address"]
 
@@ -47,6 +48,8 @@ _LOOPBACK_NAMES = ("localhost", "localhost.")
 def parse_address(address: str) -> tuple[str, int]:
     """``"127.0.0.1:8080"`` / ``":8080"`` (loopback) / ``"[::1]:8080"`` -> (host, port); ``"*:8080"``
     (all interfaces) -> ("*", 8080); a clear error otherwise."""
+    from kubeop.client.httpserver import parse_address as _parse_address
+
     host, port = _parse_address(address)
     return ("*" if host is None else host), port
 
@@ -73,6 +76,10 @@ class ProbeServer:
         tls: Callable[[], ssl.SSLContext] | None = None,
         authorize: Authorize | None = None,
     ) -> None:
+        from kubeop.client.httpserver import Limits
+        from kubeop.client.httpserver import Route as _Route
+        from kubeop.client.httpserver import parse_address as _parse_address
+
         self.host, self.port = _parse_address(address)
         self.registry = registry
         self.health: dict[str, Check] = {"ping": lambda: True}
@@ -88,6 +95,8 @@ class ProbeServer:
 
     async def start(self) -> None:
         """Start serving on the server's address."""
+        from kubeop.client.httpserver import HttpServer
+
         self._http = HttpServer(
             lambda _path: self._route,
             self.host,
@@ -108,6 +117,8 @@ class ProbeServer:
         self._http = None
 
     async def _answer(self, request: Request) -> Response:
+        from kubeop.client.httpserver import Response  # loaded by __init__: a dictionary look-up
+
         status, body, content_type = await self._route_for(
             request.path, parse_qs(request.query, keep_blank_values=True)
         )

@@ -41,6 +41,22 @@ def api_resource_list(group: str, version: str, resources: Sequence[ServedResour
     }
 
 
+def core_discovery(api_version: str | None) -> tuple[dict[str, Any], str]:
+    """``/api`` of a server with no core group: an empty APIGroupDiscoveryList when asked for the
+    aggregated discovery (``api_version`` v2/v2beta1), else an APIVersions with no versions; so a
+    client talking to this server directly (not through kube-apiserver, which owns ``/api``)
+    discovers its one group instead of failing on a 404."""
+    if api_version is None:
+        return {"kind": "APIVersions", "versions": [], "serverAddressByClientCIDRs": []}, "application/json"
+    body = {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": f"apidiscovery.k8s.io/{api_version}",
+        "metadata": {},
+        "items": [],
+    }
+    return body, _AGGREGATED.format(api_version)
+
+
 def discovery_version(accept: str | None) -> str | None:
     """``v2`` or ``v2beta1`` when ``accept`` asks for the aggregated discovery first, else None."""
     for part in (accept or "").split(","):

@@ -384,6 +384,14 @@ class Handlers:
                 reason="Conflict",
             )
         version = _version(meta.get("resourceVersion"))
+        if version is None:  # as for a custom resource: no unconditional update
+            raise StatusError(
+                422,
+                f'{served.decl.kind} "{target.name}" is invalid: metadata.resourceVersion: Invalid value: '
+                "0x0: must be specified for an update (read the object, change it, and send it back)",
+                reason="Invalid",
+                causes=[("FieldValueInvalid", "must be specified for an update", "metadata.resourceVersion")],
+            )
         manager = manager_name(query, request.header("user-agent"))
         new = self._merge_update(served, old, body, target.subresource, manager)
         if _same(old, new) and (version is None or str(version) == old["metadata"]["resourceVersion"]):

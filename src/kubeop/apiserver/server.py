@@ -46,6 +46,7 @@ from kubeop.apiserver.discovery import (
     api_group,
     api_group_list,
     api_resource_list,
+    core_discovery,
     discovery_version,
 )
 from kubeop.apiserver.handlers import JSON, Attributes, Handlers, decode_segments
@@ -239,6 +240,9 @@ class APIServer:
         await self._authz.authorize(user, Attributes("get", path))
         if path.rstrip("/") == "/apis" and (wanted := discovery_version(request.header("accept"))):
             body, media = aggregated_discovery(self.group, self.version, self.resources, wanted)
+            return Response(200, orjson.dumps(body), media)
+        if path.rstrip("/") == "/api":
+            body, media = core_discovery(discovery_version(request.header("accept")))
             return Response(200, orjson.dumps(body), media)
         document = self._document(path)
         if document is None:

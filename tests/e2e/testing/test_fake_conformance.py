@@ -5,6 +5,11 @@ and ``real`` (the session's local control plane; full, because garbage collectio
 deletion are kube-controller-manager's work). Effects the real cluster has eventually (garbage
 collection, namespace termination) are awaited with ``eventually``; the fake has them at once.
 
+A third backend, ``aggregated``, is kubeop's own aggregated API server (kubeop.apiserver.APIServer
+with MemoryStorage, in process on loopback, no control plane) serving the Gadget kind; it is
+generated only for the tests listed in ``_AGGREGATED`` (the tests on Gadgets whose semantics that
+server implements). See ``_NOT_AGGREGATED`` for why the others are not.
+
     pytest tests/e2e/testing/test_fake_conformance.py -k fake     # milliseconds, no control plane
     flock /tmp/kubeop-bench.lock pytest tests/e2e/testing/test_fake_conformance.py
 """
@@ -15,18 +20,25 @@ import asyncio
 import copy
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubeop.client import Client, load_kubeconfig
+from kubeop.apiserver import APIServer, MemoryStorage
+from kubeop.apiserver.auth import RequestHeaderConfig
+from kubeop.client import Client, ClientConfig, load_kubeconfig
 from kubeop.client.watch import WatchEvent
 from kubeop.core import ApiResource
 from kubeop.core.errors import AlreadyExists, ApiError, BadRequest, Conflict, Gone, Invalid, NotFound
 from kubeop.core.patch import PatchType
+from kubeop.crd import CustomResource
+from kubeop.crd.resource import CamelModel
 from kubeop.testing import FakeCluster
+from kubeop.testing.pki import CertificateAuthority
 
 CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 NS = ApiResource("", "v1", "namespaces", kind="Namespace", namespaced=False)
@@ -80,6 +92,102 @@ GADGET_CRD: dict[str, Any] = {
 }
 
 
+class GadgetSpec(CamelModel):
+    size: int | None = None
+    replicas: int | None = None
+
+
+class GadgetStatus(CamelModel):
+    phase: str | None = None
+    replicas: int | None = None
+
+
+class Gadget(CustomResource, group="conformance.kubeop.dev", version="v1", subresources=["status"]):
+    """GADGET_CRD's kind as a kubeop model, for the aggregated backend (no scale subresource)."""
+
+    spec: GadgetSpec
+    status: GadgetStatus | None = None
+
+
+# The tests the aggregated backend runs: those on Gadgets (a custom kind) whose semantics an
+# aggregated API server of ours owns, with no built-in kind or kube-controller-manager involved.
+_AGGREGATED = frozenset(
+    {
+        "test_generation_and_the_status_subresource",
+        "test_deletion_marks_once_and_stale_status_writes_conflict",
+    }
+)
+# Why the others are not generated for it: they are about ConfigMaps, Namespaces, Deployments or
+# webhook configurations (kube-apiserver's built-in kinds, in /api/v1 or another group than the one
+# an aggregated server owns), garbage collection and namespace termination (kube-controller-manager),
+# or the scale subresource (APIServer serves status only). The semantics those CM tests pin are
+# pinned for Gadgets by the ``test_gadget_*`` tests below, which all three backends run.
+_NOT_AGGREGATED = {
+    "test_conflicts_already_exists_and_not_found": "ConfigMaps (built-in; no generation)",
+    "test_the_scale_subresource": "the scale subresource (APIServer serves status only)",
+    "test_finalizers_and_deletion_timestamp": "ConfigMaps (built-in)",
+    "test_patch_formats": "ConfigMaps and Deployments (strategic merge of a built-in kind)",
+    "test_webhook_configurations_replace_on_merge_and_merge_by_name_on_strategic": "built-in kind",
+    "test_server_side_apply_conflicts": "ConfigMaps (built-in)",
+    "test_generate_name_dry_run_and_delete_collection": "ConfigMaps (built-in)",
+    "test_names_are_validated": "ConfigMaps and Namespaces (built-in)",
+    "test_label_and_field_selectors": "ConfigMaps (built-in; metadata.namespace across namespaces)",
+    "test_a_list_at_an_exact_resource_version_is_that_snapshot": "ConfigMaps (built-in)",
+    "test_watch_order_and_selection": "ConfigMaps (built-in)",
+    "test_watch_from_a_compacted_version_is_gone": "ConfigMaps (built-in)",
+    "test_initial_events_end_with_a_bookmark": "ConfigMaps (built-in)",
+    "test_background_deletion_collects_dependents": "garbage collection (kube-controller-manager)",
+    "test_foreground_deletion_waits_for_blocking_dependents": "garbage collection (kube-controller-manager)",
+    "test_orphan_deletion_keeps_dependents": "garbage collection (kube-controller-manager)",
+    "test_a_deleted_namespace_takes_its_contents": "namespaces (built-in, kube-controller-manager)",
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        name = metafunc.function.__name__
+        extra = ["aggregated"] if name in _AGGREGATED or name.startswith("test_gadget_") else []
+        metafunc.parametrize("backend", ["fake", "real", *extra], indirect=True)
+
+
+async def _allow_all(body: dict[str, Any]) -> Mapping[str, Any]:
+    """TokenReview and SubjectAccessReview for the aggregated backend: anyone, anything."""
+    if body["kind"] == "TokenReview":
+        return {**body, "status": {"authenticated": True, "user": {"username": "conformance"}}}
+    return {**body, "status": {"allowed": True}}
+
+
+@asynccontextmanager
+async def _aggregated(directory: Path) -> AsyncIterator[Backend]:
+    serving = CertificateAuthority.create("serving-ca")
+    serving.save(directory, "serving-ca")
+    serving.issue_to(directory / "certs", "tls", "api", hosts=["127.0.0.1"], server=True)
+    proxy_ca = CertificateAuthority.create("front-proxy-ca")
+    storage = MemoryStorage()
+    server = APIServer(
+        [Gadget],
+        storage,
+        address="127.0.0.1:0",
+        cert_dir=directory / "certs",
+        requestheader=RequestHeaderConfig(proxy_ca.cert_pem.decode(), ("front-proxy-client",)),
+        review=_allow_all,
+        bookmark_interval=0.2,
+    )
+    await server.start()
+    try:
+        config = ClientConfig(
+            server=f"https://127.0.0.1:{server.port}",
+            ca_file=str(directory / "serving-ca.crt"),
+            token="conformance",
+            namespace="conformance",
+            qps=None,
+        )
+        async with Client(config) as client:
+            yield Backend("aggregated", client, "conformance", storage.compact)
+    finally:
+        await server.stop()
+
+
 @dataclass
 class Backend:
     name: str
@@ -93,8 +201,12 @@ def _gadget_crd(control_plane: Any) -> None:
     control_plane.install_crds([GADGET_CRD])
 
 
-@pytest.fixture(params=["fake", "real"])
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+@pytest.fixture
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param == "aggregated":
+        async with _aggregated(tmp_path) as aggregated:
+            yield aggregated
+        return
     if request.param == "fake":
         cluster = FakeCluster()
         cluster.add_crd(GADGET_CRD)

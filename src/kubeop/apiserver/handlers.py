@@ -35,7 +35,7 @@ import orjson
 import yaml
 
 from kubeop.apiserver.apply import manager_name
-from kubeop.apiserver.names import check_name, check_namespace
+from kubeop.apiserver.names import check_generate_name, check_name, check_namespace
 from kubeop.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
 from kubeop.apiserver.resource import ServedResource
 from kubeop.apiserver.status import StatusError
@@ -320,6 +320,7 @@ class Handlers:
                     f"{served.decl.kind}: metadata.name or metadata.generateName is required",
                     causes=[("FieldValueRequired", "name or generateName is required", "metadata.name")],
                 )
+            check_generate_name(prefix, kind=served.decl.kind)
             name = prefix[:58] + "".join(secrets.choice(_SUFFIX) for _ in range(5))
         if not isinstance(name, str):
             raise StatusError(422, "metadata.name must be a string")

@@ -82,7 +82,9 @@ class MemoryStorage:
                 f"MemoryStorage: history and watch_queue must be >= 1, got {history}, {watch_queue}"
             )
         self._objects: dict[str, dict[_Key, dict[str, Any]]] = {}
-        self._version = 0
+        # Versions start at 1, as etcd's revisions do: a list of an empty storage is at "1", never
+        # at "0", which a watch reads as "any version" (and would then miss what came between).
+        self._version = 1
         self._history: deque[_Change] = deque()
         self._history_size = history
         self._compacted = 0  # changes after this version are all in the history
@@ -249,7 +251,7 @@ class MemoryStorage:
         for resource, key, obj in objects:
             self._objects.setdefault(resource, {})[key] = obj
         self._history.extend(history)
-        self._version, self._compacted = version, compacted
+        self._version, self._compacted = max(version, 1), compacted
 
     # -- watch ---------------------------------------------------------------------------------
 

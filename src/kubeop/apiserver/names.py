@@ -12,7 +12,7 @@ import re
 
 from kubeop.apiserver.status import StatusError
 
-__all__ = ["check_name", "check_namespace"]
+__all__ = ["check_generate_name", "check_name", "check_namespace"]
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*").fullmatch
@@ -30,6 +30,22 @@ def check_name(name: str, *, field: str = "metadata.name", kind: str = "") -> st
         "alphanumeric character (e.g. 'example.com'), at most 253 characters",
         kind=kind,
         causes=[("FieldValueInvalid", "a lowercase RFC 1123 subdomain", field)],
+    )
+
+
+def check_generate_name(prefix: str, *, kind: str = "") -> str:
+    """``prefix`` if it may start a name (a DNS-1123 subdomain but for a trailing ``-``), else 422
+    Invalid naming ``metadata.generateName``, as kube-apiserver checks it before adding a suffix."""
+    masked = prefix[:-1] + "a" if len(prefix) > 1 and prefix.endswith("-") else prefix
+    if len(masked) <= 253 and _SUBDOMAIN(masked):
+        return prefix
+    raise StatusError(
+        422,
+        f"{kind + ' ' if kind else ''}metadata.generateName: Invalid value {_shown(prefix)}: a prefix of a "
+        "lowercase RFC 1123 subdomain: lower case alphanumeric characters, '-' or '.', starting with an "
+        "alphanumeric character (e.g. 'web-')",
+        kind=kind,
+        causes=[("FieldValueInvalid", "a lowercase RFC 1123 subdomain prefix", "metadata.generateName")],
     )
 
 

@@ -688,3 +688,218 @@ async def test_a_deleted_namespace_takes_its_contents(backend: Backend) -> None:
 
 async def _gone(api: Client, name: str) -> bool:
     return await api.get_or_none(CM, name) is None
+
+
+# -- the same semantics on a custom kind: fake, real and aggregated ----------------------------------
+
+
+async def test_gadget_conflicts_already_exists_and_not_found(backend: Backend) -> None:
+    api = backend.client
+    created = await api.create(gadget("a"))
+    meta = created["metadata"]
+    assert meta["uid"] and meta["creationTimestamp"] and int(meta["resourceVersion"]) > 0
+    assert meta["generation"] == 1
+    stale = copy.deepcopy(created)
+    created["spec"]["size"] = 2
+    updated = await api.update(created)
+    assert int(updated["metadata"]["resourceVersion"]) > int(meta["resourceVersion"])
+    stale["spec"]["size"] = 3
+    with pytest.raises(Conflict) as conflict:
+        await api.update(stale)
+    assert conflict.value.code == 409 and conflict.value.reason == "Conflict"
+    assert "the object has been modified" in str(conflict.value)
+    with pytest.raises(AlreadyExists) as exists:
+        await api.create(gadget("a"))
+    assert exists.value.code == 409 and exists.value.reason == "AlreadyExists"
+    with pytest.raises(NotFound) as missing:
+        await api.get(GADGETS, "nope")
+    assert missing.value.code == 404 and 'gadgets.conformance.kubeop.dev "nope" not found' in str(
+        missing.value
+    )
+    with pytest.raises(NotFound):
+        await api.delete(GADGETS, "nope")
+    again = await api.update(updated)  # an update that changes nothing writes nothing
+    assert again["metadata"]["resourceVersion"] == updated["metadata"]["resourceVersion"]
+
+
+async def test_gadget_finalizers_and_deletion_timestamp(backend: Backend) -> None:
+    api = backend.client
+    obj = gadget("f")
+    obj["metadata"]["finalizers"] = ["conformance.kubeop.dev/hold"]
+    await api.create(obj)
+    await api.delete(GADGETS, "f")
+    held = await api.get(GADGETS, "f")
+    assert held["metadata"]["deletionTimestamp"]
+    held["metadata"]["finalizers"].append("conformance.kubeop.dev/another")
+    with pytest.raises(Invalid, match="no new finalizers"):
+        await api.update(held)
+    ops = [
+        {"op": "test", "path": "/metadata/finalizers", "value": ["conformance.kubeop.dev/hold"]},
+        {"op": "replace", "path": "/metadata/finalizers", "value": []},
+    ]
+    await api.patch(GADGETS, "f", ops, type=PatchType.JSON)
+    with pytest.raises(NotFound):
+        await api.get(GADGETS, "f")
+
+
+async def test_gadget_patch_formats(backend: Backend) -> None:
+    api = backend.client
+    await api.create(gadget("p", size=1, replicas=2))
+    merged = await api.patch(GADGETS, "p", {"spec": {"replicas": None, "size": 3}})
+    assert merged["spec"] == {"size": 3} and merged["metadata"]["generation"] == 2
+    with pytest.raises(ApiError) as failed:
+        await api.patch(GADGETS, "p", [{"op": "test", "path": "/spec/size", "value": 9}], type=PatchType.JSON)
+    assert failed.value.code == 422
+    ops = [{"op": "replace", "path": "/spec/size", "value": 4}]
+    assert (await api.patch(GADGETS, "p", ops, type=PatchType.JSON))["spec"]["size"] == 4
+    with pytest.raises(ApiError) as unsupported:
+        await api.patch(GADGETS, "p", {"spec": {"size": 1}}, type=PatchType.STRATEGIC)
+    assert unsupported.value.code == 415
+
+
+async def test_gadget_server_side_apply_conflicts(backend: Backend) -> None:
+    api = backend.client
+    created = await api.apply(gadget("ssa", size=1, replicas=2), field_manager="alice")
+    assert created["spec"] == {"size": 1, "replicas": 2}
+    assert (await api.apply(gadget("ssa", size=1), field_manager="alice"))["spec"] == {"size": 1}
+    with pytest.raises(Conflict, match='conflict with "alice"'):
+        await api.apply(gadget("ssa", size=5), field_manager="bob")
+    forced = await api.apply(gadget("ssa", size=5), field_manager="bob", force=True)
+    assert forced["spec"] == {"size": 5}
+
+
+async def test_gadget_generate_name_dry_run_and_delete_collection(backend: Backend) -> None:
+    api = backend.client
+    body = gadget("")
+    body["metadata"] = {"generateName": "gen-"}
+    generated = await api.create(body)
+    name = generated["metadata"]["name"]
+    assert name.startswith("gen-") and len(name) == len("gen-") + 5
+    dry = await api.create(gadget("dry", size=7), dry_run=True)
+    assert dry["spec"] == {"size": 7} and await api.get_or_none(GADGETS, "dry") is None
+    await api.patch(GADGETS, name, {"spec": {"size": 9}}, dry_run=True)
+    assert (await api.get(GADGETS, name))["spec"]["size"] == 1
+    for i in range(3):
+        obj = gadget(f"dc-{i}")
+        obj["metadata"]["labels"] = {"batch": "yes" if i < 2 else "no"}
+        await api.create(obj)
+    await api.delete_collection(GADGETS, label_selector="batch=yes")
+    left = await api.list(GADGETS, label_selector="batch")
+    assert [o["metadata"]["name"] for o in left] == ["dc-2"]
+
+
+async def test_gadget_names_are_validated(backend: Backend) -> None:
+    api = backend.client
+    for bad in ("Bad_Name", "-lead", "x" * 254):
+        with pytest.raises(Invalid) as refused:
+            await api.create(gadget(bad))
+        assert refused.value.code == 422 and "metadata.name: Invalid value" in str(refused.value)
+    body = gadget("")
+    body["metadata"] = {"generateName": "Bad_"}
+    with pytest.raises(Invalid, match=r"metadata\.generateName"):
+        await api.create(body)
+    assert (await api.create(gadget("a.b-c")))["metadata"]["name"] == "a.b-c"
+    with pytest.raises(BadRequest) as selector:
+        await api.list(GADGETS, label_selector="tier in (a")
+    assert selector.value.code == 400
+
+
+async def test_gadget_label_and_field_selectors(backend: Backend) -> None:
+    api = backend.client
+    for name, tier in (("s1", "web"), ("s2", "db"), ("s3", "web")):
+        obj = gadget(name)
+        obj["metadata"]["labels"] = {"tier": tier}
+        await api.create(obj)
+    web = await api.list(GADGETS, label_selector="tier=web")
+    assert [o["metadata"]["name"] for o in web] == ["s1", "s3"]
+    assert all(o["kind"] == "Gadget" for o in web)
+    not_web = await api.list(GADGETS, label_selector="tier,tier!=web")
+    assert [o["metadata"]["name"] for o in not_web] == ["s2"]
+    by_name = await api.list(GADGETS, field_selector={"metadata.name": "s3"})
+    assert [o["metadata"]["name"] for o in by_name] == ["s3"]
+    by_namespace = await api.list(
+        GADGETS, all_namespaces=True, field_selector=f"metadata.namespace={backend.namespace}"
+    )
+    assert len(by_namespace) == 3
+    with pytest.raises(BadRequest):
+        await api.list(GADGETS, field_selector="spec.size=1")
+    page = await api.list(GADGETS, limit=2)
+    assert len(page) == 2 and page.continue_
+    rest = await api.list(GADGETS, limit=2, continue_=page.continue_)
+    assert [o["metadata"]["name"] for o in rest] == ["s3"] and not rest.continue_
+
+
+async def test_gadget_list_at_an_exact_resource_version_is_that_snapshot(backend: Backend) -> None:
+    api = backend.client
+    first = await api.create(gadget("ex-a", size=1))
+    then = first["metadata"]["resourceVersion"]
+    first["spec"]["size"] = 2
+    await api.update(first)
+    await api.create(gadget("ex-b"))
+    old = await api.list(GADGETS, resource_version=then, resource_version_match="Exact")
+    assert old.resource_version == then
+    assert [(o["metadata"]["name"], o["spec"]["size"]) for o in old] == [("ex-a", 1)]
+    await api.delete(GADGETS, "ex-a")
+    after = (await api.list(GADGETS)).resource_version
+    await api.create(gadget("ex-a", size=3))
+    gone = await api.list(GADGETS, resource_version=after, resource_version_match="Exact")
+    assert [o["metadata"]["name"] for o in gone] == ["ex-b"]
+
+
+async def test_gadget_watch_order_and_selection(backend: Backend) -> None:
+    api = backend.client
+    start = (await api.list(GADGETS)).resource_version
+    everything = api.watch(GADGETS, resource_version=start)
+    web = api.watch(GADGETS, resource_version=start, label_selector="tier=web")
+    obj = gadget("w")
+    obj["metadata"]["labels"] = {"tier": "web"}
+    created = await api.create(obj)
+    created["spec"]["size"] = 2
+    updated = await api.update(created)
+    moved = await api.patch(GADGETS, "w", {"metadata": {"labels": {"tier": "db"}}})
+    await api.delete(GADGETS, "w")
+    seen = await _take(everything, 4)
+    assert [(t, n) for t, n, _ in seen] == [
+        ("ADDED", "w"),
+        ("MODIFIED", "w"),
+        ("MODIFIED", "w"),
+        ("DELETED", "w"),
+    ]
+    versions = [int(rv) for _, _, rv in seen]
+    assert versions == sorted(versions) and len(set(versions)) == 4
+    assert seen[1][2] == updated["metadata"]["resourceVersion"]
+    selected = await _take(web, 3)  # leaving the selection is a DELETED for that watch
+    assert [(t, rv) for t, _, rv in selected] == [
+        ("ADDED", created["metadata"]["resourceVersion"]),
+        ("MODIFIED", updated["metadata"]["resourceVersion"]),
+        ("DELETED", moved["metadata"]["resourceVersion"]),
+    ]
+    await everything.aclose()
+    await web.aclose()
+
+
+async def test_gadget_watch_from_a_compacted_version_is_gone(backend: Backend) -> None:
+    api = backend.client
+    await api.create(gadget("old"))
+    old = (await api.list(GADGETS)).resource_version
+    await api.create(gadget("newer"))
+    await asyncio.to_thread(backend.compact)
+    events = api.watch(GADGETS, resource_version=old)
+    with pytest.raises(Gone) as gone:
+        await _take(events, 1)
+    assert gone.value.code == 410 and "too old resource version" in str(gone.value)
+    with pytest.raises(Gone):
+        await api.list(GADGETS, resource_version=old, resource_version_match="Exact")
+
+
+async def test_gadget_initial_events_end_with_a_bookmark(backend: Backend) -> None:
+    api = backend.client
+    await api.create(gadget("i1"))
+    await api.create(gadget("i2"))
+    names: list[str] = []
+    async with asyncio.timeout(30):
+        async for event in api.watch(GADGETS, send_initial_events=True):
+            if event.is_initial_events_end:
+                break
+            names.append(event.object["metadata"]["name"])
+    assert sorted(names) == ["i1", "i2"]

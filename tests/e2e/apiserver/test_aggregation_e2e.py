@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import os
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -282,3 +283,66 @@ async def test_kubectl_server_side_apply_dry_run_and_finalizers(
     )
     gone = await _kubectl(cp, "get", "widget", "ssa", "-n", NS, check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr
+
+
+async def test_kubectl_describe_edit_and_watch_through_the_aggregator(
+    cp: ControlPlane, served: tuple[APIServer, Client]
+) -> None:
+    _, client = served
+    await _available(client)
+    await _discovered(cp)
+    await _kubectl(cp, "apply", "-f", "-", input=WIDGET)
+    described = (await _kubectl(cp, "describe", "widget", "small", "-n", NS)).stdout
+    assert "Name:" in described and "small" in described and "Kind:         Widget" in described
+    assert "Spec:" in described and "Size:  2" in described
+    # kubectl get -w: the table of the object as it is, then a row per change (a watch with a Table).
+    watch = await asyncio.create_subprocess_exec(
+        str(cp.binaries.kubectl),
+        f"--kubeconfig={cp.kubeconfig_path}",
+        "get",
+        "widgets",
+        "-n",
+        NS,
+        "-w",
+        "--output-watch-events",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout = watch.stdout
+        assert stdout is not None
+        lines: list[str] = []
+
+        async def row(*words: str) -> str:
+            async with asyncio.timeout(30):
+                while True:
+                    line = (await stdout.readline()).decode()
+                    assert line, f"kubectl get -w ended: {lines}"
+                    lines.append(line)
+                    if all(w in line.split() for w in words):
+                        return line
+
+        await row("ADDED", "small", "2")
+        # kubectl edit, non-interactively: the "editor" is sed, changing the size in the file.
+        edited = await asyncio.create_subprocess_exec(
+            str(cp.binaries.kubectl),
+            f"--kubeconfig={cp.kubeconfig_path}",
+            "edit",
+            "widget",
+            "small",
+            "-n",
+            NS,
+            env={**os.environ, "KUBE_EDITOR": "sed -i -e 's/size: 2/size: 7/'"},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        async with asyncio.timeout(60):
+            out, err = await edited.communicate()
+        assert edited.returncode == 0, err.decode()
+        assert "widget.example.com/small edited" in out.decode()
+        await row("MODIFIED", "small", "7")
+    finally:
+        watch.kill()
+        await watch.wait()
+    got = await client.get(Widget, "small", namespace=NS)
+    assert got.spec.size == 7 and got.metadata.generation == 2

@@ -257,3 +257,37 @@ def test_the_server_is_a_manager_runnable(env: Env) -> None:
 
     assert isinstance(env.server, Runnable)
     assert env.server.phase is Phase.SERVERS and not env.server.needs_leader
+
+
+async def test_a_server_without_a_core_group_answers_api_empty(env: Env) -> None:
+    """A client talking to the server directly (not through kube-apiserver) discovers from /api."""
+    async with env.as_user("alice") as s:
+        code, legacy = await call(s, "GET", env.base + "/api")
+        assert code == 200 and legacy["kind"] == "APIVersions" and legacy["versions"] == []
+        aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+        async with s.get(env.base + "/api", headers={"Accept": aggregated}) as resp:
+            assert resp.headers["Content-Type"].endswith("as=APIGroupDiscoveryList")
+            assert orjson.loads(await resp.read())["items"] == []
+
+
+async def test_an_update_needs_a_resource_version_and_a_fresh_storage_is_not_at_zero(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        code, empty = await call(s, "GET", env.base + NS)
+        assert code == 200 and empty["metadata"]["resourceVersion"] != "0"  # "0" means "any" to a watch
+        code, made = await call(s, "POST", env.base + NS, widget("a"))
+        del made["metadata"]["resourceVersion"]
+        code, refused = await call(s, "PUT", env.base + NS + "/a", made)
+        assert code == 422 and refused["reason"] == "Invalid"
+        assert "metadata.resourceVersion" in refused["message"]
+        assert refused["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+
+
+async def test_generate_name_is_checked_as_a_name_prefix(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        body = widget("")
+        body["metadata"] = {"generateName": "Bad_"}
+        code, refused = await call(s, "POST", env.base + NS, body)
+        assert code == 422 and "metadata.generateName: Invalid value 'Bad_'" in refused["message"]
+        body["metadata"] = {"generateName": "web-"}
+        code, made = await call(s, "POST", env.base + NS, body)
+        assert code == 201 and made["metadata"]["name"].startswith("web-")

@@ -177,7 +177,17 @@ class Handlers:
 
     # -- the verbs ---------------------------------------------------------------------------
 
-    async def answer(self, request: Request, attrs: Attributes, target: _Target) -> Response:
+    async def answer(
+        self,
+        request: Request,
+        attrs: Attributes,
+        target: _Target,
+        *,
+        may_create: Callable[[], Awaitable[None]] | None = None,
+    ) -> Response:
+        """Answer ``request`` (already authorized as ``attrs``); ``may_create`` authorizes the
+        create an apply makes of a missing object (kube-apiserver checks ``create`` then too):
+        it raises to refuse."""
         query = _query(request)
         dry = query.get("dryRun")
         if dry not in (None, "All"):
@@ -203,7 +213,7 @@ class Handlers:
         if verb == "update":
             return await self._update(request, target, query, dry_run)
         if verb == "patch":
-            return await self._patch(request, target, query, dry_run)
+            return await self._patch(request, target, query, dry_run, may_create)
         if verb == "delete":
             return await self._delete(request, target, dry_run)
         return await self._delete_collection(request, target, query, dry_run)
@@ -395,7 +405,7 @@ class Handlers:
             )
         manager = manager_name(query, request.header("user-agent"))
         new = self._merge_update(served, old, body, target.subresource, manager)
-        if _same(old, new) and (version is None or str(version) == old["metadata"]["resourceVersion"]):
+        if _same(old, new) and str(version) == old["metadata"]["resourceVersion"]:
             return self._object(request, served, old, 200)
         stored = await self._write(target, old, new, version, dry_run)
         return self._object(request, served, stored, 200)
@@ -428,7 +438,12 @@ class Handlers:
         )
 
     async def _patch(
-        self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
+        self,
+        request: Request,
+        target: _Target,
+        query: dict[str, str],
+        dry_run: bool,
+        may_create: Callable[[], Awaitable[None]] | None = None,
     ) -> Response:
         served = target.served
         media = _media(request)
@@ -440,7 +455,7 @@ class Handlers:
                 f"{_JSON_PATCH} or {_APPLY}",
             )
         if media == _APPLY:
-            return await self._apply(request, target, query, dry_run)
+            return await self._apply(request, target, query, dry_run, may_create)
         if media not in (_MERGE, _JSON_PATCH, _STRATEGIC):
             raise StatusError(
                 415,
@@ -486,7 +501,12 @@ class Handlers:
         raise AssertionError("unreachable")
 
     async def _apply(
-        self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
+        self,
+        request: Request,
+        target: _Target,
+        query: dict[str, str],
+        dry_run: bool,
+        may_create: Callable[[], Awaitable[None]] | None = None,
     ) -> Response:
         """Server-side apply (:mod:`kubeop.apiserver.apply`): creates the object when there is none."""
         served = target.served
@@ -533,6 +553,8 @@ class Handlers:
                     raise
                 old = None
             if old is None:
+                if may_create is not None:
+                    await may_create()  # an apply that creates is a create: patch alone is not enough
                 body = ownership.apply(None, applied, manager, "", force=force, now=self._now())
                 body.update(apiVersion=served.decl.api_version, kind=served.decl.kind)
                 body["metadata"]["name"] = target.name
@@ -562,15 +584,10 @@ class Handlers:
 
     async def _delete(self, request: Request, target: _Target, dry_run: bool) -> Response:
         served = target.served
-        options = _decode(request.body) if request.body else {}
-        if not isinstance(options, dict):
-            raise StatusError(400, "the body of a delete must be DeleteOptions (an object)")
+        options, dry_run = _delete_options(request, dry_run)
         pre = options.get("preconditions") or {}
         if not isinstance(pre, dict):
             raise StatusError(400, "preconditions must be an object")
-        if options.get("dryRun") not in (None, [], ["All"]):
-            raise StatusError(400, "DeleteOptions.dryRun: the only value is [All]")
-        dry_run = dry_run or options.get("dryRun") == ["All"]
         gone = await self._delete_one(
             target,
             await self._get(target),
@@ -620,6 +637,7 @@ class Handlers:
         self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
     ) -> Response:
         served = target.served
+        _, dry_run = _delete_options(request, dry_run)  # client-go sends dryRun in the body only
         page = await self.storage.list(
             served.key,
             ListOptions(
@@ -764,6 +782,17 @@ def _stale(served: ServedResource, name: str) -> StatusError:
 
 def _no_path(path: str) -> StatusError:
     return StatusError(404, f"the server could not find the requested resource ({path})")
+
+
+def _delete_options(request: Request, dry_run: bool) -> tuple[dict[str, Any], bool]:
+    """A delete's DeleteOptions body (none: ``{}``), and whether it is a dry run (the query's
+    ``dryRun`` or the body's)."""
+    options = _decode(request.body) if request.body else {}
+    if not isinstance(options, dict):
+        raise StatusError(400, "the body of a delete must be DeleteOptions (an object)")
+    if options.get("dryRun") not in (None, [], ["All"]):
+        raise StatusError(400, "DeleteOptions.dryRun: the only value is [All]")
+    return options, dry_run or options.get("dryRun") == ["All"]
 
 
 def _query(request: Request) -> dict[str, str]:

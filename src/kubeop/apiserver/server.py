@@ -24,6 +24,7 @@ is authenticated, authorized and answered with a ``Status`` on failure. Bodies a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import ssl
@@ -233,8 +234,13 @@ class APIServer:
             rest = decode_segments(path, prefix)
             if rest:
                 attrs, target = self._handlers.attributes(request, rest, self.group, self.version)
-                await self._authz.authorize(user, attrs)
-                return await self._handlers.answer(request, attrs, target)
+                authz = self._authz
+                await authz.authorize(user, attrs)
+
+                async def may_create() -> None:
+                    await authz.authorize(user, dataclasses.replace(attrs, verb="create"))
+
+                return await self._handlers.answer(request, attrs, target, may_create=may_create)
         if request.method not in ("GET", "HEAD"):
             raise StatusError(405, f"{request.method} is not allowed on {path}")
         await self._authz.authorize(user, Attributes("get", path))

@@ -268,10 +268,10 @@ def run(
     paths = kubeconfig or []
     with errors_as_messages():
         fleet_env = _fleet_environment(paths, cluster_secret_selector, cluster_secret_namespace)
-        # One cluster: the --kubeconfig given (or $KUBECONFIG); a fleet: each --kubeconfig's.
-        members: list[Path | None] = (
-            [Path(p) for p in _member_paths(fleet_env)] if fleet_env else [Path(p) for p in paths] or [None]
-        )
+        # One cluster: the --kubeconfig given (or $KUBECONFIG); a fleet: each --kubeconfig's, or
+        # with only --cluster-secret-selector the hub's ($KUBECONFIG), never none.
+        given = _member_paths(fleet_env) if fleet_env else paths
+        members: list[Path | None] = [Path(p) for p in given] or [None]
         logging_env = log_environment(log_format, log_level)
         project = any_project_at(directory)
         if isinstance(project, HelmProject):

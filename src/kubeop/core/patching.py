@@ -27,9 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 __all__ = ["ListRule", "PatchError", "json_patch", "merge_patch", "strategic_merge_patch"]
 
 _MAX_OPERATIONS = 10_000
+#: What ``copy`` operations may copy in all, encoded: a small patch must not grow a document
+#: without bound (twenty copies of a doubling subtree are a million times its size).
+_COPY_LIMIT = 3 * 1024 * 1024
 
 
 class PatchError(Exception):
@@ -77,6 +82,7 @@ def json_patch(target: Any, operations: Any) -> Any:
             f"a JSON patch of {len(operations)} operations is over {_MAX_OPERATIONS}",
         )
     doc = copy.deepcopy(target)
+    copied = 0
     for i, op in enumerate(operations):
         if (
             not isinstance(op, dict)
@@ -86,6 +92,16 @@ def json_patch(target: Any, operations: Any) -> Any:
             raise PatchError(400, "BadRequest", f"JSON patch operation {i}: needs 'op' and 'path' strings")
         where = f"JSON patch operation {i} ({op['op']} {op['path']!r})"
         try:
+            if op["op"] == "copy" and isinstance(op.get("from"), str):
+                source = op["from"]
+                copied += len(orjson.dumps(_get(doc, _tokens(source), source), default=str))
+                if copied > _COPY_LIMIT:
+                    raise PatchError(
+                        413,
+                        "RequestEntityTooLarge",
+                        f"{where}: the patch's copy operations copy over {_COPY_LIMIT} bytes in all; "
+                        "send the values instead",
+                    )
             doc = _operate(doc, op)
         except _Malformed as exc:
             raise PatchError(400, "BadRequest", f"{where}: {exc}") from None

@@ -97,7 +97,7 @@ def providers_from(environ: Mapping[str, str]) -> list[ClusterProvider]:
 def fleet_for(manager: Manager, environ: Mapping[str, str] | None = None) -> Fleet | None:
     """The Fleet running ``manager``'s controllers on the clusters the environment names (None
     when it names none). Raises ValueError for what a fleet cannot run yet (other runnables,
-    webhooks, leader election or sharding between replicas), naming it."""
+    webhooks, leader election, sharding between replicas, a dashboard), naming it."""
     providers = providers_from(os.environ if environ is None else environ)
     if not providers:
         return None
@@ -109,6 +109,7 @@ def fleet_for(manager: Manager, environ: Mapping[str, str] | None = None) -> Fle
             ("webhooks", bool(manager.webhooks)),
             ("leader election", manager.election is not None),
             ("sharding", manager.sharding is not None),
+            ("a dashboard", manager.dashboard is not None),
         )
         if present
     ]

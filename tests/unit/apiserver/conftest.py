@@ -1,7 +1,7 @@
 """An APIServer on loopback with its own PKI: a serving CA, a front-proxy CA and client
 certificates, and a review function standing in for kube-apiserver's TokenReview and
-SubjectAccessReview (alice may do anything but delete; bob nothing; the token "alice-token" is
-alice)."""
+SubjectAccessReview (alice may do anything but delete; dora may read and patch; bob nothing;
+the token "alice-token" is alice)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,11 @@ class Reviews:
             return {**body, "status": {"authenticated": False}}
         user = spec["user"]
         verb = (spec.get("resourceAttributes") or spec.get("nonResourceAttributes"))["verb"]
-        allowed = "system:masters" in spec["groups"] or (user == "alice" and verb != "delete")
+        allowed = (
+            "system:masters" in spec["groups"]
+            or (user == "alice" and verb != "delete")
+            or (user == "dora" and verb in ("get", "list", "watch", "patch"))
+        )
         return {**body, "status": {"allowed": allowed}}
 
 

@@ -362,3 +362,32 @@ async def test_concurrent_creates_of_one_name_succeed_once(env: Env) -> None:
         assert sorted(code for code, _ in codes) == [201] + [409] * 9
         codes = await asyncio.gather(*(call(s, "DELETE", env.base + ITEM) for _ in range(10)))
         assert sorted(code for code, _ in codes) == [200] + [404] * 9
+
+
+async def test_an_apply_that_creates_needs_create_not_only_patch(env: Env) -> None:
+    apply = "application/apply-patch+yaml"
+    config = widget("a")
+    async with env.as_user("dora") as s:  # may get, list, watch and patch; not create
+        assert (await call(s, "POST", env.base + NS, widget("b")))[0] == 403
+        code, status = await call(s, "PATCH", env.base + ITEM + "?fieldManager=dora", config, apply)
+        assert code == 403 and "create" in status["message"], status
+        assert (await call(s, "GET", env.base + ITEM))[0] == 404  # nothing was made
+    async with env.as_user("alice") as s:
+        assert (await call(s, "POST", env.base + NS, widget("a")))[0] == 201
+    async with env.as_user("dora") as s:  # an apply to an object that exists is a patch
+        config["spec"]["size"] = 9
+        code, out = await call(s, "PATCH", env.base + ITEM + "?fieldManager=dora&force=true", config, apply)
+        assert code == 200 and out["spec"]["size"] == 9, out
+
+
+async def test_a_delete_collection_with_dry_run_in_its_body_deletes_nothing(env: Env) -> None:
+    async with env.session(env.proxy, **{"X-Remote-User": "root", "X-Remote-Group": "system:masters"}) as s:
+        for name in ("a", "b"):
+            assert (await call(s, "POST", env.base + NS, widget(name)))[0] == 201
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "dryRun": ["All"]}  # as client-go sends it
+        code, out = await call(s, "DELETE", env.base + NS, options)
+        assert code == 200 and len(out["items"]) == 2  # the answer is as if
+        assert len((await call(s, "GET", env.base + NS))[1]["items"]) == 2  # and nothing is gone
+        code, _ = await call(s, "DELETE", env.base + NS, {"dryRun": ["Some"]})
+        assert code == 400
+        assert len((await call(s, "GET", env.base + NS))[1]["items"]) == 2

@@ -87,6 +87,23 @@ def test_a_secret_selector_reads_the_hubs_kubeconfig_secrets(started: dict[str, 
     assert KUBECONFIGS_ENV not in started["env"]
 
 
+def test_a_secret_selector_alone_still_checks_the_permissions_on_the_hub(
+    started: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kubeop.cli.run as run_command
+
+    checked: list[Path | None] = []
+
+    async def check(project: Any, args: Any, kubeconfig: Path | None) -> None:
+        checked.append(kubeconfig)
+
+    monkeypatch.setattr(run_command, "_check", check)
+    base = ["run", "--dir", str(started["root"]), "--no-webhooks"]
+    result = runner.invoke(app, [*base, "--cluster-secret-selector", "cluster.x-k8s.io/cluster-name"])
+    assert result.exit_code == 0, result.output
+    assert checked == [None]  # $KUBECONFIG's cluster, the hub: never no check at all
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -168,6 +185,8 @@ def test_what_a_fleet_cannot_run_yet_is_refused_by_name(tmp_path: Path) -> None:
     environ = {KUBECONFIGS_ENV: f"a={tmp_path / 'a.yaml'}"}
     with pytest.raises(ValueError, match="this operator has leader election, which a fleet run"):
         fleet_for(Manager(leader_election=LeaderElection(id="x", namespace="default")), environ)
+    with pytest.raises(ValueError, match="this operator has a dashboard, which a fleet run"):
+        fleet_for(Manager(dashboard=True), environ)  # KUBEOP_DASHBOARD too: never dropped silently
 
 
 def test_python_m_kubeop_fleet_says_what_is_missing(

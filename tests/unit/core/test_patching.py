@@ -120,3 +120,14 @@ def test_strategic_merge_refusals(patch: dict[str, Any], words: str) -> None:
     with pytest.raises(PatchError) as exc:
         strategic_merge_patch({"spec": {"items": []}}, patch, rules)
     assert exc.value.code == 422 and words in exc.value.message
+
+
+def test_copies_that_grow_the_document_without_bound_are_refused() -> None:
+    doc = {"spec": {"a": "x" * 1000}}
+    doubling = [{"op": "copy", "from": "/spec", "path": f"/spec/c{n}"} for n in range(20)]
+    with pytest.raises(PatchError) as refused:
+        json_patch(doc, doubling)  # 951 bytes of patch would make ~1 GB
+    assert refused.value.code == 413 and "copy operations copy over" in refused.value.message
+    assert "JSON patch operation 11 (copy" in refused.value.message  # the one over the limit, named
+    few = json_patch(doc, doubling[:3])  # a handful of copies is fine
+    assert set(few["spec"]) == {"a", "c0", "c1", "c2"}

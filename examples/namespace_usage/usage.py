@@ -75,7 +75,8 @@ class UsageStorage:
             )
         )
         for field, resource in COUNTED.items():
-            informer = self._factory.informer(resource)
+            # counted, never read: metadata only (a Secret's data is never held here)
+            informer = self._factory.informer(resource, metadata_only=True)
             informer.add_event_handler(self._counter(field))
 
     async def start(self, timeout: float = 60.0) -> None:

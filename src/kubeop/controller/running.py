@@ -584,17 +584,19 @@ class RunningController:
             disconnect()
         self._unregister()
         queue = self._queue
-        if drain and self._tasks:
-            try:
-                await asyncio.wait_for(queue.shut_down_with_drain(), timeout)
-            except TimeoutError:
-                log.warning(
-                    "controller %s: in-flight reconciles still running after %.0f s", self.name, timeout
-                )
-        queue.shut_down()
-        if self._unpark_task is not None:
-            self._unpark_task.cancel()
-        tasks = self._tasks
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            if drain and self._tasks:
+                try:
+                    await asyncio.wait_for(queue.shut_down_with_drain(), timeout)
+                except TimeoutError:
+                    log.warning(
+                        "controller %s: in-flight reconciles still running after %.0f s", self.name, timeout
+                    )
+        finally:  # also when this stop is cancelled while draining: no reconcile outlives it
+            queue.shut_down()
+            if self._unpark_task is not None:
+                self._unpark_task.cancel()
+            tasks = self._tasks
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

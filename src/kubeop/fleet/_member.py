@@ -24,6 +24,8 @@ log = logging.getLogger("kubeop.fleet")
 
 #: Starting again after a cluster could not be started: ~1 s, doubling, at most ~30 s.
 _RETRY = BackoffConfig(initial=1.0, cap=30.0, jitter=0.2)
+#: How long a cancelled runnable beside the controllers is waited for.
+_CANCEL_BOUND = 5.0
 
 
 @runtime_checkable
@@ -148,13 +150,21 @@ class Member:
             log.info("cluster engaged", extra={"cluster": self.name, "controllers": len(running)})
             await _until_stop_or_failure(beside, stop)
         finally:
+            # Each step in its own finally: a cancel landing in one (the fleet's bound passed)
+            # still stops what runs beside and closes the cluster's connections and informers.
             self.ready.clear()
-            for r in running:
-                with contextlib.suppress(Exception):
-                    await r.stop(drain=stop.is_set(), timeout=self._drain_timeout)
-            await self._stop_beside(beside, beside_stop)
-            await cluster.close()
-            self.cluster = None
+            try:
+                # Together, not one after another: the whole stop is one graceful timeout.
+                await asyncio.gather(
+                    *(r.stop(drain=stop.is_set(), timeout=self._drain_timeout) for r in running),
+                    return_exceptions=True,
+                )
+            finally:
+                try:
+                    await self._stop_beside(beside, beside_stop)
+                finally:
+                    self.cluster = None
+                    await cluster.close()
 
     async def _stop_beside(self, tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
         """Stop the runnables beside the controllers: ``stop`` set, then cancelled once the
@@ -162,7 +172,12 @@ class Member:
         if not tasks:
             return
         stop.set()
-        done, late = await asyncio.wait(tasks, timeout=self._drain_timeout)
+        try:
+            done, late = await asyncio.wait(tasks, timeout=self._drain_timeout)
+        except asyncio.CancelledError:
+            # This stop was cancelled (the fleet's bound passed): none of them may outlive it.
+            await _cancelled(tasks)
+            raise
         for task in late:
             log.error(
                 "%s did not stop within %.0f s: cancelled",
@@ -170,12 +185,22 @@ class Member:
                 self._drain_timeout,
                 extra={"cluster": self.name},
             )
-            task.cancel()
-        if late:
-            await asyncio.wait(late)
+        await _cancelled(late)
         for task in done:
             if not task.cancelled() and task.exception() is not None:
                 log.error("%s failed: %s", task.get_name(), task.exception(), extra={"cluster": self.name})
+
+
+async def _cancelled(tasks: list[asyncio.Task[None]] | set[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait (up to :data:`_CANCEL_BOUND`) until they ended; one that ignores
+    its cancel is logged and left."""
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    _, stuck = await asyncio.wait(tasks, timeout=_CANCEL_BOUND)
+    for task in stuck:
+        log.error("%s ignored its cancel: left running", task.get_name())
 
 
 def _name_of(runnable: Runnable) -> str:

@@ -28,6 +28,9 @@ __all__ = ["Fleet"]
 
 log = logging.getLogger("kubeop.fleet")
 
+#: Beyond its graceful timeouts, how long a disengaged member may take before it is cancelled.
+_STOP_MARGIN = 10.0
+
 
 @dataclass(frozen=True)
 class _Target:
@@ -252,7 +255,9 @@ class Fleet:
         running.stop.set()
         if not drain:
             running.task.cancel()
-        timeout = self.runtime.graceful_shutdown_timeout + 10
+        # A member drains its controllers (together, one graceful timeout), then what runs beside
+        # them (another), then closes its cluster.
+        timeout = 2 * self.runtime.graceful_shutdown_timeout + _STOP_MARGIN
         try:
             await asyncio.wait_for(asyncio.shield(running.task), timeout)
         except asyncio.CancelledError:

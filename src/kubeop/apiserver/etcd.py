@@ -16,8 +16,9 @@ stack, every answer parsed strictly, each response bounded in size and time. Obj
 in etcd's key order (as kube-apiserver lists them).
 
 etcd compacts itself (``--auto-compaction-retention``; kube-apiserver also compacts the etcd it
-uses every five minutes). ``history`` makes this storage compact its etcd too, keeping about the
-last ``history`` revisions: only for an etcd of its own.
+uses every five minutes). ``history`` makes this storage compact its etcd too, keeping between
+``history`` and twice ``history`` revisions (a compaction every ``history`` writes, after the write
+is stored; one that fails is logged and retried after a later write): only for an etcd of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 import ssl
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -48,6 +50,8 @@ from kubeop.apiserver.storage import ListOptions, ListPage, StorageEvent, WatchO
 from kubeop.core.model import copy_json
 
 __all__ = ["EtcdStorage"]
+
+log = logging.getLogger("kubeop.apiserver")
 
 _MAX_RESPONSE = 64 << 20  # one range page of _CHUNK objects, each at most etcd's request limit
 _MAX_LINE = 8 << 20  # one watch response: an event with the value and the previous value
@@ -88,6 +92,7 @@ class EtcdStorage:
         self._session: aiohttp.ClientSession | None = None
         self._revision = 0  # the latest revision etcd answered at
         self._compacted = 0  # the revision this storage last compacted to
+        self._compacting = False  # a write's compaction is under way (the others skip theirs)
         self._watchers: set[_Watcher] = set()
         self._closed = False
 
@@ -271,11 +276,22 @@ class EtcdStorage:
         return False, found, revision
 
     async def _compact_history(self, revision: int) -> None:
-        if self._history is None:
+        """After a stored write at ``revision``: with ``history``, compact once ``history`` more
+        revisions than the last compaction kept can go (one compaction per ``history`` writes, not
+        one per write). The write is stored: a compaction that fails is logged, retried later."""
+        history = self._history
+        if history is None or self._compacting:
             return
-        keep_from = revision - self._history
-        if keep_from > self._compacted:
+        keep_from = revision - history
+        if keep_from - self._compacted < history:
+            return
+        self._compacting = True
+        try:
             await self._compact(keep_from)
+        except StatusError as exc:
+            log.warning("etcd history not compacted to %d (retried after a later write): %s", keep_from, exc)
+        finally:
+            self._compacting = False
 
     # -- watch ---------------------------------------------------------------------------------
 

@@ -9,7 +9,10 @@ so two replicas writing the same object see a 409, never a lost update. Lists re
 (continue tokens name it, so every page comes from the first page's snapshot); watches are etcd
 watches from the revision after the one asked for, with the previous value of each key, so a
 change that makes an object leave the selectors is a DELETED. Once etcd has compacted a
-revision, a list or watch at it is 410 Expired and the client relists.
+revision, a list or watch at it is 410 Expired and the client relists. Watches ask for etcd's
+progress notifications; one that hears nothing for ``watch_idle_timeout`` (11 min by default:
+longer than etcd's 10 min notification interval) is a half-open connection and ends with a 504
+the client sees, never hangs while bookmarks repeat an old version.
 
 etcd is reached through its JSON gateway (``/v3/kv/...``, ``/v3/watch``) over aiohttp: no gRPC
 stack, every answer parsed strictly, each response bounded in size and time. Objects are listed
@@ -73,6 +76,7 @@ class EtcdStorage:
         watch_queue: int = 1_000,
         timeout: float = 10.0,
         tls: ssl.SSLContext | None = None,
+        watch_idle_timeout: float = 660.0,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"EtcdStorage: url must be http(s)://host:port, got {url!r}")
@@ -83,11 +87,17 @@ class EtcdStorage:
                 "EtcdStorage: history and watch_queue must be >= 1 and timeout > 0, got "
                 f"{history}, {watch_queue}, {timeout}"
             )
+        if watch_idle_timeout <= 0:
+            raise ValueError(
+                "EtcdStorage: watch_idle_timeout must be > 0 (longer than etcd's "
+                f"--experimental-watch-progress-notify-interval, 10 min by default), got {watch_idle_timeout}"
+            )
         self.url = url.rstrip("/")
         self.prefix = prefix
         self._history = history
         self._watch_queue = watch_queue
         self._timeout = timeout
+        self._watch_idle = watch_idle_timeout
         self._tls = tls
         self._session: aiohttp.ClientSession | None = None
         self._revision = 0  # the latest revision etcd answered at
@@ -455,7 +465,16 @@ class _Watcher:
                     self.put(_etcd_error(_json(data, "/v3/watch"), "/v3/watch"))
                     return
                 while not self.ended:
-                    line = await resp.content.readline()
+                    try:
+                        async with asyncio.timeout(storage._watch_idle):
+                            line = await resp.content.readline()
+                    except TimeoutError:  # a half-open connection: not even a progress notification
+                        raise StatusError(
+                            504,
+                            f"etcd's watch at {storage.url} sent nothing for {storage._watch_idle:.0f} s "
+                            "(it sends a progress notification when quiet): ended, watch again",
+                            reason="Timeout",
+                        ) from None
                     if not line:
                         return
                     if line.strip():

@@ -232,3 +232,33 @@ async def test_lists_span_several_etcd_ranges(etcd: str) -> None:
         assert [i["metadata"]["name"] for i in odd.items] == ["elsewhere"]
     finally:
         await storage.close()
+
+
+def _compactions(etcd: str) -> int:
+    """How many compactions etcd ran (its compaction-duration histogram's count)."""
+    with urllib.request.urlopen(etcd + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    counts = [
+        int(float(line.split()[-1]))
+        for line in text.splitlines()
+        if not line.startswith("#") and "db_compaction_total_duration_milliseconds_count" in line
+    ]
+    assert len(counts) == 1, "etcd's /metrics has no compaction-duration histogram"
+    return counts[0]
+
+
+async def test_history_compacts_once_per_history_writes_and_keeps_at_least_history(etcd: str) -> None:
+    n = 5
+    storage = EtcdStorage(etcd, prefix="/history/", history=n)
+    try:
+        before = _compactions(etcd)
+        made = [await storage.create(R, "default", f"c{i}", obj(f"c{i}")) for i in range(3 * n)]
+        assert 1 <= _compactions(etcd) - before <= 3
+        first, last = (int(m["metadata"]["resourceVersion"]) for m in (made[0], made[-1]))
+        with pytest.raises(StatusError) as old:
+            await storage.list(R, ListOptions(resource_version=first, exact=True))
+        assert old.value.code == 410
+        kept = await storage.list(R, ListOptions(resource_version=last - n, exact=True))
+        assert len(kept.items) == 3 * n - n
+    finally:
+        await storage.close()

@@ -8,6 +8,11 @@ A project with webhooks gets them registered for this run: a local CA and a cert
 webhook address (the files the operator's Manager serves from), and webhook configurations and
 CRD conversions pointing at ``https://127.0.0.1:9443`` with that CA, applied before it starts.
 
+A project with an aggregated API (``kubeop create apiserver``: ``<package>.apiserver``) gets it
+served from this process while the operator runs (as a child, not exec'd): an APIService and an
+ExternalName Service registered with the cluster, deleted again when the operator exits
+(:mod:`kubeop.cli.local_apiserver`). ``--no-apiserver`` leaves it out.
+
 ``--log-format json`` and ``--log-level debug`` reach the operator as ``KUBEOP_LOG_FORMAT`` and
 ``KUBEOP_LOG_LEVEL``, which kubeop's logging setup reads (``kubeop.manager.configure_logging``).
 
@@ -30,6 +35,7 @@ from typing import Annotated, Any
 import typer
 
 from kubeop.cli.cluster_ops import apply_all, connect
+from kubeop.cli.local_apiserver import ForeignObject, LocalApiServer, serve_with_operator, served_kinds
 from kubeop.cli.output import Directory, any_project_at, errors_as_messages, fail, say
 from kubeop.cli.permissions import accesses, denied, identity
 from kubeop.crd import crd_manifests
@@ -262,6 +268,17 @@ def run(
     cluster_secret_namespace: Annotated[
         str, typer.Option(help="the hub namespace of the kubeconfig Secrets (--cluster-secret-selector)")
     ] = "default",
+    apiserver: Annotated[
+        bool,
+        typer.Option(
+            help="serve the project's aggregated API (<package>.apiserver) from here, behind the "
+            "cluster's API server (an APIService, deleted again on exit)"
+        ),
+    ] = True,
+    apiserver_sqlite: Annotated[
+        Path | None,
+        typer.Option(help="keep the aggregated API's objects in this SQLite file (default: in memory)"),
+    ] = None,
 ) -> None:
     """Run the operator here against the cluster; arguments after -- go to the operator."""
     args = list(ctx.args)
@@ -297,6 +314,11 @@ def run(
                 fail("a fleet run (several clusters) does not serve webhooks yet: add --no-webhooks")
             if objs:
                 asyncio.run(_register_webhooks(objs, members[0]))
+        served: LocalApiServer | None = None
+        if apiserver and isinstance(project, Project):
+            served = served_kinds(project)
+            if served is not None and fleet_env:
+                fail("a fleet run (several clusters) does not serve the aggregated API: add --no-apiserver")
     env = dict(os.environ) | logging_env | fleet_env
     if dashboard and not env.get("KUBEOP_DASHBOARD"):
         env["KUBEOP_DASHBOARD"] = "1"  # the Manager reads it (kubeop.manager.options.Dashboard)
@@ -307,4 +329,16 @@ def run(
     say(f"starting {project.project_name}: python -m {' '.join(command[2:])}")
     sys.stdout.flush()
     sys.stderr.flush()
+    if served is not None:
+        sqlite = str(apiserver_sqlite.resolve()) if apiserver_sqlite else None
+        with errors_as_messages():
+            try:
+                code = asyncio.run(
+                    serve_with_operator(
+                        served, kubeconfig=members[0], sqlite=sqlite, command=command, env=env
+                    )
+                )
+            except ForeignObject as exc:
+                fail(str(exc))
+        raise typer.Exit(code)
     os.execve(sys.executable, command, env)

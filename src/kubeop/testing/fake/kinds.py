@@ -122,6 +122,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         "MutatingWebhookConfiguration",
         namespaced=False,
     ),
+    _k("apiregistration.k8s.io/v1", "apiservices", "APIService", namespaced=False, status=True),
     _k("apps/v1", "deployments", "Deployment", "deploy", status=True, scale=_REPLICAS, generation=True),
     _k("apps/v1", "statefulsets", "StatefulSet", "sts", status=True, scale=_REPLICAS, generation=True),
     _k("apps/v1", "replicasets", "ReplicaSet", "rs", status=True, scale=_REPLICAS, generation=True),

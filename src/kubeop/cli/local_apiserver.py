@@ -27,6 +27,7 @@ from kubeop.apiserver import APIServer, MemoryStorage, SQLiteStorage, Storage, a
 from kubeop.cli.cluster_ops import FIELD_MANAGER, connect
 from kubeop.cli.output import say
 from kubeop.client import Client
+from kubeop.core.errors import NotFound
 from kubeop.core.resource import ApiResource
 from kubeop.crd import CustomResource
 from kubeop.scaffold import Project
@@ -127,11 +128,10 @@ async def _refuse_foreign(client: Client, objs: Sequence[Mapping[str, Any]]) -> 
         current = await client.get_or_none(resource, name, namespace=namespace)
         if current is not None and not _is_ours(current):
             where = f" in namespace {namespace}" if namespace else ""
-            command = f"kubectl delete {resource.plural} {name}" + (f" -n {namespace}" if namespace else "")
             raise ForeignObject(
                 f"the cluster has {obj['kind']} {name}{where} already and kubeop run did not make it "
                 f"(no label {MANAGED_BY}={OURS}): the aggregated API is served from elsewhere. "
-                f"Delete it ({command}) to serve it from here, or run with --no-apiserver"
+                f"Delete it ({_delete_command(obj)}) to serve it from here, or run with --no-apiserver"
             )
 
 
@@ -153,12 +153,22 @@ async def unregister(client: Client, objs: Sequence[Mapping[str, Any]]) -> None:
     """Delete what :func:`register` applied, the APIService first; only objects still ours."""
     for obj in reversed(objs):
         resource, name, namespace = _where(obj)
-        current = await client.get_or_none(resource, name, namespace=namespace)
-        if current is None or not _is_ours(current):
-            continue
-        with contextlib.suppress(Exception):
+        try:
+            current = await client.get_or_none(resource, name, namespace=namespace)
+            if current is None or not _is_ours(current):
+                continue
             await client.delete(resource, name, namespace=namespace)
-            say(f"deleted {obj['kind']} {name}")
+        except NotFound:
+            continue
+        except Exception as exc:  # cleanup goes on; the user is told what is left
+            say(f"could not delete {obj['kind']} {name} ({exc}): delete it with {_delete_command(obj)}")
+            continue
+        say(f"deleted {obj['kind']} {name}")
+
+
+def _delete_command(obj: Mapping[str, Any]) -> str:
+    resource, name, namespace = _where(obj)
+    return f"kubectl delete {resource.plural} {name}" + (f" -n {namespace}" if namespace else "")
 
 
 async def _operator(command: Sequence[str], env: Mapping[str, str]) -> int:
@@ -200,9 +210,11 @@ async def serve_with_operator(
     sqlite: str | None,
     command: Sequence[str],
     env: Mapping[str, str],
+    starting: str = "starting the operator",
 ) -> int:
     """Serve the aggregated API here, registered with the cluster, while the operator
-    (``command``) runs; unregister when it exits. Returns the operator's exit code."""
+    (``command``, announced by the line ``starting``) runs; unregister when it exits. Returns
+    the operator's exit code."""
     with tempfile.TemporaryDirectory(prefix="kubeop-apiserver-") as certs:
         ca = local_certificates(certs, hosts=served.hosts).ca_pem
         storage: Storage = SQLiteStorage(sqlite) if sqlite else MemoryStorage()
@@ -218,6 +230,7 @@ async def serve_with_operator(
                     f"serving {server.group}/{server.version} ({plurals}) on {server.url}, behind the "
                     f"cluster's API server as APIService {server.version}.{server.group}"
                 )
+                say(starting)
                 return await _operator(command, env)
             finally:
                 await unregister(client, objs)

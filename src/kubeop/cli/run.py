@@ -326,19 +326,25 @@ def run(
         env["KUBECONFIG"] = str(paths[0])
     source = project.root if isinstance(project, HelmProject) else project.package_root
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), env.get("PYTHONPATH")) if p)
-    say(f"starting {project.project_name}: python -m {' '.join(command[2:])}")
-    sys.stdout.flush()
-    sys.stderr.flush()
+    starting = f"starting {project.project_name}: python -m {' '.join(command[2:])}"
     if served is not None:
         sqlite = str(apiserver_sqlite.resolve()) if apiserver_sqlite else None
         with errors_as_messages():
             try:
                 code = asyncio.run(
                     serve_with_operator(
-                        served, kubeconfig=members[0], sqlite=sqlite, command=command, env=env
+                        served,
+                        kubeconfig=members[0],
+                        sqlite=sqlite,
+                        command=command,
+                        env=env,
+                        starting=starting,
                     )
                 )
             except ForeignObject as exc:
                 fail(str(exc))
         raise typer.Exit(code)
+    say(starting)
+    sys.stdout.flush()
+    sys.stderr.flush()
     os.execve(sys.executable, command, env)

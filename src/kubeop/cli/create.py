@@ -170,6 +170,7 @@ def apiserver(
     for todo in result.todo:
         say(f"todo: {todo}")
     say(
-        f"\nEdit {kind} in {result.path}, then: python -m {project.package}.apiserver manifests, and "
+        f"\nEdit {kind} in {result.path}, then: kubeop run (serves it from here, behind the cluster's "
+        f"API server), or python -m {project.package}.apiserver manifests, and "
         f"python -m {project.package}.apiserver serve --cert-dir DIR"
     )

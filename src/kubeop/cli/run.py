@@ -341,7 +341,7 @@ def run(
                         starting=starting,
                     )
                 )
-            except ForeignObject as exc:
+            except (ForeignObject, ValueError) as exc:  # ValueError: no aggregation layer, a bad kind
                 fail(str(exc))
         raise typer.Exit(code)
     say(starting)

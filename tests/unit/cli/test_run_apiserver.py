@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import os
 import signal
+import ssl
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from typer.testing import CliRunner
 
 from kubeop.cli import app
@@ -28,12 +31,14 @@ from kubeop.cli.local_apiserver import (
     served_kinds,
     unregister,
 )
+from kubeop.core import pki
 from kubeop.core.resource import ApiResource
 from kubeop.scaffold import Project, create_apiserver
 from kubeop.testing import FakeCluster
 
 APISERVICES = ApiResource("apiregistration.k8s.io", "v1", "apiservices", kind="APIService", namespaced=False)
 SERVICES = ApiResource("", "v1", "services", kind="Service")
+CONFIGMAPS = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 NAMESPACES = ApiResource("", "v1", "namespaces", kind="Namespace", namespaced=False)
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 runner = CliRunner()
@@ -205,3 +210,75 @@ async def test_the_operator_gets_the_signal_and_its_exit_code_is_returned(tmp_pa
         code = await local._operator([sys.executable, "-c", script], dict(os.environ))
         await sender
     assert code == 7
+
+
+async def test_served_and_registered_while_the_operator_runs_then_unregistered(
+    with_apiserver: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeCluster()
+    front_proxy_key = pki.new_key()
+    front_proxy = pki.self_signed_ca(front_proxy_key, "front-proxy-ca", dt.timedelta(days=1), path_length=0)
+    async with cluster.client() as setup:
+        await setup.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
+                "data": {
+                    "requestheader-client-ca-file": front_proxy.public_bytes(
+                        serialization.Encoding.PEM
+                    ).decode()
+                },
+            },
+            resource=CONFIGMAPS,
+        )
+    monkeypatch.setattr(local, "connect", lambda kubeconfig, context: cluster.client())
+    up, done = tmp_path / "up", tmp_path / "done"
+    operator = (
+        "import pathlib, sys, time\n"
+        f"pathlib.Path({str(up)!r}).touch()\n"
+        "deadline = time.monotonic() + 20\n"
+        f"while not pathlib.Path({str(done)!r}).exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "sys.exit(5)\n"
+    )
+    served = _served(with_apiserver)
+    seen: dict[str, Any] = {}
+
+    def wait_until_up() -> None:
+        deadline = time.monotonic() + 20
+        while not up.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    async def while_it_runs() -> None:
+        await asyncio.to_thread(wait_until_up)
+        try:
+            async with cluster.client() as api:
+                apiservice = await api.get(APISERVICES, "v1alpha1.metrics.example.com")
+            port = apiservice["spec"]["service"]["port"]
+            trust = ssl.create_default_context(
+                cadata=base64.b64decode(apiservice["spec"]["caBundle"]).decode()
+            )
+            _, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=trust, server_hostname=served.hosts[0]
+            )
+            seen["tls"] = writer.get_extra_info("peercert")["subjectAltName"]
+            writer.close()
+        finally:
+            done.touch()
+
+    async with asyncio.timeout(60):
+        observer = asyncio.create_task(while_it_runs())
+        code = await local.serve_with_operator(
+            served,
+            kubeconfig=None,
+            sqlite=None,
+            command=[sys.executable, "-c", operator],
+            env=dict(os.environ),
+        )
+        await observer
+    assert code == 5  # the operator's
+    assert ("DNS", served.hosts[0]) in seen["tls"]  # the caBundle trusts the server, for its Service name
+    async with cluster.client() as api:
+        assert await api.get_or_none(APISERVICES, "v1alpha1.metrics.example.com") is None
+        assert await api.get_or_none(SERVICES, served.service, namespace=served.namespace) is None

@@ -202,6 +202,23 @@ async def test_strategic_merge_directives() -> None:
         assert [c["name"] for c in out["spec"]["containers"]] == ["b"]
 
 
+async def test_a_services_ports_merge_by_port_and_a_containers_by_container_port() -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]},
+    }
+    async with FakeCluster().client() as api:
+        await api.create(service)
+        patch = {"spec": {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 80, "name": "http"}]}}
+        out = await api.patch("services", "s", patch, type=PatchType.STRATEGIC)
+        assert out["spec"]["ports"] == [
+            {"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"},
+            {"port": 80, "name": "http"},
+        ]
+
+
 async def test_a_manager_wins_the_lease_and_releases_it() -> None:
     cluster = FakeCluster()
     manager = Manager(

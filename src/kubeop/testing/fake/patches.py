@@ -44,6 +44,8 @@ def _rule(path: tuple[str, ...]) -> ListRule | None:
     name = path[-1]
     if name in _SET_LISTS:
         return ListRule()
+    if path == ("spec", "ports"):  # a Service's ports merge by port; a container's by containerPort
+        return ListRule("port")
     key = _MERGE_KEYS.get(name)
     return ListRule(key) if key else None
 

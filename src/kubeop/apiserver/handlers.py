@@ -374,17 +374,7 @@ class Handlers:
         body = _body(request, JSON)
         _check_type(served, body)
         meta = _metadata(body)
-        if meta.get("name", target.name) != target.name:
-            raise StatusError(
-                400,
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL "
-                f"({target.name})",
-            )
-        if served.namespaced and meta.get("namespace", target.namespace) != target.namespace:
-            raise StatusError(
-                400,
-                "the namespace of the provided object does not match the namespace sent on the request",
-            )
+        _check_names(meta, target)
         old = await self._get(target)
         uid = meta.get("uid")
         if uid and uid != old["metadata"].get("uid"):
@@ -533,16 +523,7 @@ class Handlers:
             )
         _check_type(served, applied)
         meta = _metadata(applied)
-        if meta.get("name", target.name) != target.name:
-            raise StatusError(
-                400,
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL "
-                f"({target.name})",
-            )
-        if served.namespaced and meta.get("namespace", target.namespace) != target.namespace:
-            raise StatusError(
-                400, "the namespace of the provided object does not match the namespace sent on the request"
-            )
+        _check_names(meta, target)
         asked = _version(meta.get("resourceVersion"))
         ownership = served.ownership
         for attempt in range(_PATCH_RETRIES):
@@ -782,6 +763,19 @@ def _stale(served: ServedResource, name: str) -> StatusError:
 
 def _no_path(path: str) -> StatusError:
     return StatusError(404, f"the server could not find the requested resource ({path})")
+
+
+def _check_names(meta: dict[str, Any], target: _Target) -> None:
+    """400 when the body's name or namespace is not the URL's (left out, they are the URL's)."""
+    if meta.get("name", target.name) != target.name:
+        raise StatusError(
+            400,
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({target.name})",
+        )
+    if target.served.namespaced and meta.get("namespace", target.namespace) != target.namespace:
+        raise StatusError(
+            400, "the namespace of the provided object does not match the namespace sent on the request"
+        )
 
 
 def _delete_options(request: Request, dry_run: bool) -> tuple[dict[str, Any], bool]:

@@ -174,7 +174,9 @@ class Ownership:
     def _owned_part(self, obj: Mapping[str, Any], subresource: str) -> dict[str, Any]:
         """The part of ``obj`` that anyone may own through ``subresource``."""
         meta = obj.get("metadata") or {}
-        out: dict[str, Any] = {"metadata": {k: meta[k] for k in _OWNED_META if k in meta}}
+        owned = {k: meta[k] for k in _OWNED_META if k in meta}
+        # no owned metadata is no field (an empty map would be a leaf, "changed" by any write)
+        out: dict[str, Any] = {"metadata": owned} if owned else {}
         for key, value in obj.items():
             if key in ("apiVersion", "kind", "metadata"):
                 continue

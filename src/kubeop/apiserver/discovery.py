@@ -9,9 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from kubeop.apiserver.resource import ServedResource
+from kubeop.apiserver.scale import SCALE_KIND
 
 __all__ = ["aggregated_discovery", "api_group", "api_group_list", "api_resource_list", "discovery_version"]
 
+_SUBRESOURCE_VERBS = ("get", "patch", "update")
 _AGGREGATED = "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList"
 
 
@@ -91,10 +93,15 @@ def aggregated_discovery(
             entry["shortNames"] = list(decl.short_names)
         if decl.categories:
             entry["categories"] = list(decl.categories)
+        subresources = []
         if decl.status_subresource:
-            entry["subresources"] = [
-                {"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}
-            ]
+            subresources.append({"subresource": "status", "responseKind": kind, "verbs": _SUBRESOURCE_VERBS})
+        if decl.scale is not None:
+            subresources.append(
+                {"subresource": "scale", "responseKind": dict(SCALE_KIND), "verbs": _SUBRESOURCE_VERBS}
+            )
+        if subresources:
+            entry["subresources"] = subresources
         entries.append(entry)
     body = {
         "kind": "APIGroupDiscoveryList",

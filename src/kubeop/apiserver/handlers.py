@@ -3,8 +3,8 @@ through the gate, and each verb done on the storage with Kubernetes' semantics.
 
 Paths (everything else under the group is 404)::
 
-    /apis/<group>/<version>/<plural>[/<name>[/status]]                      cluster-scoped (and lists
-    /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>[/status]]      across namespaces)
+    /apis/<group>/<version>/<plural>[/<name>[/status|/scale]]               cluster-scoped (and lists
+    /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>[/status|/scale]]   across namespaces)
     /apis/<group>/<version>/watch/...                                       the old watch form
 
 Verbs: get, list, watch (``?watch=true``), create (POST), update (PUT), patch (PATCH: merge, JSON
@@ -15,7 +15,9 @@ when anything but metadata and status changes, and when deletion starts), ``reso
 (the storage's), ``deletionTimestamp`` and ``managedFields`` (:mod:`kubeop.apiserver.apply`). A
 delete of an object with finalizers sets ``deletionTimestamp`` and keeps it; the write that
 removes its last finalizer deletes it; no finalizer may be added meanwhile. With a status
-subresource, the main resource ignores ``status`` and ``/status`` changes only it. A write that
+subresource, the main resource ignores ``status`` and ``/status`` changes only it; a kind that
+declares a scale subresource answers ``/scale`` as an ``autoscaling/v1`` Scale
+(:mod:`kubeop.apiserver.scale`: kubectl scale, a HorizontalPodAutoscaler). A write that
 changes nothing is not written (no new resourceVersion, no event). ``Accept: ...;as=Table;g=meta.k8s.io;v=v1``
 answers a Table (kubectl get), for lists, gets and watches.
 """
@@ -38,6 +40,7 @@ from kubeop.apiserver.apply import manager_name
 from kubeop.apiserver.names import check_generate_name, check_name, check_namespace
 from kubeop.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
 from kubeop.apiserver.resource import ServedResource
+from kubeop.apiserver.scale import scale_of, scale_request, with_replicas
 from kubeop.apiserver.status import StatusError
 from kubeop.apiserver.storage import ListOptions, Storage, WatchOptions
 from kubeop.client.httpserver import Request, Response
@@ -134,11 +137,15 @@ class Handlers:
             raise _no_path(request.path)
         name = check_name(rest[1], field="name", kind=served.decl.kind) if len(rest) >= 2 else ""
         subresource = rest[2] if len(rest) == 3 else ""
-        if subresource and (subresource != "status" or not served.decl.status_subresource):
+        if subresource not in ("", *served.decl.subresources):
             raise _no_path(request.path)
         method = request.method
         if watch and (method != "GET" or subresource):
             raise StatusError(405, "watch is a GET of a collection or of one object")
+        if subresource and method not in ("GET", "HEAD", "PUT", "PATCH"):
+            raise StatusError(
+                405, f"the {subresource} subresource answers get, update (PUT) and patch, not {method}"
+            )
         verbs = {
             "GET": "get",
             "HEAD": "get",
@@ -201,6 +208,8 @@ class Handlers:
         if request.method in ("GET", "HEAD") and request.body:
             raise StatusError(400, "a GET has no body")
         verb = attrs.verb
+        if target.subresource == "scale":
+            return await self._scale(request, target, query, dry is not None)
         if verb == "get":
             return self._object(request, target.served, await self._get(target), 200)
         if verb == "list":
@@ -561,6 +570,57 @@ class Handlers:
                     raise
                 continue
             return self._object(request, served, stored, 200)
+        raise AssertionError("unreachable")
+
+    async def _scale(
+        self, request: Request, target: _Target, query: dict[str, str], dry_run: bool
+    ) -> Response:
+        """The scale subresource (:mod:`kubeop.apiserver.scale`): get, update (PUT a Scale) and
+        patch (merge, JSON or strategic patch of the Scale); a write sets only the desired count."""
+        served = target.served
+        scale = served.decl.scale
+        assert scale is not None  # the path is 404 for a kind without one
+        if request.method in ("GET", "HEAD"):
+            return _json(200, scale_of(scale, await self._get(target)))
+        media = _media(request)
+        if request.method == "PUT":
+            body = _body(request, JSON)
+        elif media in (_MERGE, _JSON_PATCH, _STRATEGIC):
+            body = _decode(request.body)
+            if media != _JSON_PATCH and not isinstance(body, dict):
+                raise StatusError(400, f"a {media} body must be a JSON object")
+        else:
+            raise StatusError(
+                415,
+                f"Content-Type {media!r} is not a patch of a Scale: "
+                f"send {_MERGE}, {_JSON_PATCH} or {_STRATEGIC}",
+            )
+        manager = manager_name(query, request.header("user-agent"))
+        for attempt in range(_PATCH_RETRIES):
+            old = await self._get(target)
+            current = scale_of(scale, old)
+            if request.method == "PUT":
+                wanted = body
+            elif media == _JSON_PATCH:
+                wanted = json_patch(current, body)
+            else:  # a Scale has no lists: a strategic merge is a merge
+                wanted = merge_patch(current, body)
+            replicas, asked = scale_request(wanted, target.name, target.namespace)
+            live = old["metadata"]["resourceVersion"]
+            # a precondition is a version the caller sent (a patch's result carries the live one)
+            precondition = asked if request.method == "PUT" or asked != live else None
+            if precondition is not None and precondition != live:
+                raise _stale(served, target.name)
+            new = self._merge_update(served, old, with_replicas(scale, old, replicas), "scale", manager)
+            if _same(old, new):
+                return _json(200, current)
+            try:
+                stored = await self._write(target, old, new, _version(live), dry_run)
+            except StatusError as exc:
+                if exc.code != 409 or precondition is not None or attempt == _PATCH_RETRIES - 1:
+                    raise
+                continue
+            return _json(200, scale_of(scale, stored))
         raise AssertionError("unreachable")
 
     async def _delete(self, request: Request, target: _Target, dry_run: bool) -> Response:

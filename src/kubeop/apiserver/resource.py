@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from kubeop.apiserver.apply import Ownership
 from kubeop.apiserver.patch import ListRule
+from kubeop.apiserver.scale import SCALE_KIND
 from kubeop.apiserver.status import StatusError
 from kubeop.crd.declaration import Declaration, PrinterColumn
 from kubeop.crd.resource import CustomResource
@@ -121,7 +122,7 @@ class ServedResource:
         return out
 
     def discovery(self) -> list[dict[str, Any]]:
-        """The APIResource entries of this kind (and of its status subresource)."""
+        """The APIResource entries of this kind (and of its status and scale subresources)."""
         decl = self.decl
         entry: dict[str, Any] = {
             "name": decl.plural,
@@ -142,6 +143,16 @@ class ServedResource:
                     "singularName": "",
                     "namespaced": decl.namespaced,
                     "kind": decl.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+        if decl.scale is not None:
+            out.append(
+                {
+                    "name": f"{decl.plural}/scale",
+                    "singularName": "",
+                    "namespaced": decl.namespaced,
+                    **SCALE_KIND,
                     "verbs": ["get", "patch", "update"],
                 }
             )

@@ -151,6 +151,10 @@ def _load(rel: str) -> Any:
 OPERATOR_RUN = "bench/operator/results-third-run.json"
 OPERATOR_LATEST = "bench/operator/results-eighth-run.json"
 OPERATOR_LATEST_OUTAGE = "bench/operator/results-eighth-run-outage.json"
+SCALE_LATENCY = (
+    "bench/scale/results-latency-1k-3.json",
+    "bench/scale/results-latency-10k-3.json",
+)
 CLIENT_COMPARISON = "bench/client/results-run4.json"
 CLIENT_LATEST = "bench/client/results-run6.json"
 # Runs of a baseline checkout (``--baseline-src``) measure a change, not what a user runs.
@@ -205,6 +209,37 @@ def _operator_table(rel: str) -> str:
         f"\n{bench_numbers.quote(rel, 'args.n', ',d')} Widgets; machine: {data['machine'].get('cpus')} "
         f"CPUs, Python {data['machine'].get('python')}. Source: `{rel}`. A dash: the run recorded no "
         "value.\n"
+    )
+    return "".join(out)
+
+
+def _scale_table(files: tuple[str, ...]) -> str:
+    """Start-up and single-change latency by cache size: the medians of each run's summaries."""
+    out = [
+        "| objects cached | implementation | start-up to first reconcile | p50 | p99 "
+        "| CPU per create | writes per create |\n",
+        "|---|---|---|---|---|---|---|\n",
+    ]
+    for rel in files:
+        results = _load(rel)["results"]
+        index = {(r["phase"], r["impl"]): i for i, r in enumerate(results)}
+        for impl in ("kubeop", "kubeop-base", "controller-runtime"):
+            start, lat = index.get(("startup-summary", impl)), index.get(("latency-summary", impl))
+            if lat is None:
+                continue
+            cells = [
+                bench_numbers.quote(rel, "machine.objects", ",d"),
+                impl,
+                "-" if start is None else bench_numbers.quote(rel, f"results[{start}].first_s", ".2f", " s"),
+                bench_numbers.quote(rel, f"results[{lat}].p50_ms", ".1f", " ms"),
+                bench_numbers.quote(rel, f"results[{lat}].p99_ms", ".1f", " ms"),
+                bench_numbers.quote(rel, f"results[{lat}].cpu_ms_per_create", ".1f", " ms"),
+                bench_numbers.quote(rel, f"results[{lat}].writes_per_create", ".1f"),
+            ]
+            out.append("| " + " | ".join(cells) + " |\n")
+    out.append(
+        "\nMedians over the runs of each file (" + ", ".join(f"`{rel}`" for rel in files) + "); "
+        "`kubeop-base` is an earlier kubeop, run beside the current one.\n"
     )
     return "".join(out)
 
@@ -335,6 +370,19 @@ The same operator written with kubeop, and written with kopf's handlers run by `
 With the API server stopped mid-convergence and started again (`{{operator_latest_outage}}`):
 
 {{operator_latest_outage_table}}
+## A large cache: one change, and start-up
+
+`bench/scale` fills the control plane with N Widgets, each owning a ConfigMap, lets the operator
+converge them, then creates Widgets one by one on the otherwise idle plane and times each from
+the create request to the operator's ConfigMap and status being seen (p50 and p99 of 50 creates
+per run); it also times the operator process from its start to its first reconcile (the caches
+listed and synced). Each implementation runs in turn against the same plane, the same Widget
+operator written with kubeop and with controller-runtime:
+
+{{scale_latency_table}}
+What is left of a create's time is the API server's: the reconcile makes two writes in series,
+and the create is answered before the operator sees it.
+
 ## The API client
 
 `bench/client` lists, gets, creates and patches ConfigMaps in a fresh process per client; the
@@ -379,6 +427,7 @@ def performance_page() -> str:
         "{{operator_latest_table}}": _operator_table(OPERATOR_LATEST),
         "{{operator_latest_outage}}": OPERATOR_LATEST_OUTAGE,
         "{{operator_latest_outage_table}}": _operator_table(OPERATOR_LATEST_OUTAGE),
+        "{{scale_latency_table}}": _scale_table(SCALE_LATENCY),
         "{{client_latest}}": _client_table(CLIENT_LATEST, ("kubeop",)),
         "{{client_latest_file}}": CLIENT_LATEST,
         "{{client_comparison}}": _client_table(CLIENT_COMPARISON, ("kubeop", "official", "kr8s")),

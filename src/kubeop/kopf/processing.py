@@ -174,6 +174,8 @@ class Processor:
     _recorder_set: bool = False
     _own_writes: dict[tuple[str, str | None, str], str] = field(default_factory=dict)
     """resourceVersion of the object as the cycle's own status write left it, by object."""
+    _stopping: set[asyncio.Task[None]] = field(default_factory=set)
+    """The stops of daemons and timers no longer in ``_spawned`` that are still under way."""
 
     def __post_init__(self) -> None:
         self._handler_ids = [h.id for h in self.handlers]
@@ -235,7 +237,7 @@ class Processor:
             self._memos.pop(key, None)
             spawned = self._spawned.pop(key, None)
             if spawned is not None:
-                await spawned.stop()
+                await self._stop([spawned])
             logger.debug("Deleted, really deleted, and we are notified.")
             return None
         return await self._cycle(client, res, body, logger, req.cluster)
@@ -292,7 +294,7 @@ class Processor:
         if deleting:
             if spawned is not None:
                 del self._spawned[key]
-                await spawned.stop()  # before the finalizer can go
+                await self._stop([spawned])  # before the finalizer can go
         else:
             fitting = [h for h in self.spawners if h.fits(body, kwargs)]
             if fitting:
@@ -459,11 +461,30 @@ class Processor:
             del self._memos[key]
         for key in [k for k in self._own_writes if k[0] == cluster]:
             del self._own_writes[key]
-        await asyncio.gather(*(s.stop() for s in spawned), return_exceptions=True)
+        await self._stop(spawned)
 
     async def stop_all(self) -> None:
-        """Stop every daemon and timer (the operator is stopping)."""
+        """Stop every daemon and timer (the operator is stopping), and wait for the stops already
+        under way (a disengaged cluster's, a deleted object's) to end."""
         spawned, self._spawned = list(self._spawned.values()), {}
+        await self._stop(spawned)
+        while self._stopping:
+            await asyncio.shield(asyncio.gather(*self._stopping, return_exceptions=True))
+
+    async def _stop(self, spawned: list[Spawned]) -> None:
+        """Stop ``spawned`` (kopf's order: flag, backoff, cancel) in a task of its own, which
+        the caller's cancellation does not interrupt: what was taken out of ``_spawned`` is
+        stopped all the same (else a daemon ignoring its flag would run on, known to no one),
+        and :meth:`stop_all` waits for it. The caller's cancellation propagates at once."""
+        if not spawned:
+            return
+        task = asyncio.create_task(self._stop_now(spawned), name=f"kopf stop {self.resource_name}")
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+        await asyncio.shield(task)
+
+    @staticmethod
+    async def _stop_now(spawned: list[Spawned]) -> None:
         await asyncio.gather(*(s.stop() for s in spawned), return_exceptions=True)
 
     async def _execute(self, handler: ChangingHandler, p: Progress, run: _Run) -> _Outcome:

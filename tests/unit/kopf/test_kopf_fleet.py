@@ -5,7 +5,7 @@ cluster even for objects of the same name. On kubeop.testing.FakeClusters; every
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import pytest
 import kubeop.kopf as kopf
 from kubeop.core.resource import ApiResource
 from kubeop.fleet import Engagement, Fleet
+from kubeop.kopf.processing import Processor
 from kubeop.kopf.running import build_manager, processors
 from kubeop.testing import FakeCluster
 
@@ -280,3 +281,77 @@ async def test_in_a_fleet_kopf_events_go_to_the_cluster_the_object_lives_in() ->
         stop.set()
         await asyncio.wait_for(run, BOUND)
         await asyncio.gather(*(p.stop_all() for p in processors(manager)))
+
+
+async def _stubborn_daemons(
+    body: Callable[[Processor, set[str]], Awaitable[None]],
+) -> None:
+    """A daemon per cluster that ignores its ``stopped`` flag (kopf cancels it after its
+    cancellation backoff), on two clusters of a fleet; ``body`` gets the processor and the
+    clusters whose daemon runs, once both run."""
+    fakes = {n: FakeCluster() for n in ("east", "west")}
+    for fake in fakes.values():
+        async with fake.client() as api:
+            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
+    reg = kopf.Registry()
+    running: set[str] = set()
+
+    @kopf.daemon("configmaps", registry=reg, id="stubborn", cancellation_backoff=0.3)
+    async def stubborn(cluster: str, **_: Any) -> None:
+        running.add(cluster)
+        try:
+            await asyncio.sleep(3600)  # never looks at `stopped`
+        finally:
+            running.discard(cluster)
+
+    manager = build_manager(registry=reg, client=FakeCluster().client())
+    fleet = fleet_of(manager, fakes)
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await until(lambda: running == {"east", "west"})
+        (processor,) = processors(manager)
+        await body(processor, running)
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+        await asyncio.wait_for(processors(manager)[0].stop_all(), BOUND)
+    assert not running
+
+
+async def _cancelled_midway(stopping: Awaitable[None]) -> None:
+    """Cancel ``stopping`` while it waits for a daemon's cancellation backoff; it raises."""
+    task = asyncio.ensure_future(stopping)
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, BOUND)
+
+
+async def test_a_cancelled_stop_cluster_still_stops_the_daemons_it_took() -> None:
+    async def body(processor: Processor, running: set[str]) -> None:
+        await _cancelled_midway(processor.stop_cluster("east"))
+        assert not [k for k in processor._spawned if k[0] == "east"]
+        await until(lambda: "east" not in running)  # cancelled after its backoff all the same
+        assert running == {"west"}
+
+    await _stubborn_daemons(body)
+
+
+async def test_a_cancelled_stop_all_still_stops_every_daemon() -> None:
+    async def body(processor: Processor, running: set[str]) -> None:
+        await _cancelled_midway(processor.stop_all())
+        assert not processor._spawned
+        await until(lambda: not running)
+
+    await _stubborn_daemons(body)
+
+
+async def test_stop_all_waits_for_a_cancelled_stop_cluster_to_end() -> None:
+    async def body(processor: Processor, running: set[str]) -> None:
+        await _cancelled_midway(processor.stop_cluster("east"))
+        await asyncio.wait_for(processor.stop_all(), BOUND)
+        assert not running  # nothing left running once stop_all returned
+
+    await _stubborn_daemons(body)

@@ -164,7 +164,10 @@ class Member:
                     await self._stop_beside(beside, beside_stop)
                 finally:
                     self.cluster = None
-                    await cluster.close()
+                    try:
+                        await cluster.close()
+                    finally:
+                        _release_caches(cluster)
 
     async def _stop_beside(self, tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
         """Stop the runnables beside the controllers: ``stop`` set, then cancelled once the
@@ -201,6 +204,15 @@ async def _cancelled(tasks: list[asyncio.Task[None]] | set[asyncio.Task[None]]) 
     _, stuck = await asyncio.wait(tasks, timeout=_CANCEL_BOUND)
     for task in stuck:
         log.error("%s ignored its cancel: left running", task.get_name())
+
+
+def _release_caches(cluster: Cluster) -> None:
+    """Empty the stopped informers' stores of a cluster that is done with: its cached objects are
+    freed now by reference counting (a cost proportional to them), even though an informer sits
+    in reference cycles (its reflector's callbacks) and the objects loaded by its list were frozen
+    (:mod:`kubeop.cache.gcpause`), which would keep them until a full collection."""
+    for informer in cluster.cache.informers:
+        informer.store.replace([])
 
 
 def _name_of(runnable: Runnable) -> str:

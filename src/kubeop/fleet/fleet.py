@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kubeop.cache.gcpause import collect_frozen
 from kubeop.client import Client, ClientConfig
 from kubeop.cluster import Cluster
 from kubeop.controller import Controller, Metrics
@@ -213,9 +212,11 @@ class Fleet:
             for name, running in self._running.items()
             if self._known.get(name) != running.target or (shards is not None and not shards.owns(name))
         ]
+        # Their members emptied their caches on the way out (freed by reference counting): no full
+        # collection here, whose pause grows with every other cluster's cache. What is left in
+        # frozen reference cycles (each cluster's client and informers, not its objects) is
+        # collected when the next list thaws the frozen objects (kubeop.cache.gcpause).
         await asyncio.gather(*(self._stop_member(name, drain=True) for name in leaving))
-        if leaving:
-            collect_frozen()  # their caches: else kept while the last list's objects stay frozen
         stop = self._stop
         if stop is None or stop.is_set():
             return

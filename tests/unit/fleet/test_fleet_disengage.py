@@ -6,6 +6,8 @@ kubeop.testing.FakeCluster; every wait is bounded."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import Callable
 
 import pytest
@@ -17,6 +19,8 @@ from kubeop.core.resource import ApiResource
 from kubeop.fleet import Engagement, Fleet
 from kubeop.manager import Phase, Runtime
 from kubeop.testing import FakeCluster
+
+from .test_fleet import Fakes
 
 CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
 BOUND = 10.0
@@ -121,6 +125,58 @@ async def test_a_disengaged_cluster_whose_work_ignores_the_stop_leaves_no_task_a
         assert all(t is not None and t.done() for t in reconciling)
         left = [t.get_name() for t in asyncio.all_tasks() - before if not t.done()]
         assert left == [], left
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+
+
+async def test_a_disengaged_clusters_cache_is_emptied_without_a_full_collection() -> None:
+    fakes = {n: FakeCluster() for n in ("east", "west")}
+    for fake in fakes.values():
+        async with fake.client() as api:
+            for i in range(50):
+                await api.create(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": f"cm-{i}", "namespace": "default"},
+                    }
+                )
+
+    async def reconcile(req: Request, ctx: Context) -> None:
+        return None
+
+    provider = Fakes(fakes)
+    fleet = Fleet(provider)
+    fleet.add(Controller.for_(CM).named("noop").reconcile(reconcile))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    full: list[dict[str, object]] = []
+
+    def record(phase: str, info: dict[str, object]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(info)
+
+    try:
+        for name in fakes:
+            await fleet.wait_engaged(name, BOUND)
+        informers = [weakref.ref(i) for i in fleet.cluster("east").cache.informers]
+
+        def cached() -> list[int]:  # in east's informers still alive
+            return [len(i.store) for i in (ref() for ref in informers) if i is not None]
+
+        assert sum(cached()) == 50
+        assert provider.fleet is not None
+        gc.callbacks.append(record)
+        try:
+            async with asyncio.timeout(BOUND):
+                await provider.fleet.disengage("east")
+        finally:
+            gc.callbacks.remove(record)
+        # Its objects are freed by reference counting, not by a collection walking every cluster's.
+        assert full == []
+        assert not any(cached())
+        assert [len(i.store) for i in fleet.cluster("west").cache.informers] == [50]
     finally:
         stop.set()
         await asyncio.wait_for(run, BOUND)

@@ -7,67 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 import pytest
 
 from kubeop.controller import Context, Controller, Request
-from kubeop.core.resource import ApiResource
-from kubeop.fleet import ClusterProvider, Engagement, Fleet
+from kubeop.fleet import ClusterProvider, Fleet
 from kubeop.manager import Phase, Runtime
 from kubeop.testing import FakeCluster
 
-CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
-BOUND = 10.0
-
-
-def configmap(name: str, data: dict[str, str] | None = None) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "default"},
-        "data": data or {},
-    }
-
-
-async def until(check: Callable[[], bool]) -> None:
-    async with asyncio.timeout(BOUND):
-        while not check():  # noqa: ASYNC110 - what is checked has no event to await
-            await asyncio.sleep(0.005)
-
-
-class Fakes:
-    """A provider engaging FakeClusters, and the test's handle to engage more or disengage."""
-
-    name = "fakes"
-
-    def __init__(self, clusters: dict[str, FakeCluster]) -> None:
-        self.clusters = clusters
-        self.fleet: Engagement | None = None
-
-    async def run(self, fleet: Engagement, stop: asyncio.Event) -> None:
-        self.fleet = fleet
-        for name, fake in self.clusters.items():
-            await self.engage(name, fake)
-        await stop.wait()
-
-    async def engage(self, name: str, fake: FakeCluster, namespace: str = "default") -> None:
-        assert self.fleet is not None
-        transport = fake.transport(namespace=namespace)
-        await self.fleet.engage(name, transport.config, connect=lambda: fake.client(namespace=namespace))
-
-
-def labeller(seen: list[tuple[str, str]]) -> Controller:
-    """Marks each ConfigMap with the cluster that reconciled it (through its own client)."""
-
-    async def reconcile(req: Request, ctx: Context) -> None:
-        seen.append((req.cluster, req.name))
-        obj = await ctx.client.get(CM, req.name, namespace=req.namespace)
-        if obj is None or (obj.get("data") or {}).get("cluster") == req.cluster:
-            return
-        await ctx.client.patch(CM, req.name, {"data": {"cluster": req.cluster}}, namespace=req.namespace)
-
-    return Controller.for_(CM).named("labeller").reconcile(reconcile)
+from ._support import BOUND, CM, Fakes, configmap, create, in_background, labeller, until
 
 
 async def read(fake: FakeCluster, name: str) -> dict[str, str]:
@@ -79,15 +27,12 @@ async def read(fake: FakeCluster, name: str) -> dict[str, str]:
 async def test_a_controller_declared_once_converges_every_cluster_with_its_own_client() -> None:
     fakes = {n: FakeCluster() for n in ("east", "west", "north")}
     for name, fake in fakes.items():
-        async with fake.client() as api:
-            await api.create(configmap(f"cm-{name}"))
+        await create(fake, configmap(f"cm-{name}"))
     seen: list[tuple[str, str]] = []
     provider = Fakes(fakes)
     fleet = Fleet(provider, name="fleet-test")
     fleet.add(labeller(seen))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         for name in fakes:
             await fleet.wait_engaged(name, BOUND)
         for name in fakes:
@@ -101,9 +46,6 @@ async def test_a_controller_declared_once_converges_every_cluster_with_its_own_c
         assert all(c in fakes for c, _ in seen)
         # No cluster saw another's objects.
         assert {(c, n) for c, n in seen} == {(n, f"cm-{n}") for n in fakes}
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
     assert fleet.clusters == {}
 
 
@@ -113,15 +55,12 @@ async def test_a_cluster_engaged_and_disengaged_at_run_time_starts_and_stops_onl
     provider = Fakes({"east": east})
     fleet = Fleet(provider)
     fleet.add(labeller(seen))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         await fleet.wait_engaged("east", BOUND)
         tasks_with_one = len(asyncio.all_tasks())
         await provider.engage("west", west)
         await fleet.wait_engaged("west", BOUND)
-        async with west.client() as api:
-            await api.create(configmap("late"))
+        await create(west, configmap("late"))
         await until(lambda: ("west", "late") in seen)
         assert provider.fleet is not None
         await provider.fleet.disengage("west")
@@ -129,16 +68,11 @@ async def test_a_cluster_engaged_and_disengaged_at_run_time_starts_and_stops_onl
         with pytest.raises(LookupError, match=r"'west' is not engaged.*east"):
             fleet.cluster("west")
         # Its workers and watches are gone: nothing reconciles a new object there.
-        async with west.client() as api:
-            await api.create(configmap("after"))
-        async with east.client() as api:
-            await api.create(configmap("still"))
+        await create(west, configmap("after"))
+        await create(east, configmap("still"))
         await until(lambda: ("east", "still") in seen)
         assert ("west", "after") not in seen
         await until(lambda: len(asyncio.all_tasks()) <= tasks_with_one)
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 async def test_engaging_again_with_new_credentials_restarts_that_cluster_only() -> None:
@@ -147,9 +81,7 @@ async def test_engaging_again_with_new_credentials_restarts_that_cluster_only() 
     provider = Fakes({"east": east, "west": west})
     fleet = Fleet(provider)
     fleet.add(labeller(seen))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         first_east = await fleet.wait_engaged("east", BOUND)
         first_west = await fleet.wait_engaged("west", BOUND)
         await provider.engage("west", west)  # the same config: nothing happens
@@ -158,9 +90,6 @@ async def test_engaging_again_with_new_credentials_restarts_that_cluster_only() 
         second = await fleet.wait_engaged("west", BOUND)
         assert second is not first_west
         assert fleet.cluster("east") is first_east
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 async def test_a_cluster_that_cannot_start_is_retried_while_the_others_run() -> None:
@@ -169,28 +98,20 @@ async def test_a_cluster_that_cannot_start_is_retried_while_the_others_run() -> 
     seen: list[tuple[str, str]] = []
     fleet = Fleet(Fakes({"good": good, "bad": bad}), runtime=Runtime(cache_sync_timeout=0.5))
     fleet.add(labeller(seen))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         await fleet.wait_engaged("good", BOUND)
-        async with good.client() as api:
-            await api.create(configmap("fine"))
+        await create(good, configmap("fine"))
         await until(lambda: ("good", "fine") in seen)
         assert "bad" not in fleet.clusters
-        async with bad.client() as api:
-            await api.create(configmap("waiting"))
+        await create(bad, configmap("waiting"))
         bad.heal()
         await fleet.wait_engaged("bad", BOUND)
         await until(lambda: ("bad", "waiting") in seen)
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 async def test_a_reconciler_reaches_another_cluster_by_name() -> None:
     hub, member = FakeCluster(), FakeCluster()
-    async with hub.client() as api:
-        await api.create(configmap("spec", {"greeting": "hello"}))
+    await create(hub, configmap("spec", {"greeting": "hello"}))
     fleet: Fleet
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -205,9 +126,7 @@ async def test_a_reconciler_reaches_another_cluster_by_name() -> None:
 
     fleet = Fleet(Fakes({"member": member, "hub": hub}))
     fleet.add(Controller.for_(CM).named("copier").reconcile(reconcile))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         await fleet.wait_engaged("member", BOUND)
         await fleet.wait_engaged("hub", BOUND)
         async with asyncio.timeout(BOUND):
@@ -216,9 +135,6 @@ async def test_a_reconciler_reaches_another_cluster_by_name() -> None:
                     if await api.get_or_none(CM, "copy", namespace="default") is not None:
                         break
                 await asyncio.sleep(0.01)
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 async def test_log_lines_of_a_reconcile_name_the_cluster() -> None:
@@ -227,8 +143,7 @@ async def test_log_lines_of_a_reconcile_name_the_cluster() -> None:
     from kubeop.manager.logs import TextFormatter
 
     fake = FakeCluster()
-    async with fake.client() as api:
-        await api.create(configmap("x"))
+    await create(fake, configmap("x"))
     done = asyncio.Event()
     lines = io.StringIO()
     handler = logging.StreamHandler(lines)
@@ -243,14 +158,11 @@ async def test_log_lines_of_a_reconcile_name_the_cluster() -> None:
 
     fleet = Fleet(Fakes({"edge-1": fake}))
     fleet.add(Controller.for_(CM).named("talker").reconcile(reconcile))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
     try:
-        async with asyncio.timeout(BOUND):
-            await done.wait()
+        async with in_background(fleet.start):
+            async with asyncio.timeout(BOUND):
+                await done.wait()
     finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
         user.removeHandler(handler)
     assert "hello from the reconcile cluster=edge-1 controller=talker kind=ConfigMap object=default/x" in (
         lines.getvalue()
@@ -281,8 +193,7 @@ async def test_two_replicas_split_the_clusters_and_one_takes_all_when_the_other_
     hub = FakeCluster()
     fakes = {f"c{i}": FakeCluster() for i in range(6)}
     for fake in fakes.values():
-        async with fake.client() as api:
-            await api.create(configmap("x"))
+        await create(fake, configmap("x"))
     # Which replica is running which cluster's reconciles, at any moment (overlap: a bug).
     running: dict[str, set[str]] = {name: set() for name in fakes}
     overlaps: list[str] = []
@@ -379,8 +290,7 @@ class _BesideRun:
 async def test_what_runs_per_cluster_starts_before_the_controllers_and_stops_with_its_cluster() -> None:
     fakes = {n: FakeCluster() for n in ("east", "west")}
     for fake in fakes.values():
-        async with fake.client() as api:
-            await api.create(configmap("a"))
+        await create(fake, configmap("a"))
     life: list[tuple[str, str]] = []
     seen: list[tuple[str, str]] = []
 
@@ -394,9 +304,7 @@ async def test_what_runs_per_cluster_starts_before_the_controllers_and_stops_wit
     beside = _Beside(life, fail_once="west")
     fleet.add(beside)
     assert fleet.per_cluster == [beside] and not fleet.providers[1:]
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         await until(lambda: {c for c, _ in seen} == {"east", "west"})
         for name in ("east", "west"):
             mine = [what for c, what in life if c == name]
@@ -405,7 +313,4 @@ async def test_what_runs_per_cluster_starts_before_the_controllers_and_stops_wit
         await until(lambda: [w for c, w in life if c == "west"].count("run") == 2)
         await fleet.disengage("east")
         assert ("east", "stopped") in life and ("west", "stopped") not in life
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
     assert ("west", "stopped") in life

@@ -8,28 +8,17 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
-from collections.abc import Callable
 
 import pytest
 
 import kubeop.fleet.fleet as fleet_module
 from kubeop.client import Client
 from kubeop.controller import Context, Controller, Request
-from kubeop.core.resource import ApiResource
 from kubeop.fleet import Engagement, Fleet
 from kubeop.manager import Phase, Runtime
 from kubeop.testing import FakeCluster
 
-from .test_fleet import Fakes
-
-CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
-BOUND = 10.0
-
-
-async def until(check: Callable[[], bool]) -> None:
-    async with asyncio.timeout(BOUND):
-        while not check():  # noqa: ASYNC110 - what is checked has no event to await
-            await asyncio.sleep(0.005)
+from ._support import BOUND, CM, Fakes, in_background, until
 
 
 class _OneCluster:
@@ -111,9 +100,7 @@ async def test_a_disengaged_cluster_whose_work_ignores_the_stop_leaves_no_task_a
     fleet = Fleet(provider, name="slow", runtime=Runtime(graceful_shutdown_timeout=1.0))
     fleet.add(Controller.for_(CM).named("slow").reconcile(reconcile))
     fleet.add(stubborn)
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         await until(lambda: provider.fleet is not None)
         before = asyncio.all_tasks()  # the fleet's own, before the cluster is engaged
         provider.go.set()
@@ -125,9 +112,6 @@ async def test_a_disengaged_cluster_whose_work_ignores_the_stop_leaves_no_task_a
         assert all(t is not None and t.done() for t in reconciling)
         left = [t.get_name() for t in asyncio.all_tasks() - before if not t.done()]
         assert left == [], left
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 async def test_a_disengaged_clusters_cache_is_emptied_without_a_full_collection() -> None:
@@ -149,15 +133,13 @@ async def test_a_disengaged_clusters_cache_is_emptied_without_a_full_collection(
     provider = Fakes(fakes)
     fleet = Fleet(provider)
     fleet.add(Controller.for_(CM).named("noop").reconcile(reconcile))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
     full: list[dict[str, object]] = []
 
     def record(phase: str, info: dict[str, object]) -> None:
         if phase == "start" and info["generation"] == 2:
             full.append(info)
 
-    try:
+    async with in_background(fleet.start):
         for name in fakes:
             await fleet.wait_engaged(name, BOUND)
         informers = [weakref.ref(i) for i in fleet.cluster("east").cache.informers]
@@ -177,6 +159,3 @@ async def test_a_disengaged_clusters_cache_is_emptied_without_a_full_collection(
         assert full == []
         assert not any(cached())
         assert [len(i.store) for i in fleet.cluster("west").cache.informers] == [50]
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)

@@ -6,41 +6,15 @@ controller-runtime's labels exactly. Every wait is bounded."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from kubeop.controller import Context, Controller, Metrics, Request
-from kubeop.core.resource import ApiResource
 from kubeop.fleet import Engagement, Fleet
 from kubeop.testing import FakeCluster
 
-CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
-BOUND = 10.0
-
-
-async def until(check: Callable[[], bool]) -> None:
-    async with asyncio.timeout(BOUND):
-        while not check():  # noqa: ASYNC110 - what is checked has no event to await
-            await asyncio.sleep(0.005)
-
-
-class Fakes:
-    """Engages FakeClusters; the test engages more or disengages through it."""
-
-    name = "fakes"
-
-    def __init__(self, clusters: dict[str, FakeCluster]) -> None:
-        self.clusters = clusters
-        self.fleet: Engagement | None = None
-
-    async def run(self, fleet: Engagement, stop: asyncio.Event) -> None:
-        self.fleet = fleet
-        for name, fake in self.clusters.items():
-            transport = fake.transport(namespace="default")
-            await fleet.engage(name, transport.config, connect=lambda f=fake: f.client(namespace="default"))
-        await stop.wait()
+from ._support import BOUND, CM, Fakes, create, until
 
 
 def sample(registry: CollectorRegistry, family: str, /, **labels: str) -> float | None:
@@ -70,8 +44,7 @@ async def scrape(port: int) -> str:
 async def test_the_fleets_controller_and_queue_series_carry_the_cluster() -> None:
     fakes = {n: FakeCluster() for n in ("east", "west")}
     for name, fake in fakes.items():
-        async with fake.client() as api:
-            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{name}"}})
+        await create(fake, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{name}"}})
     seen: list[str] = []
 
     async def reconcile(req: Request, ctx: Context) -> None:

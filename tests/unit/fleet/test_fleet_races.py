@@ -25,7 +25,7 @@ from kubeop.fleet.secrets import SECRETS
 from kubeop.manager import Runtime
 from kubeop.testing import FakeCluster
 
-from .test_fleet import BOUND, CM, Fakes, configmap, labeller, until
+from ._support import BOUND, CM, Fakes, configmap, create, in_background, labeller, until
 
 
 async def test_rapid_engage_rotate_disengage_cycles_leak_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,8 +60,7 @@ async def test_rapid_engage_rotate_disengage_cycles_leak_nothing(monkeypatch: py
             assert "west" not in fleet.engaged
         await until(lambda: len(asyncio.all_tasks()) <= baseline)
         # east was never disturbed: it still converges.
-        async with east.client() as api:
-            await api.create(configmap("after-cycles"))
+        await create(east, configmap("after-cycles"))
         await until(lambda: ("east", "after-cycles") in seen)
         assert engaged_west == 20
         gc.collect()
@@ -75,8 +74,7 @@ async def test_rapid_engage_rotate_disengage_cycles_leak_nothing(monkeypatch: py
 
 async def test_disengaging_during_a_reconcile_is_bounded_and_cancels_it() -> None:
     fake = FakeCluster()
-    async with fake.client() as api:
-        await api.create(configmap("slow"))
+    await create(fake, configmap("slow"))
     started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def reconcile(req: Request, ctx: Context) -> None:
@@ -90,9 +88,7 @@ async def test_disengaging_during_a_reconcile_is_bounded_and_cancels_it() -> Non
     provider = Fakes({"edge": fake})
     fleet = Fleet(provider, runtime=Runtime(graceful_shutdown_timeout=0.5))
     fleet.add(Controller.for_(CM).named("stuck").reconcile(reconcile))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         async with asyncio.timeout(BOUND):
             await started.wait()
         assert provider.fleet is not None
@@ -101,15 +97,11 @@ async def test_disengaging_during_a_reconcile_is_bounded_and_cancels_it() -> Non
         assert time.monotonic() - t0 < 3.0  # the drain timeout (0.5 s), not the reconcile's hour
         assert cancelled.is_set()
         assert "edge" not in fleet.clusters
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 async def test_a_sync_reconcile_still_running_after_disengage_cannot_write_there() -> None:
     fake = FakeCluster()
-    async with fake.client() as api:
-        await api.create(configmap("slow"))
+    await create(fake, configmap("slow"))
     started, release = threading.Event(), threading.Event()
     outcome: list[str] = []
 
@@ -192,8 +184,7 @@ async def test_a_cluster_that_never_answers_is_retried_and_disengaged_without_a_
             await provider.fleet.engage("hung", ClientConfig(server=url, qps=None))
             await until(lambda: silent.accepted >= 1)
             await asyncio.sleep(1.0)  # a few start attempts time out meanwhile
-            async with good.client() as api:
-                await api.create(configmap("unaffected"))
+            await create(good, configmap("unaffected"))
             await until(lambda: ("good", "unaffected") in seen)
             assert "hung" not in fleet.clusters
             t0 = time.monotonic()
@@ -269,20 +260,16 @@ async def test_a_cluster_whose_credentials_expire_is_retried_alone_and_resumes()
     seen: list[tuple[str, str]] = []
     fleet = Fleet(Fakes({"east": east, "west": west}))
     fleet.add(labeller(seen))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         await fleet.wait_engaged("east", BOUND)
         await fleet.wait_engaged("west", BOUND)
         west.fail("PATCH", CM, code=401, times=None)  # its token expired: every write refused
-        async with west.client() as api:
-            await api.create(configmap("refused"))
+        await create(west, configmap("refused"))
         await until(lambda: ("west", "refused") in seen)
         # east is not held up while west's reconciles fail and back off
         for i in range(5):
             t0 = time.monotonic()
-            async with east.client() as api:
-                await api.create(configmap(f"e{i}"))
+            await create(east, configmap(f"e{i}"))
             await until(lambda i=i: ("east", f"e{i}") in seen)  # type: ignore[misc]
             assert time.monotonic() - t0 < 1.0
         west.heal()  # credentials back: its key converges on a retry
@@ -293,6 +280,3 @@ async def test_a_cluster_whose_credentials_expire_is_retried_alone_and_resumes()
                 if (obj.get("data") or {}).get("cluster") == "west":
                     break
                 await asyncio.sleep(0.05)
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)

@@ -21,7 +21,8 @@ from kubeop.fleet._names import check_cluster_name
 from kubeop.fleet.secrets import SECRETS
 from kubeop.testing import FakeCluster
 
-BOUND = 10.0
+from ._support import Engaged, hub_secrets, in_background
+
 TOKEN = "s3cret-token-0f1e2d"
 CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
 
@@ -230,38 +231,12 @@ def test_a_cluster_name_that_is_not_dns_safe_is_refused(name: str) -> None:
 # -- the provider ----------------------------------------------------------------------------------
 
 
-class Engaged:
-    def __init__(self) -> None:
-        self.log: list[tuple[str, str]] = []
-        self.changed = asyncio.Event()
-
-    async def engage(self, name: str, config: ClientConfig, **_: Any) -> None:
-        self.log.append(("engage", name))
-        self.changed.set()
-
-    async def disengage(self, name: str) -> None:
-        self.log.append(("disengage", name))
-        self.changed.set()
-
-    async def wait_for(self, n: int) -> None:
-        async with asyncio.timeout(BOUND):
-            while len(self.log) < n:
-                self.changed.clear()
-                await self.changed.wait()
-
-
 async def test_the_provider_survives_every_refused_secret_and_logs_no_credential(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    hub = FakeCluster()
-    api = hub.client(namespace="fleet")
     fleet = Engaged()
-    provider = KubeconfigSecrets("fleet", hub=api)
-    stop = asyncio.Event()
     caplog.set_level(logging.DEBUG)
-    run = asyncio.create_task(provider.run(fleet, stop))
-    try:
-        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet"}})
+    async with hub_secrets(fleet) as api:
         hostile = [
             ("a: " + "[" * 5000 + "]" * 5000).encode(),  # RecursionError: used to end the provider
             yaml.safe_dump(config_dict(cluster={"proxy-url": f"http://u:{TOKEN}@proxy:3128"})).encode(),
@@ -274,10 +249,6 @@ async def test_the_provider_survives_every_refused_secret_and_logs_no_credential
         await api.create(secret(config_dict(), "west-kubeconfig"))
         await fleet.wait_for(1)
         assert fleet.log == [("engage", "west")]
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
-        await api.close()
     refused = [r for r in caplog.records if "refused" in r.getMessage()]
     assert len(refused) == len(hostile)
     for record in caplog.records:
@@ -320,9 +291,7 @@ async def test_a_planted_secret_naming_a_cluster_never_takes_it_over_whatever_th
     await api.create(server_secret("aaa-kubeconfig", "https://evil.example", "prod"))
     await api.create(server_secret("prod-kubeconfig", "https://prod.example", "prod"))
     fleet = Servers()
-    stop = asyncio.Event()
-    run = asyncio.create_task(KubeconfigSecrets("fleet", hub=api).run(fleet, stop))
-    try:
+    async with api, in_background(lambda stop: KubeconfigSecrets("fleet", hub=api).run(fleet, stop)):
         await fleet.wait_for(1)
         await asyncio.sleep(0.2)
         assert fleet.log == [("engage", "prod=https://prod.example")]
@@ -336,10 +305,6 @@ async def test_a_planted_secret_naming_a_cluster_never_takes_it_over_whatever_th
         await api.delete(SECRETS, "zzz-kubeconfig", namespace="fleet")  # no longer the holder
         await asyncio.sleep(0.2)
         assert len(fleet.log) == 4
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
-        await api.close()
 
 
 @pytest.mark.parametrize(

@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from kubeop.client import ClientConfig, ConfigError
-from kubeop.fleet import KubeconfigSecrets, kubeconfig_from_secret
+from kubeop.client import ConfigError
+from kubeop.fleet import kubeconfig_from_secret
 from kubeop.fleet.secrets import SECRETS, cluster_name_of
-from kubeop.testing import FakeCluster
 
-BOUND = 10.0
+from ._support import BOUND, Engaged, hub_secrets
 
 
 def kubeconfig(server: str = "https://east.example:6443", *, user: dict[str, Any] | None = None) -> str:
@@ -104,37 +103,9 @@ def test_the_cluster_is_named_by_its_label_or_the_secret_name() -> None:
         cluster_name_of(secret("x", "", labels={"cluster.x-k8s.io/cluster-name": "../etc"}))
 
 
-class Engaged:
-    """Records what a provider asks of the fleet."""
-
-    def __init__(self) -> None:
-        self.log: list[tuple[str, str, str]] = []
-        self.changed = asyncio.Event()
-
-    async def engage(self, name: str, config: ClientConfig, **_: Any) -> None:
-        self.log.append(("engage", name, config.server))
-        self.changed.set()
-
-    async def disengage(self, name: str) -> None:
-        self.log.append(("disengage", name, ""))
-        self.changed.set()
-
-    async def wait_for(self, n: int) -> None:
-        async with asyncio.timeout(BOUND):
-            while len(self.log) < n:
-                self.changed.clear()
-                await self.changed.wait()
-
-
 async def test_secrets_engage_rotate_and_disengage_their_clusters() -> None:
-    hub = FakeCluster()
-    api = hub.client(namespace="fleet")
-    fleet = Engaged()
-    provider = KubeconfigSecrets("fleet", hub=api)
-    stop = asyncio.Event()
-    run = asyncio.create_task(provider.run(fleet, stop))
-    try:
-        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet"}})
+    fleet = Engaged(servers=True)
+    async with hub_secrets(fleet) as api:
         await api.create(secret("east-kubeconfig", kubeconfig("https://east:6443")))
         await fleet.wait_for(1)
         assert fleet.log == [("engage", "east", "https://east:6443")]
@@ -157,23 +128,13 @@ async def test_secrets_engage_rotate_and_disengage_their_clusters() -> None:
         await fleet.wait_for(4)
         assert fleet.log[3] == ("disengage", "east", "")
         assert len(fleet.log) == 4
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
-        await api.close()
 
 
 async def test_a_refused_rotation_keeps_the_last_accepted_kubeconfig_engaged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    hub = FakeCluster()
-    api = hub.client(namespace="fleet")
-    fleet = Engaged()
-    provider = KubeconfigSecrets("fleet", hub=api)
-    stop = asyncio.Event()
-    run = asyncio.create_task(provider.run(fleet, stop))
-    try:
-        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet"}})
+    fleet = Engaged(servers=True)
+    async with hub_secrets(fleet) as api:
         await api.create(secret("east-kubeconfig", kubeconfig("https://east:6443")))
         await fleet.wait_for(1)
         bad = secret("east-kubeconfig", kubeconfig(user={"exec": {"command": "sh"}}))
@@ -201,7 +162,3 @@ async def test_a_refused_rotation_keeps_the_last_accepted_kubeconfig_engaged(
             ("engage", "east", "https://east-3:6443"),
         ]
         assert "s3cret-token" not in caplog.text
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
-        await api.close()

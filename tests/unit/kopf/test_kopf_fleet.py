@@ -5,47 +5,37 @@ cluster even for objects of the same name. On kubeop.testing.FakeClusters; every
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kubeop.kopf as kopf
-from kubeop.core.resource import ApiResource
-from kubeop.fleet import Engagement, Fleet
+from kubeop.fleet import Fleet
 from kubeop.kopf.processing import Processor
 from kubeop.kopf.running import build_manager, processors
+from kubeop.manager import Manager
 from kubeop.testing import FakeCluster
-
-CM = ApiResource("", "v1", "configmaps", kind="ConfigMap")
-BOUND = 10.0
+from tests.unit.fleet._support import BOUND, CM, Fakes, create, in_background, until
 
 
-async def until(check: Callable[[], bool]) -> None:
-    async with asyncio.timeout(BOUND):
-        while not check():  # noqa: ASYNC110 - what is checked has no event to await
-            await asyncio.sleep(0.005)
-
-
-class Fakes:
-    name = "fakes"
-
-    def __init__(self, clusters: dict[str, FakeCluster]) -> None:
-        self.clusters = clusters
-
-    async def run(self, fleet: Engagement, stop: asyncio.Event) -> None:
-        for name, fake in self.clusters.items():
-            transport = fake.transport(namespace="default")
-            await fleet.engage(name, transport.config, connect=lambda f=fake: f.client(namespace="default"))
-        await stop.wait()
+@contextlib.asynccontextmanager
+async def running_and_stopping_daemons(fleet: Fleet, manager: Manager) -> AsyncIterator[None]:
+    """Run ``fleet`` for the block; after it, stop the daemons and timers of ``manager``'s
+    processors (bounded)."""
+    try:
+        async with in_background(fleet.start):
+            yield
+    finally:
+        await asyncio.wait_for(asyncio.gather(*(p.stop_all() for p in processors(manager))), BOUND)
 
 
 async def test_kopf_handlers_run_per_cluster_with_the_cluster_kwarg() -> None:
     fakes = {n: FakeCluster() for n in ("east", "west")}
     for fake in fakes.values():
-        async with fake.client() as api:
-            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
+        await create(fake, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
     reg = kopf.Registry()
     seen: list[tuple[str, str, int]] = []
 
@@ -58,9 +48,7 @@ async def test_kopf_handlers_run_per_cluster_with_the_cluster_kwarg() -> None:
     fleet = Fleet(Fakes(fakes), name="kopf-fleet")
     for controller in manager.controllers:
         fleet.add(controller)
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with running_and_stopping_daemons(fleet, manager):
         await until(lambda: {c for c, _, _ in seen} == {"east", "west"})
         for name, fake in fakes.items():
             async with fake.client() as api:
@@ -73,10 +61,6 @@ async def test_kopf_handlers_run_per_cluster_with_the_cluster_kwarg() -> None:
         # One object named "same" in each cluster: two memos, each handled once.
         assert sorted((c, n) for c, n, _ in seen) == [("east", "same"), ("west", "same")]
         assert len({m for _, _, m in seen}) == 2
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
-        await asyncio.gather(*(p.stop_all() for p in processors(manager)))
 
 
 async def test_on_one_cluster_the_cluster_kwarg_is_empty() -> None:
@@ -108,8 +92,7 @@ def fleet_of(manager: Any, fakes: dict[str, FakeCluster]) -> Fleet:
 async def test_kopf_event_handlers_run_per_cluster_with_the_cluster_kwarg() -> None:
     fakes = {n: FakeCluster() for n in ("east", "west")}
     for name, fake in fakes.items():
-        async with fake.client() as api:
-            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"in-{name}"}})
+        await create(fake, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"in-{name}"}})
     reg = kopf.Registry()
     seen: list[tuple[str, str, str | None]] = []
 
@@ -119,19 +102,13 @@ async def test_kopf_event_handlers_run_per_cluster_with_the_cluster_kwarg() -> N
 
     manager = build_manager(registry=reg, client=FakeCluster().client())
     fleet = fleet_of(manager, fakes)
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         await until(lambda: {(c, n) for c, n, _ in seen} == {("east", "in-east"), ("west", "in-west")})
-        async with fakes["west"].client() as api:
-            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "later"}})
+        await create(fakes["west"], {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "later"}})
         await until(lambda: ("west", "later", "ADDED") in seen)
         # Each cluster's objects reach its own dispatch only, listed ones with type None.
         assert ("east", "in-east", None) in seen and ("west", "in-west", None) in seen
         assert not any(c == "east" and n != "in-east" for c, n, _ in seen)
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 async def test_on_one_cluster_event_handlers_get_an_empty_cluster_kwarg() -> None:
@@ -179,9 +156,7 @@ async def test_kopf_indices_are_kept_per_cluster() -> None:
 
     manager = build_manager(registry=reg, client=FakeCluster().client())
     fleet = fleet_of(manager, fakes)
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with running_and_stopping_daemons(fleet, manager):
         await until(lambda: len(seen) == 4)
         # A handler in a cluster sees that cluster's index only (filled before its first call).
         assert seen == {
@@ -196,17 +171,12 @@ async def test_kopf_indices_are_kept_per_cluster() -> None:
         await fleet.disengage("east")
         with pytest.raises(LookupError, match="kopf indices of cluster 'east' are not running"):
             indexes.of("east")
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
-        await asyncio.gather(*(p.stop_all() for p in processors(manager)))
 
 
 async def test_a_disengaged_clusters_daemons_are_cancelled_and_the_others_run_on() -> None:
     fakes = {n: FakeCluster() for n in ("east", "west")}
     for fake in fakes.values():
-        async with fake.client() as api:
-            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
+        await create(fake, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
     reg = kopf.Registry()
     running: set[str] = set()
     cancelled: list[tuple[str, bool]] = []
@@ -222,9 +192,7 @@ async def test_a_disengaged_clusters_daemons_are_cancelled_and_the_others_run_on
 
     manager = build_manager(registry=reg, client=FakeCluster().client())
     fleet = fleet_of(manager, fakes)
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with in_background(fleet.start):
         await until(lambda: running == {"east", "west"})
         loop = asyncio.get_running_loop()
         began = loop.time()
@@ -235,9 +203,6 @@ async def test_a_disengaged_clusters_daemons_are_cancelled_and_the_others_run_on
         (processor,) = processors(manager)
         assert [k[0] for k in processor._spawned] == ["west"]  # west's daemon runs on
         assert cancelled == [("east", True)]
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
     # The fleet's stop stopped the other cluster's daemon too.
     assert sorted(cancelled) == [("east", True), ("west", True)]
     assert not processors(manager)[0]._spawned
@@ -248,8 +213,7 @@ async def test_in_a_fleet_kopf_events_go_to_the_cluster_the_object_lives_in() ->
 
     fakes = {n: FakeCluster() for n in ("east", "west")}
     for name, fake in fakes.items():
-        async with fake.client() as api:
-            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"in-{name}"}})
+        await create(fake, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"in-{name}"}})
     reg = kopf.Registry()
 
     @kopf.on.create("configmaps", registry=reg, id="tell")
@@ -268,19 +232,13 @@ async def test_in_a_fleet_kopf_events_go_to_the_cluster_the_object_lives_in() ->
 
     manager = build_manager(registry=reg, client=FakeCluster().client())
     fleet = fleet_of(manager, fakes)
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with running_and_stopping_daemons(fleet, manager):
         for name, fake in fakes.items():
             want = {(f"in-{name}", "Seen", f"by {name}"), (f"in-{name}", "Listed", f"by {name}")}
             async with asyncio.timeout(BOUND):
                 while not want <= (got := await notes(fake)):  # noqa: ASYNC110 - another cluster's API
                     await asyncio.sleep(0.02)
             assert {n for n, _, _ in got} == {f"in-{name}"}  # none about the other cluster's object
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
-        await asyncio.gather(*(p.stop_all() for p in processors(manager)))
 
 
 async def _stubborn_daemons(
@@ -291,8 +249,7 @@ async def _stubborn_daemons(
     clusters whose daemon runs, once both run."""
     fakes = {n: FakeCluster() for n in ("east", "west")}
     for fake in fakes.values():
-        async with fake.client() as api:
-            await api.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
+        await create(fake, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
     reg = kopf.Registry()
     running: set[str] = set()
 
@@ -306,16 +263,10 @@ async def _stubborn_daemons(
 
     manager = build_manager(registry=reg, client=FakeCluster().client())
     fleet = fleet_of(manager, fakes)
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
+    async with running_and_stopping_daemons(fleet, manager):
         await until(lambda: running == {"east", "west"})
         (processor,) = processors(manager)
         await body(processor, running)
-    finally:
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
-        await asyncio.wait_for(processors(manager)[0].stop_all(), BOUND)
     assert not running
 
 

@@ -16,7 +16,7 @@ import kubeop.kopf as kopf
 from kubeop.fleet import Fleet
 from kubeop.kopf.processing import Processor
 from kubeop.kopf.running import build_manager, processors
-from kubeop.manager import Manager
+from kubeop.manager import Manager, Runtime
 from kubeop.testing import FakeCluster
 from tests.unit.fleet._support import BOUND, CM, Fakes, create, in_background, until
 
@@ -79,9 +79,9 @@ async def test_on_one_cluster_the_cluster_kwarg_is_empty() -> None:
     assert kwargs["cluster"] == ""
 
 
-def fleet_of(manager: Any, fakes: dict[str, FakeCluster]) -> Fleet:
+def fleet_of(manager: Any, fakes: dict[str, FakeCluster], runtime: Runtime | None = None) -> Fleet:
     """The fleet ``kubeop.fleet.fleet_for`` makes of a kopf manager, on FakeClusters."""
-    fleet = Fleet(Fakes(fakes), name="kopf-fleet")
+    fleet = Fleet(Fakes(fakes), name="kopf-fleet", runtime=runtime)
     for controller in manager.controllers:
         fleet.add(controller)
     for runnable in manager.runnables:
@@ -242,18 +242,21 @@ async def test_in_a_fleet_kopf_events_go_to_the_cluster_the_object_lives_in() ->
 
 
 async def _stubborn_daemons(
-    body: Callable[[Processor, set[str]], Awaitable[None]],
+    body: Callable[[Fleet, Processor, set[str]], Awaitable[None]],
+    *,
+    backoff: float = 0.3,
+    runtime: Runtime | None = None,
 ) -> None:
     """A daemon per cluster that ignores its ``stopped`` flag (kopf cancels it after its
-    cancellation backoff), on two clusters of a fleet; ``body`` gets the processor and the
-    clusters whose daemon runs, once both run."""
+    cancellation backoff), on two clusters of a fleet; ``body`` gets the fleet, the processor and
+    the clusters whose daemon runs, once both run."""
     fakes = {n: FakeCluster() for n in ("east", "west")}
     for fake in fakes.values():
         await create(fake, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}})
     reg = kopf.Registry()
     running: set[str] = set()
 
-    @kopf.daemon("configmaps", registry=reg, id="stubborn", cancellation_backoff=0.3)
+    @kopf.daemon("configmaps", registry=reg, id="stubborn", cancellation_backoff=backoff)
     async def stubborn(cluster: str, **_: Any) -> None:
         running.add(cluster)
         try:
@@ -262,11 +265,11 @@ async def _stubborn_daemons(
             running.discard(cluster)
 
     manager = build_manager(registry=reg, client=FakeCluster().client())
-    fleet = fleet_of(manager, fakes)
+    fleet = fleet_of(manager, fakes, runtime)
     async with running_and_stopping_daemons(fleet, manager):
         await until(lambda: running == {"east", "west"})
         (processor,) = processors(manager)
-        await body(processor, running)
+        await body(fleet, processor, running)
     assert not running
 
 
@@ -281,7 +284,7 @@ async def _cancelled_midway(stopping: Awaitable[None]) -> None:
 
 
 async def test_a_cancelled_stop_cluster_still_stops_the_daemons_it_took() -> None:
-    async def body(processor: Processor, running: set[str]) -> None:
+    async def body(_: Fleet, processor: Processor, running: set[str]) -> None:
         await _cancelled_midway(processor.stop_cluster("east"))
         assert not [k for k in processor._spawned if k[0] == "east"]
         await until(lambda: "east" not in running)  # cancelled after its backoff all the same
@@ -291,7 +294,7 @@ async def test_a_cancelled_stop_cluster_still_stops_the_daemons_it_took() -> Non
 
 
 async def test_a_cancelled_stop_all_still_stops_every_daemon() -> None:
-    async def body(processor: Processor, running: set[str]) -> None:
+    async def body(_: Fleet, processor: Processor, running: set[str]) -> None:
         await _cancelled_midway(processor.stop_all())
         assert not processor._spawned
         await until(lambda: not running)
@@ -300,9 +303,21 @@ async def test_a_cancelled_stop_all_still_stops_every_daemon() -> None:
 
 
 async def test_stop_all_waits_for_a_cancelled_stop_cluster_to_end() -> None:
-    async def body(processor: Processor, running: set[str]) -> None:
+    async def body(_: Fleet, processor: Processor, running: set[str]) -> None:
         await _cancelled_midway(processor.stop_cluster("east"))
         await asyncio.wait_for(processor.stop_all(), BOUND)
         assert not running  # nothing left running once stop_all returned
 
     await _stubborn_daemons(body)
+
+
+async def test_a_daemon_slower_to_stop_than_the_graceful_timeout_is_stopped_when_its_cluster_goes() -> None:
+    # The member's graceful timeout (0.2 s) cancels the stop of east's daemons during their
+    # cancellation backoff (1 s): they are cancelled after it all the same.
+    async def body(fleet: Fleet, processor: Processor, running: set[str]) -> None:
+        async with asyncio.timeout(BOUND):
+            await fleet.disengage("east")
+        await until(lambda: "east" not in running)
+        assert running == {"west"}
+
+    await _stubborn_daemons(body, backoff=1.0, runtime=Runtime(graceful_shutdown_timeout=0.2))

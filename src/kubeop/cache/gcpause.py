@@ -27,7 +27,7 @@ import asyncio
 import gc
 import time
 
-__all__ = ["GcPause", "collect_frozen"]
+__all__ = ["GcPause"]
 
 _holders = 0
 _resume = False
@@ -76,18 +76,3 @@ class GcPause:
                 _frozen_at = time.monotonic()
             gc.enable()
 
-
-def collect_frozen() -> bool:
-    """Collect the cycles that died among frozen objects, now: for a caller that just dropped a
-    large part of the heap (a fleet disengaging a cluster drops its caches), which would otherwise
-    stay frozen until a later list's pause thaws them. One full collection, then everything alive
-    is frozen again. Nothing while a pause is held or when this module froze nothing; True when
-    it collected."""
-    global _frozen_at
-    if _holders or _frozen_at is None or not gc.isenabled():
-        return False
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
-    _frozen_at = time.monotonic()
-    return True

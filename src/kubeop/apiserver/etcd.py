@@ -37,6 +37,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from kubeop.apiserver._watchqueue import WatchQueue
 from kubeop.apiserver.memory import (
     _INITIAL_EVENTS_END,
     _Change,
@@ -60,7 +61,6 @@ _MAX_RESPONSE = 64 << 20  # one range page of _CHUNK objects, each at most etcd'
 _MAX_LINE = 8 << 20  # one watch response: an event with the value and the previous value
 _CHUNK = 100
 _DELETE_RETRIES = 5
-_END = object()
 
 
 class EtcdStorage:
@@ -353,22 +353,7 @@ class EtcdStorage:
         try:
             for event in first:
                 yield event
-            while True:
-                try:
-                    async with asyncio.timeout(options.bookmark_interval if options.bookmarks else None):
-                        item = await watcher.queue.get()
-                except TimeoutError:
-                    if watcher.queue.empty():  # everything up to watcher.delivered was yielded
-                        version = watcher.delivered
-                        yield StorageEvent(
-                            "BOOKMARK", {"metadata": {"resourceVersion": str(version)}}, version
-                        )
-                    continue
-                if item is _END:
-                    return
-                if isinstance(item, StatusError):
-                    raise item
-                assert isinstance(item, StorageEvent)
+            while (item := await watcher.queue.next(options, lambda: watcher.delivered)) is not None:
                 yield item
         finally:
             self._watchers.discard(watcher)
@@ -379,7 +364,7 @@ class EtcdStorage:
         """End every watch and close the connections to etcd."""
         self._closed = True
         for watcher in list(self._watchers):
-            watcher.end()
+            watcher.queue.end()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -441,8 +426,7 @@ class _Watcher:
         self.storage, self.resource, self.base, self.options = storage, resource, base, options
         self.start = start
         self.delivered = start  # every change up to this revision was queued
-        self.queue: asyncio.Queue[StorageEvent | StatusError | object] = asyncio.Queue(size)
-        self.ended = False
+        self.queue = WatchQueue(size)
 
     async def read(self) -> None:
         storage = self.storage
@@ -462,9 +446,9 @@ class _Watcher:
             ) as resp:
                 if resp.status != 200:
                     data = await _read(resp, "/v3/watch")
-                    self.put(_etcd_error(_json(data, "/v3/watch"), "/v3/watch"))
+                    self.queue.put(_etcd_error(_json(data, "/v3/watch"), "/v3/watch"))
                     return
-                while not self.ended:
+                while not self.queue.ended:
                     try:
                         async with asyncio.timeout(storage._watch_idle):
                             line = await resp.content.readline()
@@ -482,9 +466,9 @@ class _Watcher:
         except (aiohttp.ClientError, OSError, ValueError):
             return  # the stream broke: the client resumes from its last version
         except StatusError as exc:
-            self.put(exc)
+            self.queue.put(exc)
         finally:
-            self.end()
+            self.queue.end()
 
     def receive(self, message: dict[str, Any]) -> None:
         if "error" in message:
@@ -496,7 +480,7 @@ class _Watcher:
             compacted = result.get("compact_revision")
             if compacted is not None and _int(compacted, "compact_revision") > 0:
                 raise _expired(self.start)
-            self.end()
+            self.queue.end()
             return
         revision = self.storage._seen(result.get("header"), "/v3/watch")
         events = result.get("events") or []
@@ -507,7 +491,7 @@ class _Watcher:
             event = _event_for(change, None, self.options.labels, self.options.fields)
             self.delivered = change.resource_version
             if event is not None:
-                self.put(event)
+                self.queue.put(event)
         if not events and not result.get("created"):  # a progress notification: nothing before it is pending
             self.delivered = max(self.delivered, revision)
 
@@ -527,25 +511,6 @@ class _Watcher:
         either = new if new is not None else old
         meta = (either or {}).get("metadata") or {}
         return _Change(revision, self.resource, (meta.get("namespace", ""), meta.get("name", "")), old, new)
-
-    def put(self, item: StorageEvent | StatusError) -> None:
-        if self.ended:
-            return
-        try:
-            self.queue.put_nowait(item)
-        except asyncio.QueueFull:
-            self.end()
-
-    def end(self) -> None:
-        if self.ended:
-            return
-        self.ended = True
-        while True:  # make room for the end marker
-            try:
-                self.queue.put_nowait(_END)
-                return
-            except asyncio.QueueFull:
-                self.queue.get_nowait()
 
 
 async def _read(resp: aiohttp.ClientResponse, path: str) -> bytes:

@@ -7,12 +7,12 @@ next page of a list is the first page's snapshot, rebuilt by undoing the changes
 exact-version lists. A version older than the history is 410 Expired, as after etcd compacts.
 
 Each watcher has a queue of at most ``watch_queue`` events; one that falls further behind is
-ended (kube-apiserver ends a slow watcher too), and resumes from its last version.
+ended (kube-apiserver ends a slow watcher too), and resumes from its last version (see
+:mod:`kubeop.apiserver._watchqueue`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 from collections import deque
@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from kubeop.apiserver._watchqueue import WatchQueue
 from kubeop.apiserver.status import StatusError
 from kubeop.apiserver.storage import ListOptions, ListPage, StorageEvent, WatchOptions
 from kubeop.core.model import copy_json
@@ -30,7 +31,6 @@ from kubeop.core.selectors import FieldSelector, LabelSelector
 __all__ = ["MemoryStorage"]
 
 _Key = tuple[str, str]  # (namespace, name)
-_END = object()
 _INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
@@ -44,33 +44,17 @@ class _Change:
 
 
 class _Watcher:
-    __slots__ = ("ended", "fields", "labels", "namespace", "queue", "resource")
+    __slots__ = ("fields", "labels", "namespace", "queue", "resource")
 
     def __init__(self, resource: str, options: WatchOptions, size: int) -> None:
         self.resource, self.namespace = resource, options.namespace
         self.labels, self.fields = options.labels, options.fields
-        self.queue: asyncio.Queue[StorageEvent | object] = asyncio.Queue(size)
-        self.ended = False
+        self.queue = WatchQueue(size)
 
     def offer(self, change: _Change) -> None:
         event = _event_for(change, self.namespace, self.labels, self.fields)
-        if event is None or self.ended:
-            return
-        try:
-            self.queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self.end()
-
-    def end(self) -> None:
-        if self.ended:
-            return
-        self.ended = True
-        while True:  # make room for the end marker: the watcher resumes from its last version
-            try:
-                self.queue.put_nowait(_END)
-                return
-            except asyncio.QueueFull:
-                self.queue.get_nowait()
+        if event is not None:
+            self.queue.put(event)
 
 
 class MemoryStorage:
@@ -292,19 +276,7 @@ class MemoryStorage:
         try:
             for event in first:
                 yield event
-            while True:
-                try:
-                    async with asyncio.timeout(options.bookmark_interval if options.bookmarks else None):
-                        item = await watcher.queue.get()
-                except TimeoutError:
-                    if watcher.queue.empty():  # every change up to now was delivered
-                        yield StorageEvent(
-                            "BOOKMARK", {"metadata": {"resourceVersion": str(self._version)}}, self._version
-                        )
-                    continue
-                if item is _END:
-                    return
-                assert isinstance(item, StorageEvent)
+            while (item := await watcher.queue.next(options, lambda: self._version)) is not None:
                 yield item
         finally:
             watchers.discard(watcher)
@@ -313,7 +285,7 @@ class MemoryStorage:
         """End every watch and release what the storage holds."""
         for watchers in self._watchers.values():
             for watcher in list(watchers):
-                watcher.end()
+                watcher.queue.end()
 
 
 def _event_for(

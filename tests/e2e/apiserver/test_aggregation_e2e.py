@@ -12,8 +12,6 @@ watches the aggregated resource. A module of its own control plane: APIServices 
 from __future__ import annotations
 
 import asyncio
-import base64
-import datetime as dt
 import os
 import ssl
 from collections.abc import AsyncIterator, Iterator
@@ -22,16 +20,16 @@ from typing import Any
 
 import aiohttp
 import pytest
-from cryptography.hazmat.primitives import serialization
 
 from kubeop.apiserver import APIServer, MemoryStorage
 from kubeop.cache import FuncHandler, SharedInformerFactory
+from kubeop.cli.local_apiserver import LocalApiServer
 from kubeop.client import Client, load_kubeconfig
-from kubeop.core import pki
 from kubeop.core.resource import ApiResource
 from kubeop.crd import CustomResource, PrinterColumn
 from kubeop.crd.resource import CamelModel, ObjectMeta
 from kubeop.testing import ControlPlane
+from tests.support.aggregation import register, serving_certificates
 
 pytestmark = pytest.mark.controlplane
 
@@ -53,6 +51,9 @@ class Widget(
     spec: WidgetSpec
 
 
+API = LocalApiServer([Widget], SERVICE, NS)  # its Service, its APIService, its serving certificate
+
+
 @pytest.fixture(scope="module")
 def cp() -> Iterator[ControlPlane]:
     with ControlPlane(full=False) as plane:
@@ -60,55 +61,19 @@ def cp() -> Iterator[ControlPlane]:
         yield plane
 
 
-def _serving(directory: Path) -> bytes:
-    """A CA and a serving certificate for the name the aggregator checks (<service>.<ns>.svc)."""
-    ca_key = pki.new_key()
-    ca = pki.self_signed_ca(ca_key, "widgets-api-ca", dt.timedelta(days=1), path_length=0)
-    key, cert = pki.issue(
-        ca_key, ca, SERVICE, dt.timedelta(days=1), hosts=[f"{SERVICE}.{NS}.svc", "127.0.0.1"], server=True
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "tls.key").write_bytes(pki.key_pem(key))
-    return ca.public_bytes(serialization.Encoding.PEM)
-
-
 @pytest.fixture
 async def served(cp: ControlPlane, tmp_path: Path) -> AsyncIterator[tuple[APIServer, Client]]:
-    ca = _serving(tmp_path / "certs")
+    ca = serving_certificates(API, tmp_path / "certs")
     client = Client(load_kubeconfig(cp.kubeconfig_path))
     server = APIServer([Widget], MemoryStorage(), address="127.0.0.1:0", cert_dir=tmp_path / "certs")
     await server.start(client)
-    cp.kubectl("apply", "-f", "-", input=_manifests(server.port, ca))
+    register(cp, API, port=server.port, ca=ca)
     try:
         yield server, client
     finally:
         cp.kubectl("delete", "apiservice", "v1alpha1.example.com", "--ignore-not-found", check=False)
         await server.stop()
         await client.close()
-
-
-def _manifests(port: int, ca: bytes) -> str:
-    return f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: {SERVICE}, namespace: {NS}}}
-spec:
-  type: ExternalName
-  externalName: 127.0.0.1
-  ports: [{{port: {port}, protocol: TCP}}]
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata: {{name: v1alpha1.example.com}}
-spec:
-  group: example.com
-  version: v1alpha1
-  groupPriorityMinimum: 1000
-  versionPriority: 15
-  service: {{name: {SERVICE}, namespace: {NS}, port: {port}}}
-  caBundle: {base64.b64encode(ca).decode()}
-"""
 
 
 async def _available(client: Client, timeout: float = 60.0) -> dict[str, Any]:

@@ -35,18 +35,19 @@ from kubeop.testing import ControlPlane
 from kubeop.testing.controlplane import free_port
 from kubeop.webhook.rotator import CertRotator, CertSecret
 from tests.e2e.apiserver.test_aggregation_e2e import (
+    API,
     SERVICE,
     Widget,
     WidgetSpec,
     _available,
     _discovered,
     _kubectl,
-    _serving,
 )
+from tests.support.aggregation import register, serving_certificates
 
 pytestmark = pytest.mark.controlplane
 
-NS = "agg-e2e"  # the name _serving's certificate is for
+NS = API.namespace
 APISERVICE = "v1alpha1.example.com"
 APISERVICES = ApiResource("apiregistration.k8s.io", "v1", "apiservices", kind="APIService", namespaced=False)
 PATH = f"/apis/example.com/v1alpha1/namespaces/{NS}/widgets"
@@ -120,34 +121,6 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-def _apply(cp: ControlPlane, port: int, ca: bytes | None) -> None:
-    bundle = f"\n  caBundle: {base64.b64encode(ca).decode()}" if ca is not None else ""
-    cp.kubectl(
-        "apply",
-        "-f",
-        "-",
-        input=f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: {SERVICE}, namespace: {NS}}}
-spec:
-  type: ExternalName
-  externalName: 127.0.0.1
-  ports: [{{port: {port}, protocol: TCP}}]
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata: {{name: {APISERVICE}}}
-spec:
-  group: example.com
-  version: v1alpha1
-  groupPriorityMinimum: 1000
-  versionPriority: 15
-  service: {{name: {SERVICE}, namespace: {NS}, port: {port}}}{bundle}
-""",
-    )
-
-
 def _front_proxy(cp: ControlPlane) -> aiohttp.ClientSession:
     """Straight to one replica, as kube-apiserver calls it: its front-proxy certificate, the
     admin's identity in the headers (our server still asks kube-apiserver to authorize it)."""
@@ -177,7 +150,7 @@ def _widget(name: str, size: int) -> dict[str, Any]:
 async def replicas(
     cp: ControlPlane, tmp_path: Path
 ) -> AsyncIterator[tuple[list[APIServer], _Service, Client]]:
-    ca = _serving(tmp_path / "certs")
+    ca = serving_certificates(API, tmp_path / "certs")
     client = Client(load_kubeconfig(cp.kubeconfig_path))
     etcd = f"http://127.0.0.1:{cp.ports['etcd']}"
     servers = [
@@ -193,7 +166,7 @@ async def replicas(
         await server.start(client)
     service = _Service([s.port for s in servers])
     await service.start()
-    await asyncio.to_thread(_apply, cp, service.port, ca)
+    await asyncio.to_thread(register, cp, API, port=service.port, ca=ca)
     try:
         yield servers, service, client
     finally:
@@ -256,7 +229,7 @@ async def test_the_serving_certificate_rotates_while_kube_apiserver_reaches_the_
     client = Client(load_kubeconfig(cp.kubeconfig_path))
     port = free_port()
     certs = tmp_path / "certs"
-    await asyncio.to_thread(_apply, cp, port, None)
+    await asyncio.to_thread(register, cp, API, port=port, ca=None)
     spec = CertSecret.for_service(
         "widgets-api-cert",
         SERVICE,

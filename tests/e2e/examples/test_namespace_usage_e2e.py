@@ -6,25 +6,23 @@ kubectl get -w while ConfigMaps come and go; writes are refused."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import datetime as dt
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 from examples.namespace_usage.usage import NamespaceUsage, UsageStorage
 
 from kubeop.apiserver import APIServer
+from kubeop.cli.local_apiserver import LocalApiServer
 from kubeop.client import Client, load_kubeconfig
-from kubeop.core import pki
 from kubeop.testing import ControlPlane
+from tests.support.aggregation import register, serving_certificates
 
 pytestmark = pytest.mark.controlplane
 
 NS = "usage-e2e"
-SERVICE = "usage-api"
+API = LocalApiServer([NamespaceUsage], "usage-api", NS)
 
 
 @pytest.fixture(scope="module")
@@ -34,54 +32,19 @@ def cp() -> Iterator[ControlPlane]:
         yield plane
 
 
-def _serving(directory: Path) -> bytes:
-    ca_key = pki.new_key()
-    ca = pki.self_signed_ca(ca_key, "usage-api-ca", dt.timedelta(days=1), path_length=0)
-    key, cert = pki.issue(
-        ca_key, ca, SERVICE, dt.timedelta(days=1), hosts=[f"{SERVICE}.{NS}.svc", "127.0.0.1"], server=True
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "tls.key").write_bytes(pki.key_pem(key))
-    return ca.public_bytes(serialization.Encoding.PEM)
-
-
-def _manifests(port: int, ca: bytes) -> str:
-    return f"""
-apiVersion: v1
-kind: Service
-metadata: {{name: {SERVICE}, namespace: {NS}}}
-spec:
-  type: ExternalName
-  externalName: 127.0.0.1
-  ports: [{{port: {port}, protocol: TCP}}]
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata: {{name: v1alpha1.usage.kubeop.dev}}
-spec:
-  group: usage.kubeop.dev
-  version: v1alpha1
-  groupPriorityMinimum: 1000
-  versionPriority: 15
-  service: {{name: {SERVICE}, namespace: {NS}, port: {port}}}
-  caBundle: {base64.b64encode(ca).decode()}
-"""
-
-
 async def _kubectl(cp: ControlPlane, *args: str, **kw: Any) -> Any:
     return await asyncio.to_thread(cp.kubectl, *args, **kw)
 
 
 @pytest.fixture
 async def served(cp: ControlPlane, tmp_path: Path) -> AsyncIterator[Client]:
-    ca = _serving(tmp_path / "certs")
+    ca = serving_certificates(API, tmp_path / "certs")
     client = Client(load_kubeconfig(cp.kubeconfig_path))
     storage = UsageStorage(client)
     await storage.start(timeout=30)
     server = APIServer([NamespaceUsage], storage, address="127.0.0.1:0", cert_dir=tmp_path / "certs")
     await server.start(client)
-    await _kubectl(cp, "apply", "-f", "-", input=_manifests(server.port, ca))
+    await asyncio.to_thread(register, cp, API, port=server.port, ca=ca)
     try:
         async with asyncio.timeout(90):
             while True:

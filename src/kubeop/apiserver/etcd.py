@@ -16,7 +16,9 @@ the client sees, never hangs while bookmarks repeat an old version.
 
 etcd is reached through its JSON gateway (``/v3/kv/...``, ``/v3/watch``) over aiohttp: no gRPC
 stack, every answer parsed strictly, each response bounded in size and time. Objects are listed
-in etcd's key order (as kube-apiserver lists them).
+in etcd's key order (as kube-apiserver lists them), read in ranges of at most 100 keys at
+the list's revision however large its ``limit``: a page gathers its items from as many ranges as
+it takes.
 
 etcd compacts itself (``--auto-compaction-retention``; kube-apiserver also compacts the etcd it
 uses every five minutes). ``history`` makes this storage compact its etcd too, keeping between
@@ -151,10 +153,9 @@ class EtcdStorage:
                 raise StatusError(400, "continue: the token is for another list; start the list again")
         elif options.resource_version is not None and options.exact:
             revision = options.resource_version
-        chunk = max(_CHUNK, options.limit + 1)
         items: list[dict[str, Any]] = []
-        while True:
-            body = {"key": _b64(start), "range_end": _b64(end), "limit": str(chunk)}
+        while True:  # range after range of at most _CHUNK keys, whatever the limit: bounded answers
+            body = {"key": _b64(start), "range_end": _b64(end), "limit": str(_CHUNK)}
             if revision:
                 body["revision"] = str(revision)
             try:

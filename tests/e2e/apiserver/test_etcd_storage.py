@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from kubeop.apiserver import ListOptions, StatusError, WatchOptions
-from kubeop.apiserver.etcd import EtcdStorage
-from kubeop.core.selectors import FieldSelector
+from kubeop.apiserver import etcd as etcd_storage
+from kubeop.apiserver.etcd import _CHUNK, EtcdStorage
+from kubeop.core.selectors import FieldSelector, LabelSelector
 from kubeop.testing.binaries import locate_binaries
 from kubeop.testing.controlplane import free_port
 from kubeop.testing.process import Process
@@ -230,6 +231,51 @@ async def test_lists_span_several_etcd_ranges(etcd: str) -> None:
         assert rest.continue_token is None
         odd = await storage.list(R, ListOptions(fields=FieldSelector.parse("metadata.namespace=other")))
         assert [i["metadata"]["name"] for i in odd.items] == ["elsewhere"]
+    finally:
+        await storage.close()
+
+
+async def test_a_limit_larger_than_one_range_reads_etcd_in_bounded_ranges(
+    etcd: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list with a limit far above the objects there are (limit=100000) asks etcd for at most
+    _CHUNK keys a range, never limit+1 at once: with the response cap at 4 MiB, each range of
+    _CHUNK objects of 20 kB fits and all of them at once would not. The pages (and continue
+    tokens) are those of a list read in one range: a limit above _CHUNK gathers items over several
+    ranges, the token continuing from the same revision."""
+    monkeypatch.setattr(etcd_storage, "_MAX_RESPONSE", 4 << 20)
+    storage = EtcdStorage(etcd, prefix="/large-limit/")
+    asked: list[int] = []
+    call = storage._call
+
+    async def counted(path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        if path == "/v3/kv/range" and "limit" in body:
+            asked.append(int(body["limit"]))
+        return await call(path, body)
+
+    monkeypatch.setattr(storage, "_call", counted)
+    try:
+        names = [f"l{i:03d}" for i in range(2 * _CHUNK + 50)]
+        labelled = [{"even": "yes"} if i % 2 == 0 else {} for i in range(len(names))]
+        await asyncio.gather(
+            *(
+                storage.create(R, "default", n, {**obj(n, **labels), "data": "x" * 20_000})
+                for n, labels in zip(names, labelled, strict=True)
+            )
+        )
+        everything = await storage.list(R, ListOptions(limit=100_000))
+        assert [i["metadata"]["name"] for i in everything.items] == names
+        assert everything.continue_token is None and everything.remaining is None
+        assert asked and max(asked) <= _CHUNK and len(asked) >= 3
+        even = await storage.list(R, ListOptions(limit=100_000, labels=LabelSelector.parse("even=yes")))
+        assert [i["metadata"]["name"] for i in even.items] == names[::2]
+        first = await storage.list(R, ListOptions(limit=_CHUNK + 50))
+        assert len(first.items) == _CHUNK + 50 and first.remaining == len(names) - _CHUNK - 50
+        await storage.create(R, "default", "l999", obj("l999"))  # after the snapshot: not in its pages
+        rest = await storage.list(R, ListOptions(limit=_CHUNK + 50, continue_token=first.continue_token))
+        assert [i["metadata"]["name"] for i in first.items + rest.items] == names
+        assert rest.resource_version == first.resource_version and rest.continue_token is None
+        assert max(asked) <= _CHUNK
     finally:
         await storage.close()
 

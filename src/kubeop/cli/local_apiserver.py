@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from kubeop.apiserver import APIServer, MemoryStorage, SQLiteStorage, Storage, apiserver_manifests
+from kubeop.apiserver.auth import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from kubeop.cli.cluster_ops import FIELD_MANAGER, connect
 from kubeop.cli.output import say
+from kubeop.cli.permissions import Access
 from kubeop.client import Client
-from kubeop.core.errors import NotFound
+from kubeop.core.errors import Forbidden, NotFound
 from kubeop.core.resource import ApiResource
 from kubeop.crd import CustomResource
 from kubeop.scaffold import Project
@@ -44,6 +46,7 @@ __all__ = [
     "register",
     "serve_with_operator",
     "served_kinds",
+    "serving_accesses",
     "unregister",
 ]
 
@@ -111,6 +114,33 @@ def local_apiserver_objects(served: LocalApiServer, *, port: int, ca: bytes) -> 
     for obj in (service, apiservice):
         obj["metadata"]["labels"] = {MANAGED_BY: OURS}
     return [service, apiservice]
+
+
+async def serving_accesses(client: Client, served: LocalApiServer) -> list[Access]:
+    """What serving ``served`` from here asks of the client's identity (``kubeop run``'s
+    permission check): to register and unregister its Service and APIService (get, create and
+    patch, as a server-side apply that creates does, delete), its namespace (get; create when
+    missing), and what every aggregated API server does (create TokenReviews and
+    SubjectAccessReviews, get ``kube-system/extension-apiserver-authentication``)."""
+    wanted: list[Access] = []
+    for obj in local_apiserver_objects(served, port=0, ca=b""):
+        resource, name, namespace = _where(obj)
+        wanted += [
+            Access(verb, resource.group, resource.plural, name=name, namespace=namespace or "")
+            for verb in ("get", "create", "patch", "delete")
+        ]
+    wanted.append(Access("get", "", _NAMESPACES.plural, name=served.namespace))
+    try:
+        if await client.get_or_none(_NAMESPACES, served.namespace) is None:
+            wanted.append(Access("create", "", _NAMESPACES.plural))
+    except Forbidden:  # may not even look: the get above is denied, and named
+        pass
+    return [
+        *wanted,
+        Access("create", "authentication.k8s.io", "tokenreviews"),
+        Access("create", "authorization.k8s.io", "subjectaccessreviews"),
+        Access("get", "", "configmaps", name=CONFIGMAP_NAME, namespace=CONFIGMAP_NAMESPACE),
+    ]
 
 
 def _where(obj: Mapping[str, Any]) -> tuple[ApiResource, str, str | None]:

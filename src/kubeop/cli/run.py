@@ -11,7 +11,10 @@ CRD conversions pointing at ``https://127.0.0.1:9443`` with that CA, applied bef
 A project with an aggregated API (``kubeop create apiserver``: ``<package>.apiserver``) gets it
 served from this process while the operator runs (as a child, not exec'd): an APIService and an
 ExternalName Service registered with the cluster, deleted again when the operator exits
-(:mod:`kubeop.cli.local_apiserver`). ``--no-apiserver`` leaves it out.
+(:mod:`kubeop.cli.local_apiserver`). ``--no-apiserver`` leaves it out. The permission check
+(``--no-rbac-check`` skips it) then asks for what serving it needs too: to register those two
+objects, and what every aggregated API server does (TokenReviews, SubjectAccessReviews, the
+``kube-system/extension-apiserver-authentication`` ConfigMap).
 
 ``--log-format json`` and ``--log-level debug`` reach the operator as ``KUBEOP_LOG_FORMAT`` and
 ``KUBEOP_LOG_LEVEL``, which kubeop's logging setup reads (``kubeop.manager.configure_logging``).
@@ -35,9 +38,15 @@ from typing import Annotated, Any
 import typer
 
 from kubeop.cli.cluster_ops import apply_all, connect
-from kubeop.cli.local_apiserver import ForeignObject, LocalApiServer, serve_with_operator, served_kinds
+from kubeop.cli.local_apiserver import (
+    ForeignObject,
+    LocalApiServer,
+    serve_with_operator,
+    served_kinds,
+    serving_accesses,
+)
 from kubeop.cli.output import Directory, any_project_at, errors_as_messages, fail, say
-from kubeop.cli.permissions import accesses, denied, identity
+from kubeop.cli.permissions import Access, accesses, denied, identity
 from kubeop.crd import crd_manifests
 from kubeop.crd.rbac import LEASE_VERBS, PolicyRule
 from kubeop.helm import HelmNotFound, WatchesError, find_helm, load_watches
@@ -106,7 +115,12 @@ def helm_command(project: HelmProject, args: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "kubeop.helm", "--watches-file", str(watches), *args]
 
 
-async def _check(project: Project | HelmProject, args: Sequence[str], kubeconfig: Path | None) -> None:
+async def _check(
+    project: Project | HelmProject,
+    args: Sequence[str],
+    kubeconfig: Path | None,
+    served: LocalApiServer | None,
+) -> None:
     rules = _manager_rules(project)
     elect, le_namespace = _leader_election(args)
     async with connect(kubeconfig, None) as client:
@@ -117,18 +131,36 @@ async def _check(project: Project | HelmProject, args: Sequence[str], kubeconfig
             wanted += [
                 a for a in accesses([lease], namespace=namespace) if a.verb in ("get", "create", "update")
             ]
-        say(f"checking the operator's permissions ({len(wanted)} checks) ...")
-        missing = await denied(client, wanted)
+        serving = await serving_accesses(client, served) if served is not None else []
+        also = f" and those serving its aggregated API needs ({len(serving)})" if serving else ""
+        say(f"checking the operator's permissions ({len(wanted)} checks){also} ...")
+        missing, missing_api = await denied(client, wanted), await denied(client, serving)
+        if not (missing or missing_api):
+            return
+        problems = []
         if missing:
-            who = await identity(client)
-            lines = "\n".join(f"  - {a.describe()}" for a, _ in missing)
             roles = "config/rbac/role.yaml" + (" and leader_election_role.yaml" if elect else "")
-            fail(
-                f"Forbidden: {who} may not\n{lines}\n"
-                f"but the operator{_declares(project)} it needs to ({roles}). Bind the generated RBAC to "
-                "this identity (kubeop deploy does, for the operator's service account), run with a "
-                "kubeconfig that has it, or skip this check with --no-rbac-check"
+            problems.append(
+                f"{_listed(missing)}\nbut the operator{_declares(project)} it needs to ({roles}). Bind the "
+                "generated RBAC to this identity (kubeop deploy does, for the operator's service account), "
+                "run with a kubeconfig that has it"
             )
+        if missing_api:
+            problems.append(
+                f"{_listed(missing_api)}\nwhich serving the project's aggregated API from here needs (its "
+                "APIService and Service registered, and the reviews and the ConfigMap every aggregated API "
+                "server asks for). Run with a kubeconfig that has it, leave the API out with --no-apiserver"
+            )
+        who = await identity(client)
+        fail(
+            f"Forbidden: {who} may not\n"
+            + ".\nNor may it\n".join(problems)
+            + ", or skip this check with --no-rbac-check"
+        )
+
+
+def _listed(missing: Sequence[tuple[Access, str]]) -> str:
+    return "\n".join(f"  - {a.describe()}" for a, _ in missing)
 
 
 def _declares(project: Project | HelmProject) -> str:
@@ -305,20 +337,20 @@ def run(
             command = [sys.executable, "-m", "kubeop.fleet", project.package, *args]
         else:
             command = [sys.executable, "-m", project.package, *args]
+        served: LocalApiServer | None = None
+        if apiserver and isinstance(project, Project):
+            served = served_kinds(project)
+            if served is not None and fleet_env:
+                fail("a fleet run (several clusters) does not serve the aggregated API: add --no-apiserver")
         if rbac_check:
             for member in members:
-                asyncio.run(_check(project, args, member))
+                asyncio.run(_check(project, args, member, served))
         if webhooks and isinstance(project, Project):
             objs = local_webhook_objects(project, args)
             if objs and fleet_env:
                 fail("a fleet run (several clusters) does not serve webhooks yet: add --no-webhooks")
             if objs:
                 asyncio.run(_register_webhooks(objs, members[0]))
-        served: LocalApiServer | None = None
-        if apiserver and isinstance(project, Project):
-            served = served_kinds(project)
-            if served is not None and fleet_env:
-                fail("a fleet run (several clusters) does not serve the aggregated API: add --no-apiserver")
     env = dict(os.environ) | logging_env | fleet_env
     if dashboard and not env.get("KUBEOP_DASHBOARD"):
         env["KUBEOP_DASHBOARD"] = "1"  # the Manager reads it (kubeop.manager.options.Dashboard)

@@ -59,7 +59,7 @@ def test_kubeop_run_serves_the_projects_aggregated_api(cp: ControlPlane, tmp_pat
     operator = ("--metrics-bind-address", "0", "--health-probe-bind-address", "0")
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kubeop", "run", "--no-rbac-check", "--", *operator],
+            [sys.executable, "-m", "kubeop", "run", "--", *operator],
             cwd=root,
             env=env,
             stdout=out,
@@ -106,6 +106,7 @@ def test_kubeop_run_serves_the_projects_aggregated_api(cp: ControlPlane, tmp_pat
             proc.kill()
             proc.wait()
     text = log.read_text()
+    assert "and those serving its aggregated API needs (" in text, text  # asked, and granted
     assert f"applied APIService {APISERVICE}" in text, text
     assert f"deleted APIService {APISERVICE}" in text, text
     gone = cp.kubectl("get", "apiservice", APISERVICE, check=False)
@@ -114,3 +115,47 @@ def test_kubeop_run_serves_the_projects_aggregated_api(cp: ControlPlane, tmp_pat
         "get", "service", "usage-operator-apiserver", "-n", "usage-operator-system", check=False
     )
     assert left.returncode != 0 and "NotFound" in left.stderr
+
+
+def test_the_permission_check_names_what_serving_the_api_needs(cp: ControlPlane, tmp_path: Path) -> None:
+    """Under an identity the cluster grants nothing, kube-apiserver's own authorizer answers the
+    check: what the operator needs is listed, and apart from it what serving the API needs (with
+    --no-apiserver, that part is not asked)."""
+    root = _project(tmp_path)
+    nobody = cp.kubeconfig_for_service_account("default", "kubeop-run-nobody")
+    env = {**os.environ, "KUBECONFIG": nobody}
+    ns = "usage-operator-system"
+    served = subprocess.run(
+        [sys.executable, "-m", "kubeop", "run", "--no-webhooks"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert served.returncode == 1, served.stdout + served.stderr
+    said = served.stderr
+    assert "error: Forbidden: system:serviceaccount:default:kubeop-run-nobody may not" in said, said
+    apiservice = f"apiservices.apiregistration.k8s.io named {APISERVICE} (cluster-wide)"
+    service = f"services named usage-operator-apiserver in namespace {ns}"
+    for verb in ("get", "create", "patch", "delete"):
+        assert f"  - {verb} {apiservice}\n" in said and f"  - {verb} {service}\n" in said, said
+    for line in (
+        f"  - get namespaces named {ns} (cluster-wide)",
+        "  - create tokenreviews.authentication.k8s.io (cluster-wide)",
+        "  - create subjectaccessreviews.authorization.k8s.io (cluster-wide)",
+        "  - get configmaps named extension-apiserver-authentication in namespace kube-system",
+        "which serving the project's aggregated API from here needs",
+        "leave the API out with --no-apiserver",
+    ):
+        assert line in said, said
+    without = subprocess.run(
+        [sys.executable, "-m", "kubeop", "run", "--no-webhooks", "--no-apiserver"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert without.returncode == 1 and "may not" in without.stderr, without.stdout + without.stderr
+    assert "aggregated API" not in without.stdout + without.stderr and "tokenreviews" not in without.stderr

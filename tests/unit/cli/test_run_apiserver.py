@@ -29,8 +29,10 @@ from kubeop.cli.local_apiserver import (
     local_apiserver_objects,
     register,
     served_kinds,
+    serving_accesses,
     unregister,
 )
+from kubeop.cli.permissions import Access
 from kubeop.core import pki
 from kubeop.core.resource import ApiResource
 from kubeop.scaffold import Project, create_apiserver
@@ -185,6 +187,91 @@ def test_a_project_without_an_aggregated_api_execs_the_operator(
     code, out = _run(project)
     assert code == 0, out
     assert "served" not in launched and "execve" in launched
+
+
+async def test_serving_asks_to_register_its_objects_and_to_authenticate_and_authorize(
+    with_apiserver: Project,
+) -> None:
+    ns = with_apiserver.namespace
+    service = f"services named guestbook-operator-apiserver in namespace {ns}"
+    apiservice = "apiservices.apiregistration.k8s.io named v1alpha1.metrics.example.com (cluster-wide)"
+    async with FakeCluster().client() as api:
+        wanted = await serving_accesses(api, _served(with_apiserver))
+        assert [a.describe() for a in wanted] == [
+            *(f"{verb} {service}" for verb in ("get", "create", "patch", "delete")),
+            *(f"{verb} {apiservice}" for verb in ("get", "create", "patch", "delete")),
+            f"get namespaces named {ns} (cluster-wide)",
+            "create namespaces (cluster-wide)",  # register creates it: it is missing
+            "create tokenreviews.authentication.k8s.io (cluster-wide)",
+            "create subjectaccessreviews.authorization.k8s.io (cluster-wide)",
+            "get configmaps named extension-apiserver-authentication in namespace kube-system",
+        ]
+        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        there = await serving_accesses(api, _served(with_apiserver))
+        assert Access("create", "", "namespaces") not in there and len(there) == len(wanted) - 1
+
+
+def _authorizer(monkeypatch: pytest.MonkeyPatch, refused: set[str]) -> list[Access]:
+    """``kubeop run``'s check against a FakeCluster (it serves no SelfSubjectAccessReview): the
+    authorizer's answers, every access allowed but those of the resources in ``refused``; returns
+    the accesses asked."""
+    cluster = FakeCluster()
+    asked: list[Access] = []
+
+    async def denied(client: Any, wanted: Any) -> list[tuple[Access, str]]:
+        items = list(wanted)
+        asked.extend(items)
+        return [(a, "no RBAC rule") for a in items if a.resource in refused]
+
+    monkeypatch.setattr("kubeop.cli.run.connect", lambda kubeconfig, context: cluster.client())
+    monkeypatch.setattr("kubeop.cli.run.denied", denied)
+    return asked
+
+
+def test_the_permission_check_names_what_serving_the_api_needs(
+    with_apiserver: Project, launched: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = _authorizer(monkeypatch, {"tokenreviews", "apiservices"})
+    result = runner.invoke(app, ["run", "--dir", str(with_apiserver.root), "--no-webhooks"])
+    out = result.output
+    assert result.exit_code == 1, out
+    assert "served" not in launched and "execve" not in launched  # refused before anything runs
+    assert "and those serving its aggregated API needs (13)" in out
+    apiservice = "apiservices.apiregistration.k8s.io named v1alpha1.metrics.example.com (cluster-wide)"
+    assert (
+        f"may not\n  - get {apiservice}\n  - create {apiservice}\n  - patch {apiservice}\n"
+        f"  - delete {apiservice}\n  - create tokenreviews.authentication.k8s.io (cluster-wide)\n"
+        "which serving the project's aggregated API from here needs"
+    ) in out
+    assert "--no-apiserver" in out and out.rstrip().endswith("or skip this check with --no-rbac-check")
+    assert "but the operator" not in out  # the operator's own permissions are all granted
+    assert Access("create", "authorization.k8s.io", "subjectaccessreviews") in asked
+
+
+def test_the_permission_check_names_the_operators_and_the_apis_apart(
+    with_apiserver: Project, launched: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _authorizer(monkeypatch, {"guestbooks", "configmaps"})
+    result = runner.invoke(app, ["run", "--dir", str(with_apiserver.root), "--no-webhooks"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 1, out
+    assert "may not - create guestbooks.webapp.example.com (cluster-wide)" in out
+    assert "- update guestbooks/status.webapp.example.com (cluster-wide) but the operator" in out
+    assert "but the operator's code declares it needs to (config/rbac/role.yaml)" in out
+    assert (
+        "Nor may it - get configmaps named extension-apiserver-authentication in namespace kube-system "
+        "which serving the project's aggregated API from here needs"
+    ) in out
+
+
+def test_without_the_api_the_check_asks_only_for_the_operators_permissions(
+    with_apiserver: Project, launched: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = _authorizer(monkeypatch, {"tokenreviews", "apiservices"})
+    result = runner.invoke(app, ["run", "--dir", str(with_apiserver.root), "--no-webhooks", "--no-apiserver"])
+    assert result.exit_code == 0, result.output
+    assert "execve" in launched and "aggregated API" not in result.output
+    assert asked and not {"tokenreviews", "subjectaccessreviews", "apiservices"} & {a.resource for a in asked}
 
 
 async def test_the_operator_gets_the_signal_and_its_exit_code_is_returned(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def test_a_secret_selector_alone_still_checks_the_permissions_on_the_hub(
 
     checked: list[Path | None] = []
 
-    async def check(project: Any, args: Any, kubeconfig: Path | None) -> None:
+    async def check(project: Any, args: Any, kubeconfig: Path | None, *_: Any) -> None:
         checked.append(kubeconfig)
 
     monkeypatch.setattr(run_command, "_check", check)

@@ -59,10 +59,14 @@ __all__ = ["EtcdStorage"]
 
 log = logging.getLogger("kubeop.apiserver")
 
-_MAX_RESPONSE = 64 << 20  # one range page of _CHUNK objects, each at most etcd's request limit
+_MAX_RESPONSE = 64 << 20  # an answer's cap: a range of large objects is read again in smaller ranges
 _MAX_LINE = 8 << 20  # one watch response: an event with the value and the previous value
 _CHUNK = 100
 _DELETE_RETRIES = 5
+
+
+class _TooLarge(StatusError):
+    """etcd's answer is over _MAX_RESPONSE bytes."""
 
 
 class EtcdStorage:
@@ -154,12 +158,18 @@ class EtcdStorage:
         elif options.resource_version is not None and options.exact:
             revision = options.resource_version
         items: list[dict[str, Any]] = []
+        chunk = _CHUNK
         while True:  # range after range of at most _CHUNK keys, whatever the limit: bounded answers
-            body = {"key": _b64(start), "range_end": _b64(end), "limit": str(_CHUNK)}
+            body = {"key": _b64(start), "range_end": _b64(end), "limit": str(chunk)}
             if revision:
                 body["revision"] = str(revision)
             try:
                 reply, at = await self._call("/v3/kv/range", body)
+            except _TooLarge:
+                if chunk == 1:  # one object over the cap: etcd's own limit is far below it
+                    raise
+                chunk = max(1, chunk // 4)  # large objects: fewer of them a range, to the end of this list
+                continue
             except StatusError as exc:
                 if exc.code == 504 and options.continue_token:  # no page was made at a revision to come
                     raise StatusError(
@@ -395,9 +405,8 @@ class EtcdStorage:
             async with asyncio.timeout(self._timeout):
                 async with self._http().post(self.url + path, data=orjson.dumps(body)) as resp:
                     if resp.content_length is not None and resp.content_length > _MAX_RESPONSE:
-                        raise StatusError(
-                            500, f"etcd answered {resp.content_length} bytes to {path}: too large"
-                        )
+                        size = resp.content_length
+                        raise _TooLarge(500, f"etcd answered {size} bytes to {path}: too large")
                     data = await _read(resp, path)
                     status = resp.status
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -520,7 +529,7 @@ async def _read(resp: aiohttp.ClientResponse, path: str) -> bytes:
     while chunk := await resp.content.read(1 << 20):
         total += len(chunk)
         if total > _MAX_RESPONSE:
-            raise StatusError(500, f"etcd's answer to {path} is over {_MAX_RESPONSE} bytes")
+            raise _TooLarge(500, f"etcd's answer to {path} is over {_MAX_RESPONSE} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 

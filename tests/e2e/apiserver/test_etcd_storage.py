@@ -308,3 +308,38 @@ async def test_history_compacts_once_per_history_writes_and_keeps_at_least_histo
         assert len(kept.items) == 3 * n - n
     finally:
         await storage.close()
+
+
+async def test_a_range_of_large_objects_is_read_again_in_smaller_ranges(
+    etcd: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Objects large enough that _CHUNK of them are over the response cap (near etcd's 1.5 MiB
+    request limit, 100 would be 200 MiB of base64) are read in smaller ranges, not refused: a
+    list of them must not fail for good. Here the cap is 300 kB and the objects 20 kB."""
+    monkeypatch.setattr(etcd_storage, "_MAX_RESPONSE", 300_000)
+    storage = EtcdStorage(etcd, prefix="/large-objects/")
+    asked: list[int] = []
+    call = storage._call
+
+    async def counted(path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        if path == "/v3/kv/range" and "limit" in body:
+            asked.append(int(body["limit"]))
+        return await call(path, body)
+
+    monkeypatch.setattr(storage, "_call", counted)
+    try:
+        names = [f"b{i:03d}" for i in range(60)]
+        await asyncio.gather(
+            *(storage.create(R, "default", n, {**obj(n), "data": "x" * 20_000}) for n in names)
+        )
+        listed = await storage.list(R, ListOptions())
+        assert [i["metadata"]["name"] for i in listed.items] == names
+        assert asked[0] == _CHUNK and min(asked) < _CHUNK and asked[-1] == min(asked)
+        paged = await storage.list(R, ListOptions(limit=25))
+        rest = await storage.list(R, ListOptions(continue_token=paged.continue_token))
+        assert [i["metadata"]["name"] for i in paged.items + rest.items] == names
+        await storage.create(R, "default", "huge", {**obj("huge"), "data": "x" * 400_000})
+        with pytest.raises(StatusError, match=r"over 300000 bytes|too large"):
+            await storage.list(R, ListOptions())  # one object over the cap is the server's error
+    finally:
+        await storage.close()

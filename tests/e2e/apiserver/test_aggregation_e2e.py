@@ -12,6 +12,7 @@ watches the aggregated resource. A module of its own control plane: APIServices 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import ssl
 from collections.abc import AsyncIterator, Iterator
@@ -26,7 +27,7 @@ from kubeop.cache import FuncHandler, SharedInformerFactory
 from kubeop.cli.local_apiserver import LocalApiServer
 from kubeop.client import Client, load_kubeconfig
 from kubeop.core.resource import ApiResource
-from kubeop.crd import CustomResource, PrinterColumn
+from kubeop.crd import CustomResource, PrinterColumn, Scale
 from kubeop.crd.resource import CamelModel, ObjectMeta
 from kubeop.testing import ControlPlane
 from tests.support.aggregation import register, serving_certificates
@@ -40,6 +41,11 @@ APISERVICES = ApiResource("apiregistration.k8s.io", "v1", "apiservices", kind="A
 
 class WidgetSpec(CamelModel):
     size: int = 1
+    replicas: int | None = None
+
+
+class WidgetStatus(CamelModel):
+    replicas: int = 0
 
 
 class Widget(
@@ -47,8 +53,10 @@ class Widget(
     group="example.com",
     version="v1alpha1",
     printer_columns=[PrinterColumn("Size", ".spec.size", "integer")],
+    subresources=[Scale()],
 ):
     spec: WidgetSpec
+    status: WidgetStatus | None = None
 
 
 API = LocalApiServer([Widget], SERVICE, NS)  # its Service, its APIService, its serving certificate
@@ -126,6 +134,27 @@ async def test_kubectl_through_the_aggregator(cp: ControlPlane, served: tuple[AP
     await _kubectl(cp, "delete", "widget", "small", "-n", NS)
     missing = await _kubectl(cp, "get", "widget", "small", "-n", NS, check=False)
     assert missing.returncode != 0 and "NotFound" in missing.stderr
+
+
+async def test_kubectl_scale_through_the_aggregator(
+    cp: ControlPlane, served: tuple[APIServer, Client]
+) -> None:
+    _, client = served
+    await _available(client)
+    await _discovered(cp)
+    await _kubectl(cp, "apply", "-f", "-", input=WIDGET)
+    await _kubectl(cp, "scale", "widget", "small", "-n", NS, "--replicas=3")
+    got = await client.get(Widget, "small", namespace=NS)
+    assert got.spec.replicas == 3 and got.metadata.generation == 2
+    path = f"/apis/example.com/v1alpha1/namespaces/{NS}/widgets/small/scale"
+    scale = json.loads((await _kubectl(cp, "get", "--raw", path)).stdout)
+    assert (scale["apiVersion"], scale["kind"]) == ("autoscaling/v1", "Scale")
+    assert scale["spec"] == {"replicas": 3} and scale["status"]["replicas"] == 0
+    stale = await _kubectl(
+        cp, "scale", "widget", "small", "-n", NS, "--current-replicas=2", "--replicas=5", check=False
+    )
+    assert stale.returncode != 0 and "expected replicas to be 2, was 3" in stale.stderr.lower(), stale.stderr
+    assert (await client.get(Widget, "small", namespace=NS)).spec.replicas == 3
 
 
 async def test_rbac_is_enforced_by_our_server(cp: ControlPlane, served: tuple[APIServer, Client]) -> None:

@@ -154,6 +154,7 @@ OPERATOR_LATEST_OUTAGE = "bench/operator/results-eighth-run-outage.json"
 SCALE_LATENCY = (
     "bench/scale/results-latency-1k-3.json",
     "bench/scale/results-latency-10k-3.json",
+    "bench/scale/results-latency-100k-1.json",
 )
 CLIENT_COMPARISON = "bench/client/results-run4.json"
 CLIENT_LATEST = "bench/client/results-run6.json"

@@ -150,7 +150,7 @@ def _load(rel: str) -> Any:
 # the latest run of kubeop and of kopf's API on kubeop, and the latest client run.
 OPERATOR_RUN = "bench/operator/results-third-run.json"
 OPERATOR_LATEST = "bench/operator/results-eighth-run.json"
-OPERATOR_LATEST_OUTAGE = "bench/operator/results-eighth-run-outage.json"
+OPERATOR_LATEST_OUTAGE = "bench/operator/results-tenth-run-outage.json"
 SCALE_LATENCY = (
     "bench/scale/results-latency-1k-3.json",
     "bench/scale/results-latency-10k-3.json",

@@ -157,7 +157,8 @@ class Ownership:
                 entry.fields -= taken
                 others |= entry.fields
         if mine is not None:
-            kept = {path[:i] for path in others for i in range(1, len(path) + 1)}
+            # the metadata map itself is the server's: only its owned fields may go
+            kept = {("f:metadata",)} | {path[:i] for path in others for i in range(1, len(path) + 1)}
             for path in sorted(mine.fields - set(fields) - kept, key=len, reverse=True):
                 _drop(merged, path)
         else:

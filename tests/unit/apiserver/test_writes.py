@@ -103,6 +103,20 @@ async def test_apply_creates_merges_removes_and_records_managed_fields(env: Env)
         assert code == 200 and out["spec"]["tags"] == ["t"] and out["spec"]["ports"][0]["number"] == 8080
 
 
+async def test_an_apply_that_drops_every_label_it_applied_keeps_the_metadata(env: Env) -> None:
+    url = env.base + GIZMOS + "/g"
+    async with env.as_user("alice") as s:
+        labelled = gizmo("g", size=2)
+        labelled["metadata"]["labels"] = {"app": "g"}
+        code, made = await call(s, "PATCH", url + "?fieldManager=alice", labelled, APPLY)
+        assert code == 201, made
+        code, out = await call(s, "PATCH", url + "?fieldManager=alice", gizmo("g", size=2), APPLY)
+        assert code == 200, out
+    assert "labels" not in out["metadata"] and out["metadata"]["name"] == "g"
+    assert out["metadata"]["uid"] == made["metadata"]["uid"]
+    assert "f:metadata" not in managers(out)[("alice", "Apply")]
+
+
 async def test_apply_conflicts_are_409_naming_fields_and_managers_unless_forced(env: Env) -> None:
     url = env.base + GIZMOS + "/g"
     async with env.as_user("alice") as s:

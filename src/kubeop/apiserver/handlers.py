@@ -385,14 +385,7 @@ class Handlers:
         meta = _metadata(body)
         _check_names(meta, target)
         old = await self._get(target)
-        uid = meta.get("uid")
-        if uid and uid != old["metadata"].get("uid"):
-            raise StatusError(
-                409,
-                f"Precondition failed: UID in object meta: {uid}, UID of the stored object: "
-                f"{old['metadata'].get('uid')} (the object was deleted and made anew; read it again)",
-                reason="Conflict",
-            )
+        _check_uid(meta.get("uid"), old)
         version = _version(meta.get("resourceVersion"))
         if version is None:  # as for a custom resource: no unconditional update
             raise StatusError(
@@ -606,6 +599,8 @@ class Handlers:
             else:  # a Scale has no lists: a strategic merge is a merge
                 wanted = merge_patch(current, body)
             replicas, asked = scale_request(wanted, target.name, target.namespace)
+            if request.method == "PUT":  # a Scale's uid is a precondition of its update, as kube's
+                _check_uid(body.get("metadata", {}).get("uid"), old)
             live = old["metadata"]["resourceVersion"]
             # a precondition is a version the caller sent (a patch's result carries the live one)
             precondition = asked if request.method == "PUT" or asked != live else None
@@ -819,6 +814,17 @@ def _stale(served: ServedResource, name: str) -> StatusError:
         kind=served.decl.plural,
         name=name,
     )
+
+
+def _check_uid(uid: Any, old: dict[str, Any]) -> None:
+    """409 when an update's body names a uid that is not the stored object's."""
+    if uid and uid != old["metadata"].get("uid"):
+        raise StatusError(
+            409,
+            f"Precondition failed: UID in object meta: {uid}, UID of the stored object: "
+            f"{old['metadata'].get('uid')} (the object was deleted and made anew; read it again)",
+            reason="Conflict",
+        )
 
 
 def _no_path(path: str) -> StatusError:

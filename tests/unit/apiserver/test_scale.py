@@ -160,6 +160,21 @@ async def test_preconditions_and_dry_run(env: Env) -> None:
         assert code == 200 and out["spec"]["replicas"] == 2, out
 
 
+async def test_a_put_scale_of_another_uid_is_a_conflict(env: Env) -> None:
+    await _made(env, replicas=1)
+    url = env.base + POOLS + "/p/scale"
+    async with env.as_user("alice") as s:
+        _, scale = await call(s, "GET", url)
+        meta = {k: v for k, v in scale["metadata"].items() if k != "resourceVersion"}
+        # a Scale read from an object since deleted and made again: its uid is a precondition
+        code, out = await call(
+            s, "PUT", url, {**scale, "metadata": {**meta, "uid": "gone"}, "spec": {"replicas": 3}}
+        )
+        assert code == 409 and out["reason"] == "Conflict" and "UID" in out["message"], out
+        code, out = await call(s, "PUT", url, {**scale, "metadata": meta, "spec": {"replicas": 3}})
+        assert code == 200 and out["spec"]["replicas"] == 3, out
+
+
 @pytest.mark.parametrize(
     ("body", "code", "says"),
     [

@@ -93,7 +93,10 @@ class Ownership:
             entries = _parse_entries((old or {}).get("metadata", {}).get("managedFields") or [])
         before = self._fieldset(old, subresource) if old is not None else {}
         after = self._fieldset(new, subresource)
-        changed = {p for p in after if p not in before or _value(old, p) != _value(new, p)}
+        # a map or list already there is not changed by a change inside it (only leaves compare)
+        changed = {
+            p for p, leaf in after.items() if p not in before or (leaf and _value(old, p) != _value(new, p))
+        }
         removed = set(before) - set(after)
         for entry in entries:
             entry.fields -= changed | removed

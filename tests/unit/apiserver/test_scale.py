@@ -175,6 +175,24 @@ async def test_a_put_scale_of_another_uid_is_a_conflict(env: Env) -> None:
         assert code == 200 and out["spec"]["replicas"] == 3, out
 
 
+async def test_a_scale_write_owns_the_replicas_alone_and_an_apply_of_them_conflicts(env: Env) -> None:
+    async with env.as_user("alice") as s:
+        labelled = pool("p", replicas=1)
+        labelled["metadata"]["labels"] = {"app": "p"}
+        code, made = await call(s, "PATCH", env.base + POOLS + "/p?fieldManager=carol", labelled, APPLY)
+        assert code == 201, made
+        url = env.base + POOLS + "/p/scale?fieldManager=hpa"
+        code, out = await call(s, "PATCH", url, {"spec": {"replicas": 3}}, MERGE)
+        assert code == 200, out
+        _, obj = await call(s, "GET", env.base + POOLS + "/p")
+        entries = {(e["manager"], e.get("subresource", "")): e for e in obj["metadata"]["managedFields"]}
+        # as kube-apiserver records it: the replicas, not the maps above them
+        assert entries[("hpa", "scale")]["fieldsV1"] == {"f:spec": {"f:replicas": {}}}
+        assert "f:app" in entries[("carol", "")]["fieldsV1"]["f:metadata"]["f:labels"]
+        code, out = await call(s, "PATCH", env.base + POOLS + "/p?fieldManager=carol", labelled, APPLY)
+        assert code == 409 and 'conflict with "hpa"' in out["message"], out
+
+
 @pytest.mark.parametrize(
     ("body", "code", "says"),
     [

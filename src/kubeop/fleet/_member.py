@@ -8,9 +8,10 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
 
 from kubeop.cache.backoff import Backoff, BackoffConfig
+from kubeop.cache.indexer import Indexer
 from kubeop.client import Client, ClientConfig
 from kubeop.cluster import Cluster
 from kubeop.controller import Controller, Metrics, WritePolicy
@@ -167,7 +168,7 @@ class Member:
                     try:
                         await cluster.close()
                     finally:
-                        _release_caches(cluster)
+                        _release_caches(cluster, self.name)
 
     async def _stop_beside(self, tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
         """Stop the runnables beside the controllers: ``stop`` set, then cancelled once the
@@ -206,13 +207,35 @@ async def _cancelled(tasks: list[asyncio.Task[None]] | set[asyncio.Task[None]]) 
         log.error("%s ignored its cancel: left running", task.get_name())
 
 
-def _release_caches(cluster: Cluster) -> None:
+def _release_caches(cluster: Cluster, name: str) -> None:
     """Empty the stopped informers' stores of a cluster that is done with: its cached objects are
     freed now by reference counting (a cost proportional to them), even though an informer sits
     in reference cycles (its reflector's callbacks) and the objects loaded by its list were frozen
-    (:mod:`kubeop.cache.gcpause`), which would keep them until a full collection."""
+    (:mod:`kubeop.cache.gcpause`), which would keep them until a full collection. A read still
+    made of them (a reconcile left running in its thread) is an error, not an empty answer."""
     for informer in cluster.cache.informers:
         informer.store.replace([])
+        informer.store = _Released(name)
+
+
+class _Released(Indexer):
+    """The store of a disengaged cluster's informer: empty, and every read an error naming the
+    cluster (an empty answer would say that objects which exist are gone)."""
+
+    __slots__ = ("_cluster",)
+
+    def __init__(self, cluster: str) -> None:
+        super().__init__()
+        self._cluster = cluster
+
+    def _refuse(self, *_: Any) -> NoReturn:
+        raise RuntimeError(
+            f"cluster {self._cluster!r} was disengaged: its cache is released and answers no read "
+            "(a reconcile still running there ends; it runs again if the cluster is engaged again)"
+        )
+
+    get = get_by_key = list = list_keys = by_index = index_keys = index = _refuse  # type: ignore[assignment]
+    __contains__ = __iter__ = _refuse
 
 
 def _name_of(runnable: Runnable) -> str:

@@ -135,6 +135,47 @@ async def test_a_sync_reconcile_still_running_after_disengage_cannot_write_there
         await asyncio.wait_for(run, BOUND)
 
 
+async def test_a_sync_reconcile_still_running_after_disengage_reads_no_false_absence() -> None:
+    # Its cluster's cache is released on disengage: a read must fail (or be stale), never answer
+    # that objects which exist are gone (a reconciler would clean up after them).
+    fake = FakeCluster()
+    await create(fake, configmap("slow"), configmap("other"))
+    started, release = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def reconcile(req: Request, ctx: Context) -> None:
+        if req.name != "slow":
+            return
+        started.set()
+        release.wait(BOUND)
+        for read in (
+            lambda: len(ctx.client.list(CM, namespace="default")) == 2,
+            lambda: ctx.client.get(CM, "other", namespace="default") is not None,
+        ):
+            try:
+                outcome.append("stale" if read() else "absent")
+            except Exception as exc:
+                outcome.append(f"error: {exc}")
+
+    provider = Fakes({"edge": fake})
+    fleet = Fleet(provider, runtime=Runtime(graceful_shutdown_timeout=0.3))
+    fleet.add(Controller.for_(CM).named("stuck-reader").reconcile(reconcile))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await until(started.is_set)
+        assert provider.fleet is not None
+        await asyncio.wait_for(provider.fleet.disengage("edge"), BOUND)
+        release.set()
+        await until(lambda: len(outcome) == 2)
+        assert "absent" not in outcome, outcome
+        assert all("edge" in o for o in outcome if o.startswith("error")), outcome
+    finally:
+        release.set()
+        stop.set()
+        await asyncio.wait_for(run, BOUND)
+
+
 class Silent:
     """A loopback server that accepts connections and never answers (a cluster that hangs)."""
 

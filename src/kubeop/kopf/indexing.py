@@ -133,21 +133,35 @@ class Index(Mapping[K, Store[V]]):
     def __init__(self) -> None:
         self._items: dict[K, Store[V]] = {}
         self._reverse: dict[ObjectKey, set[K]] = {}
+        self._released = ""  # why it holds nothing any more (a disengaged cluster's index)
 
     def __repr__(self) -> str:
         return repr(self._items)
 
     def __getitem__(self, key: K) -> Store[V]:
+        self._check()
         return self._items[key]
 
     def __iter__(self) -> Iterator[K]:
+        self._check()
         return iter(self._items)
 
     def __len__(self) -> int:
+        self._check()
         return len(self._items)
 
     def __contains__(self, key: object) -> bool:
+        self._check()
         return key in self._items
+
+    def _release(self, why: str) -> None:
+        """Drop every value now (they are freed by reference counting, even when this index was
+        frozen by a list: kubeop.cache.gcpause); a read from now on raises ``why``."""
+        self._items, self._reverse, self._released = {}, {}, why
+
+    def _check(self) -> None:
+        if self._released:
+            raise RuntimeError(self._released)
 
     def _discard(self, obj: ObjectKey, keys: set[K] | None = None) -> None:
         held = self._reverse.get(obj)
@@ -316,9 +330,13 @@ class IndexSet:
         return child
 
     def forget(self, name: str, child: IndexSet) -> None:
-        """Drop cluster ``name``'s indices (the cluster was disengaged) if ``child`` still is them."""
+        """Drop cluster ``name``'s indices ``child`` (the cluster was disengaged): their values go
+        now, and a handler still running there that reads them gets an error naming the cluster."""
         if self._clusters.get(name) is child:
             del self._clusters[name]
+        why = f"the kopf indices of cluster {name!r} are released: the cluster was disengaged"
+        for index in child.indices.values():
+            index._release(why)
 
     def of(self, cluster: str) -> IndexSet:
         """The indices the handlers of ``cluster`` see: these on one cluster (``""``), the

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -321,3 +323,41 @@ async def test_a_daemon_slower_to_stop_than_the_graceful_timeout_is_stopped_when
         assert running == {"west"}
 
     await _stubborn_daemons(body, backoff=1.0, runtime=Runtime(graceful_shutdown_timeout=0.2))
+
+
+class _Marker:
+    """What the index below holds per object (weakly referenceable, unlike a body)."""
+
+    def __init__(self, uid: str) -> None:
+        self.uid = uid
+
+
+async def test_a_disengaged_clusters_kopf_indices_are_freed_without_a_full_collection() -> None:
+    fakes = {n: FakeCluster() for n in ("east", "west")}
+    for fake in fakes.values():
+        for i in range(5):
+            await create(fake, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i}"}})
+    reg = kopf.Registry()
+    made: list[weakref.ref[_Marker]] = []
+
+    @kopf.index("configmaps", registry=reg, id="marks")
+    def marks(uid: str, **_: Any) -> dict[str, _Marker]:
+        marker = _Marker(uid)
+        made.append(weakref.ref(marker))
+        return {"all": marker}
+
+    manager = build_manager(registry=reg, client=FakeCluster().client())
+    fleet = fleet_of(manager, fakes)
+    async with running_and_stopping_daemons(fleet, manager):
+        await until(lambda: len(made) == 10)
+        (indexes,) = [r.indexes for r in manager.runnables if hasattr(r, "indexes")]
+        held = indexes.of("east").indices["marks"]  # as by a handler still running there
+        async with asyncio.timeout(BOUND):
+            await fleet.disengage("east")
+        with pytest.raises(RuntimeError, match="cluster 'east' are released"):
+            held["all"]  # an error, not an empty index
+        gc.collect()  # not of the objects frozen by a list (kubeop.cache.gcpause): those wait
+        alive = {m.uid for m in (ref() for ref in made) if m is not None}
+        async with fakes["west"].client() as api:
+            west = {o["metadata"]["uid"] for o in await api.list(CM, namespace="default")}
+        assert alive == west

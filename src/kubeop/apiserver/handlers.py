@@ -40,7 +40,7 @@ from kubeop.apiserver.apply import manager_name
 from kubeop.apiserver.names import check_generate_name, check_name, check_namespace
 from kubeop.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
 from kubeop.apiserver.resource import ServedResource
-from kubeop.apiserver.scale import scale_of, scale_request, with_replicas
+from kubeop.apiserver.scale import patch_base, scale_of, scale_request, with_replicas
 from kubeop.apiserver.status import StatusError
 from kubeop.apiserver.storage import ListOptions, Storage, WatchOptions
 from kubeop.client.httpserver import Request, Response
@@ -595,9 +595,9 @@ class Handlers:
             if request.method == "PUT":
                 wanted = body
             elif media == _JSON_PATCH:
-                wanted = json_patch(current, body)
+                wanted = json_patch(patch_base(scale, old), body)
             else:  # a Scale has no lists: a strategic merge is a merge
-                wanted = merge_patch(current, body)
+                wanted = merge_patch(patch_base(scale, old), body)
             replicas, asked = scale_request(wanted, target.name, target.namespace)
             if request.method == "PUT":  # a Scale's uid is a precondition of its update, as kube's
                 _check_uid(body.get("metadata", {}).get("uid"), old)

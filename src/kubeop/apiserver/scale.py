@@ -4,7 +4,8 @@ and a Scale written back into the object at the declared replica path.
 
 As for a custom resource's scale: the desired count is read from ``spec_replicas_path`` and the
 observed one from ``status_replicas_path`` (0 when absent), the selector from
-``label_selector_path`` when declared; a write changes only the desired count.
+``label_selector_path`` when declared; a write changes only the desired count, and a patch of
+an object that has no count must set one (400, not a 0 nobody asked for).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from kubeop.apiserver.status import StatusError
 from kubeop.core.model import copy_json
 from kubeop.crd.declaration import Scale
 
-__all__ = ["SCALE_KIND", "scale_of", "scale_request", "with_replicas"]
+__all__ = ["SCALE_KIND", "patch_base", "scale_of", "scale_request", "with_replicas"]
 
 SCALE_KIND = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
 """The kind the subresource answers in (its discovery's ``responseKind``)."""
 
 _API_VERSION = "autoscaling/v1"
 _MAX_REPLICAS = 2**31 - 1  # an int32, as Scale's replicas
+_UNSET = -(2**31)  # a patch's base when the object has no count (kube-apiserver's marker too)
 _META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 
 
@@ -58,6 +60,15 @@ def scale_of(scale: Scale, obj: dict[str, Any]) -> dict[str, Any]:
         "spec": {"replicas": _count(obj, scale.spec_replicas_path)},
         "status": status,
     }
+
+
+def patch_base(scale: Scale, obj: dict[str, Any]) -> dict[str, Any]:
+    """The Scale a patch applies to: ``obj``'s, with a marker for a count the object does not have
+    (a patch that leaves it so is refused: 0 was never asked for)."""
+    out = scale_of(scale, obj)
+    if _read(obj, scale.spec_replicas_path) is None:
+        out["spec"]["replicas"] = _UNSET
+    return out
 
 
 def _invalid(name: str, message: str, field: str) -> StatusError:
@@ -98,6 +109,10 @@ def scale_request(body: Any, name: str, namespace: str) -> tuple[int, str | None
     if not isinstance(spec, dict):
         raise _invalid(name, "must be an object", "spec")
     replicas = spec.get("replicas", 0)
+    if replicas == _UNSET:
+        raise StatusError(
+            400, f"spec.replicas: the object {name!r} has none, so the Scale written must set spec.replicas"
+        )
     if not isinstance(replicas, int) or isinstance(replicas, bool):
         raise _invalid(name, f"{replicas!r}: must be an integer", "spec.replicas")
     if replicas < 0:

@@ -193,6 +193,23 @@ async def test_a_scale_write_owns_the_replicas_alone_and_an_apply_of_them_confli
         assert code == 409 and 'conflict with "hpa"' in out["message"], out
 
 
+async def test_a_patch_that_sets_no_count_of_an_object_without_one_is_refused(env: Env) -> None:
+    await _made(env)  # no spec.replicas: the Scale reads 0, but 0 was never asked for
+    url = env.base + POOLS + "/p/scale"
+    async with env.as_user("alice") as s:
+        _, before = await call(s, "GET", env.base + POOLS + "/p")
+        code, out = await call(s, "PATCH", url, {"metadata": {"labels": {"a": "b"}}}, MERGE)
+        assert code == 400 and "spec.replicas" in out["message"], out
+        code, out = await call(
+            s, "PATCH", url, [{"op": "add", "path": "/status/replicas", "value": 1}], JSON_PATCH
+        )
+        assert code == 400, out
+        _, after = await call(s, "GET", env.base + POOLS + "/p")
+        assert after == before  # as kube-apiserver: no spec.replicas: 0 written on its own
+        code, out = await call(s, "PATCH", url, {"spec": {"replicas": 0}}, MERGE)
+        assert code == 200 and out["spec"]["replicas"] == 0, out
+
+
 @pytest.mark.parametrize(
     ("body", "code", "says"),
     [

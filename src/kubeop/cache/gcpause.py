@@ -75,4 +75,3 @@ class GcPause:
                 gc.freeze()
                 _frozen_at = time.monotonic()
             gc.enable()
-

@@ -154,7 +154,9 @@ OPERATOR_LATEST_OUTAGE = "bench/operator/results-tenth-run-outage.json"
 SCALE_LATENCY = (
     "bench/scale/results-latency-1k-3.json",
     "bench/scale/results-latency-10k-3.json",
+    "bench/scale/results-latency-10k-4.json",
     "bench/scale/results-latency-100k-1.json",
+    "bench/scale/results-latency-100k-2.json",
 )
 CLIENT_COMPARISON = "bench/client/results-run4.json"
 CLIENT_LATEST = "bench/client/results-run6.json"
@@ -240,7 +242,8 @@ def _scale_table(files: tuple[str, ...]) -> str:
             out.append("| " + " | ".join(cells) + " |\n")
     out.append(
         "\nMedians over the runs of each file (" + ", ".join(f"`{rel}`" for rel in files) + "); "
-        "`kubeop-base` is an earlier kubeop, run beside the current one.\n"
+        "`kubeop-base` is an earlier kubeop, run beside the current one; a dash: that file's run "
+        "measured latency only.\n"
     )
     return "".join(out)
 

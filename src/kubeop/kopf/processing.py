@@ -165,7 +165,9 @@ class Processor:
     writes: int = 0
     """API writes to the handled objects (the benchmark and the tests count them)."""
     _resource: ApiResource | None = None
-    _handled_once: set[str] = field(default_factory=set)
+    # the uid each object had when a cycle of this process last finished it (kopf's "initial":
+    # the first cycle of an object in this process); kept for live objects only
+    _handled_once: dict[tuple[str, str | None, str], str] = field(default_factory=dict)
     # Keyed by (cluster, namespace, name): in a fleet one processor serves every cluster.
     _memos: dict[tuple[str, str | None, str], Memo] = field(default_factory=dict)
     _spawned: dict[tuple[str, str | None, str], Spawned] = field(default_factory=dict)
@@ -235,6 +237,7 @@ class Processor:
             return None
         if body is None:
             self._memos.pop(key, None)
+            self._handled_once.pop(key, None)
             spawned = self._spawned.pop(key, None)
             if spawned is not None:
                 await self._stop([spawned])
@@ -260,7 +263,7 @@ class Processor:
         old = state.essence
         new = storages.essence(body, self._extra_fields)
         the_diff = diff(old, new)
-        initial = uid not in self._handled_once
+        initial = self._handled_once.get(key) != uid
         memo = self._memos.get(key)
         if memo is None:
             memo = self._memos[key] = Memo(self.memo)
@@ -354,7 +357,7 @@ class Processor:
             if reason is not Reason.DELETE and new != old and (old is None or chosen):
                 state.new_essence = new
                 record = True
-            self._handled_once.add(uid)
+            self._handled_once[key] = uid
         finish_delete = done and reason is Reason.DELETE
         if finish_delete:
             logger.debug("Removing the finalizer, thus allowing the actual deletion.")
@@ -459,6 +462,8 @@ class Processor:
         spawned = [self._spawned.pop(k) for k in keys]
         for key in [k for k in self._memos if k[0] == cluster]:
             del self._memos[key]
+        for key in [k for k in self._handled_once if k[0] == cluster]:  # engaged again: resumed
+            del self._handled_once[key]
         for key in [k for k in self._own_writes if k[0] == cluster]:
             del self._own_writes[key]
         await self._stop(spawned)

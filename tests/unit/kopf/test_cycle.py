@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -126,3 +126,17 @@ async def test_filters_that_see_status_are_evaluated_on_its_own_write_too() -> N
     await cycle(p, store)
     assert calls == ["when None", "when None", "create one", "when one"]
     assert len(store.writes) == 1
+
+
+async def test_what_a_processor_remembers_of_an_object_goes_with_it() -> None:
+    proc, calls = processor()
+    store = Store({"value": 1})
+    await cycle(proc, store)
+    assert calls == ["create 1"] and proc._handled_once == {("", "ns", "w"): "u"}
+    store.obj = cast(Any, None)  # deleted: the cycle is told of an object that is gone
+    await cycle(proc, store)
+    assert proc._handled_once == {} and proc._memos == {}
+    store.obj = Store({"value": 2}).obj
+    store.obj["metadata"]["uid"] = "u2"  # made anew under the same name: its first cycle again
+    await cycle(proc, store)
+    assert calls == ["create 1", "create 2"] and proc._handled_once == {("", "ns", "w"): "u2"}

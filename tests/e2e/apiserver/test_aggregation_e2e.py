@@ -110,6 +110,15 @@ async def _kubectl(cp: ControlPlane, *args: str, **kw: Any) -> Any:
     return await asyncio.to_thread(cp.kubectl, *args, **kw)
 
 
+async def _with_widget(cp: ControlPlane, served: tuple[APIServer, Client]) -> Client:
+    """Once the APIService is available and discovered, apply WIDGET; the served client."""
+    _, client = served
+    await _available(client)
+    await _discovered(cp)
+    await _kubectl(cp, "apply", "-f", "-", input=WIDGET)
+    return client
+
+
 WIDGET = f"""
 apiVersion: example.com/v1alpha1
 kind: Widget
@@ -139,10 +148,7 @@ async def test_kubectl_through_the_aggregator(cp: ControlPlane, served: tuple[AP
 async def test_kubectl_scale_through_the_aggregator(
     cp: ControlPlane, served: tuple[APIServer, Client]
 ) -> None:
-    _, client = served
-    await _available(client)
-    await _discovered(cp)
-    await _kubectl(cp, "apply", "-f", "-", input=WIDGET)
+    client = await _with_widget(cp, served)
     await _kubectl(cp, "scale", "widget", "small", "-n", NS, "--replicas=3")
     got = await client.get(Widget, "small", namespace=NS)
     assert got.spec.replicas == 3 and got.metadata.generation == 2
@@ -282,10 +288,7 @@ async def test_kubectl_server_side_apply_dry_run_and_finalizers(
 async def test_kubectl_describe_edit_and_watch_through_the_aggregator(
     cp: ControlPlane, served: tuple[APIServer, Client]
 ) -> None:
-    _, client = served
-    await _available(client)
-    await _discovered(cp)
-    await _kubectl(cp, "apply", "-f", "-", input=WIDGET)
+    client = await _with_widget(cp, served)
     described = (await _kubectl(cp, "describe", "widget", "small", "-n", NS)).stdout
     assert "Name:" in described and "small" in described and "Kind:         Widget" in described
     assert "Spec:" in described and "Size:  2" in described

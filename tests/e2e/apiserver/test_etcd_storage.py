@@ -235,6 +235,20 @@ async def test_lists_span_several_etcd_ranges(etcd: str) -> None:
         await storage.close()
 
 
+def _range_limits(storage: EtcdStorage, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ``limit`` of every range request ``storage`` makes from now on, in order."""
+    asked: list[int] = []
+    call = storage._call
+
+    async def counted(path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        if path == "/v3/kv/range" and "limit" in body:
+            asked.append(int(body["limit"]))
+        return await call(path, body)
+
+    monkeypatch.setattr(storage, "_call", counted)
+    return asked
+
+
 async def test_a_limit_larger_than_one_range_reads_etcd_in_bounded_ranges(
     etcd: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,15 +259,7 @@ async def test_a_limit_larger_than_one_range_reads_etcd_in_bounded_ranges(
     ranges, the token continuing from the same revision."""
     monkeypatch.setattr(etcd_storage, "_MAX_RESPONSE", 4 << 20)
     storage = EtcdStorage(etcd, prefix="/large-limit/")
-    asked: list[int] = []
-    call = storage._call
-
-    async def counted(path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        if path == "/v3/kv/range" and "limit" in body:
-            asked.append(int(body["limit"]))
-        return await call(path, body)
-
-    monkeypatch.setattr(storage, "_call", counted)
+    asked = _range_limits(storage, monkeypatch)
     try:
         names = [f"l{i:03d}" for i in range(2 * _CHUNK + 50)]
         labelled = [{"even": "yes"} if i % 2 == 0 else {} for i in range(len(names))]
@@ -318,15 +324,7 @@ async def test_a_range_of_large_objects_is_read_again_in_smaller_ranges(
     list of them must not fail for good. Here the cap is 300 kB and the objects 20 kB."""
     monkeypatch.setattr(etcd_storage, "_MAX_RESPONSE", 300_000)
     storage = EtcdStorage(etcd, prefix="/large-objects/")
-    asked: list[int] = []
-    call = storage._call
-
-    async def counted(path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        if path == "/v3/kv/range" and "limit" in body:
-            asked.append(int(body["limit"]))
-        return await call(path, body)
-
-    monkeypatch.setattr(storage, "_call", counted)
+    asked = _range_limits(storage, monkeypatch)
     try:
         names = [f"b{i:03d}" for i in range(60)]
         await asyncio.gather(

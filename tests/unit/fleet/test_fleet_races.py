@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gc
 import itertools
 import threading
 import time
 import weakref
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -114,25 +116,12 @@ async def test_a_sync_reconcile_still_running_after_disengage_cannot_write_there
         except Exception as exc:
             outcome.append(type(exc).__name__)
 
-    provider = Fakes({"edge": fake})
-    fleet = Fleet(provider, runtime=Runtime(graceful_shutdown_timeout=0.3))
-    fleet.add(Controller.for_(CM).named("stuck-sync").reconcile(reconcile))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
-        await until(started.is_set)
-        assert provider.fleet is not None
-        await asyncio.wait_for(provider.fleet.disengage("edge"), BOUND)
-        release.set()
+    async with _disengaged_mid_reconcile(fake, "stuck-sync", reconcile, started, release):
         await until(lambda: bool(outcome))
         assert outcome != ["written"]
         async with fake.client() as api:
             obj = await api.get(CM, "slow", namespace="default")
         assert "late" not in (obj.get("data") or {})
-    finally:
-        release.set()
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 async def test_a_sync_reconcile_still_running_after_disengage_reads_no_false_absence() -> None:
@@ -157,23 +146,10 @@ async def test_a_sync_reconcile_still_running_after_disengage_reads_no_false_abs
             except Exception as exc:
                 outcome.append(f"error: {exc}")
 
-    provider = Fakes({"edge": fake})
-    fleet = Fleet(provider, runtime=Runtime(graceful_shutdown_timeout=0.3))
-    fleet.add(Controller.for_(CM).named("stuck-reader").reconcile(reconcile))
-    stop = asyncio.Event()
-    run = asyncio.create_task(fleet.start(stop))
-    try:
-        await until(started.is_set)
-        assert provider.fleet is not None
-        await asyncio.wait_for(provider.fleet.disengage("edge"), BOUND)
-        release.set()
+    async with _disengaged_mid_reconcile(fake, "stuck-reader", reconcile, started, release):
         await until(lambda: len(outcome) == 2)
         assert "absent" not in outcome, outcome
         assert all("edge" in o for o in outcome if o.startswith("error")), outcome
-    finally:
-        release.set()
-        stop.set()
-        await asyncio.wait_for(run, BOUND)
 
 
 class Silent:
@@ -321,3 +297,31 @@ async def test_a_cluster_whose_credentials_expire_is_retried_alone_and_resumes()
                 if (obj.get("data") or {}).get("cluster") == "west":
                     break
                 await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def _disengaged_mid_reconcile(
+    fake: FakeCluster,
+    name: str,
+    reconcile: Callable[[Request, Context], None],
+    started: threading.Event,
+    release: threading.Event,
+) -> AsyncIterator[None]:
+    """A fleet of ``fake`` ("edge") running ``reconcile`` (a sync one, in its thread) as
+    controller ``name``; once it has ``started``, "edge" is disengaged, then ``release`` is set
+    and the block runs; the fleet stops after it (bounded)."""
+    provider = Fakes({"edge": fake})
+    fleet = Fleet(provider, runtime=Runtime(graceful_shutdown_timeout=0.3))
+    fleet.add(Controller.for_(CM).named(name).reconcile(reconcile))
+    stop = asyncio.Event()
+    run = asyncio.create_task(fleet.start(stop))
+    try:
+        await until(started.is_set)
+        assert provider.fleet is not None
+        await asyncio.wait_for(provider.fleet.disengage("edge"), BOUND)
+        release.set()
+        yield
+    finally:
+        release.set()
+        stop.set()
+        await asyncio.wait_for(run, BOUND)

@@ -211,6 +211,13 @@ async def test_serving_asks_to_register_its_objects_and_to_authenticate_and_auth
         assert Access("create", "", "namespaces") not in there and len(there) == len(wanted) - 1
 
 
+def _wait_for(path: Path, timeout: float = 20.0) -> None:
+    """Until ``path`` exists (the child operator touches it once it runs), at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _authorizer(monkeypatch: pytest.MonkeyPatch, refused: set[str]) -> list[Access]:
     """``kubeop run``'s check against a FakeCluster (it serves no SelfSubjectAccessReview): the
     authorizer's answers, every access allowed but those of the resources in ``refused``; returns
@@ -283,13 +290,8 @@ async def test_the_operator_gets_the_signal_and_its_exit_code_is_returned(tmp_pa
         "time.sleep(30)\n"
     )
 
-    def wait_until_up() -> None:
-        deadline = time.monotonic() + 20
-        while not up.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-
     async def signal_when_up() -> None:
-        await asyncio.to_thread(wait_until_up)
+        await asyncio.to_thread(_wait_for, up)
         os.kill(os.getpid(), signal.SIGTERM)  # to this process: _operator forwards it
 
     async with asyncio.timeout(20):
@@ -332,13 +334,8 @@ async def test_served_and_registered_while_the_operator_runs_then_unregistered(
     served = _served(with_apiserver)
     seen: dict[str, Any] = {}
 
-    def wait_until_up() -> None:
-        deadline = time.monotonic() + 20
-        while not up.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-
     async def while_it_runs() -> None:
-        await asyncio.to_thread(wait_until_up)
+        await asyncio.to_thread(_wait_for, up)
         try:
             async with cluster.client() as api:
                 apiservice = await api.get(APISERVICES, "v1alpha1.metrics.example.com")
